@@ -1,0 +1,102 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Test for them with errors.Is; a Store returns them wrapped in
+// an *Error.
+var (
+	// ErrNotFound: the object does not exist.
+	ErrNotFound = errors.New("object not found")
+	// ErrExists: a write with IfNotExist found the object already there.
+	ErrExists = errors.New("object already exists")
+	// ErrPrecondition: a generation precondition did not hold.
+	ErrPrecondition = errors.New("precondition failed")
+	// ErrClosed: the Store, Writer or Reader was already closed.
+	ErrClosed = errors.New("closed")
+	// ErrInvalidKey: the key is not a valid object key. Returned before any I/O.
+	ErrInvalidKey = errors.New("invalid key")
+	// ErrInvalidArgument: an option or URL is malformed. Returned before any I/O.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrUnsupported is errors.ErrUnsupported: the backend cannot do this.
+	ErrUnsupported = errors.ErrUnsupported
+)
+
+// Error records a failed operation on a key. Kind is the sentinel that classifies
+// it (nil when none applies); Err is the cause, usually the backend's own error.
+// errors.Is and errors.As see both.
+type Error struct {
+	Op   string // "read", "write", "stat", "list", "delete", "open", ...
+	Key  string // the object key, or the prefix for list
+	Kind error  // a sentinel such as ErrNotFound, or nil
+	Err  error  // the cause, or nil
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("blob: ")
+	b.WriteString(e.Op)
+	if e.Key != "" {
+		fmt.Fprintf(&b, " %q", shortKey(e.Key))
+	}
+	switch {
+	case e.Kind != nil && e.Err != nil && e.Err != e.Kind:
+		fmt.Fprintf(&b, ": %v: %v", e.Kind, e.Err)
+	case e.Kind != nil:
+		fmt.Fprintf(&b, ": %v", e.Kind)
+	case e.Err != nil:
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel and the cause, so errors.Is(err, ErrNotFound) and
+// errors.As(err, &sdkErr) both work.
+func (e *Error) Unwrap() []error {
+	switch {
+	case e.Kind != nil && e.Err != nil && e.Kind != e.Err:
+		return []error{e.Kind, e.Err}
+	case e.Kind != nil:
+		return []error{e.Kind}
+	case e.Err != nil:
+		return []error{e.Err}
+	}
+	return nil
+}
+
+// Errorf returns an *Error for op on key with the given sentinel kind and a cause
+// built from format and args (which may wrap with %w).
+func Errorf(op, key string, kind error, format string, args ...any) error {
+	return &Error{Op: op, Key: key, Kind: kind, Err: fmt.Errorf(format, args...)}
+}
+
+// WrapError wraps a backend error for op on key. classify maps it to a sentinel
+// (or nil). Context errors are kept as the cause with no sentinel. A nil err
+// stays nil, and an err that is already an *Error for the same op is returned as is.
+func WrapError(op, key string, err error, classify func(error) error) error {
+	if err == nil {
+		return nil
+	}
+	var be *Error
+	if errors.As(err, &be) && be.Op == op && be.Key == key {
+		return err
+	}
+	var kind error
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && classify != nil {
+		kind = classify(err)
+	}
+	return &Error{Op: op, Key: key, Kind: kind, Err: err}
+}
+
+// shortKey keeps error messages readable for very long keys.
+func shortKey(k string) string {
+	const max = 128
+	if len(k) <= max {
+		return k
+	}
+	return k[:max] + fmt.Sprintf("...(%d bytes)", len(k))
+}
