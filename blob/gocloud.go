@@ -77,7 +77,7 @@ func (d *gocloudDriver) As(i any) bool {
 func (d *gocloudDriver) ErrorAs(err error, i any) bool { return errors.As(err, i) }
 
 func (d *gocloudDriver) Attributes(ctx context.Context, key string) (*driver.Attributes, error) {
-	a, err := d.s.Stat(ctx, key)
+	a, err := d.s.Stat(ctx, escapeGocloudKey(key))
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (d *gocloudDriver) ListPaged(ctx context.Context, opts *driver.ListOptions)
 		}
 	}
 	page, err := d.s.List(ctx, &ListOptions{
-		Prefix:    opts.Prefix,
+		Prefix:    escapeGocloudKey(opts.Prefix),
 		Delimiter: opts.Delimiter,
 		PageSize:  opts.PageSize,
 		PageToken: string(opts.PageToken),
@@ -114,7 +114,7 @@ func (d *gocloudDriver) ListPaged(ctx context.Context, opts *driver.ListOptions)
 	}
 	out := &driver.ListPage{Objects: make([]*driver.ListObject, len(page.Objects))}
 	for i, o := range page.Objects {
-		out.Objects[i] = &driver.ListObject{Key: o.Key, ModTime: o.ModTime, Size: o.Size, MD5: o.MD5, IsDir: o.IsDir, AsFunc: noAs}
+		out.Objects[i] = &driver.ListObject{Key: unescapeGocloudKey(o.Key), ModTime: o.ModTime, Size: o.Size, MD5: o.MD5, IsDir: o.IsDir, AsFunc: noAs}
 	}
 	if page.NextPageToken != "" {
 		out.NextPageToken = []byte(page.NextPageToken)
@@ -128,7 +128,7 @@ func (d *gocloudDriver) NewRangeReader(ctx context.Context, key string, offset, 
 			return nil, err
 		}
 	}
-	r, err := d.s.NewRangeReader(ctx, key, offset, length)
+	r, err := d.s.NewRangeReader(ctx, escapeGocloudKey(key), offset, length)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (d *gocloudDriver) NewTypedWriter(ctx context.Context, key, contentType str
 			return nil, err
 		}
 	}
-	return d.s.NewWriter(ctx, key, &WriterOptions{
+	return d.s.NewWriter(ctx, escapeGocloudKey(key), &WriterOptions{
 		ContentType:        contentType,
 		CacheControl:       opts.CacheControl,
 		ContentDisposition: opts.ContentDisposition,
@@ -169,7 +169,7 @@ func (d *gocloudDriver) Copy(ctx context.Context, dstKey, srcKey string, opts *d
 			return err
 		}
 	}
-	return Copy(ctx, d.s, dstKey, srcKey, nil)
+	return Copy(ctx, d.s, escapeGocloudKey(dstKey), escapeGocloudKey(srcKey), nil)
 }
 
 func (d *gocloudDriver) Delete(ctx context.Context, key string, opts *driver.DeleteOptions) error {
@@ -178,7 +178,7 @@ func (d *gocloudDriver) Delete(ctx context.Context, key string, opts *driver.Del
 			return err
 		}
 	}
-	return d.s.Delete(ctx, key, nil)
+	return d.s.Delete(ctx, escapeGocloudKey(key), nil)
 }
 
 func (d *gocloudDriver) SignedURL(ctx context.Context, key string, opts *driver.SignedURLOptions) (string, error) {

@@ -146,12 +146,18 @@ func CopyBetween(ctx context.Context, dst Store, dstKey string, src Store, srcKe
 	if err := ValidateKey("copy", dstKey); err != nil {
 		return err
 	}
+	// Readers need not carry every attribute, so take them from Stat; the MD5
+	// it returns guards against the source changing before the read.
+	a, err := src.Stat(ctx, srcKey)
+	if err != nil {
+		return err
+	}
 	r, err := src.NewRangeReader(ctx, srcKey, 0, -1)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	wo := WriterOptionsFrom(r.Attributes())
+	wo := WriterOptionsFrom(a)
 	if opts != nil {
 		wo.IfNotExist = opts.IfNotExist
 	}

@@ -47,8 +47,9 @@ type Store interface {
 // Reader reads one object. Close must be called.
 type Reader interface {
 	io.ReadCloser
-	// Attributes describes the whole object being read (Size is the object's
-	// size, not the range's).
+	// Attributes describes the whole object being read: at least Size (the
+	// object's size, not the range's), ContentType and ModTime; other fields
+	// where the backend returns them with the read.
 	Attributes() *Attributes
 }
 

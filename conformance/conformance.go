@@ -1,0 +1,950 @@
+// Package conformance is the one test suite every blob.Store must pass: the
+// drivers, the wrappers, the quorum and the tiered store.
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, conformance.Harness{
+//			NewStore: func(ctx context.Context, t *testing.T) blob.Store { ... },
+//			Caps:     conformance.Caps{GenerationPreconditions: true},
+//		})
+//	}
+//
+// A harness makes a fresh, empty store for every test. Capability flags name
+// what a backend lacks; a capability that is absent is still checked for
+// refusing clearly (a store that cannot enforce a precondition must fail the
+// write, never ignore it).
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// Harness makes stores for the suite.
+type Harness struct {
+	// NewStore returns a new, empty store. The suite closes it.
+	NewStore func(ctx context.Context, t *testing.T) blob.Store
+	Caps     Caps
+}
+
+// Caps are the capabilities that vary between backends.
+type Caps struct {
+	// GenerationPreconditions: IfGenerationMatch on writes and deletes is
+	// enforced. Without it, the suite checks that such writes are refused.
+	GenerationPreconditions bool
+	// Append: the store is a blob.Appender.
+	Append bool
+	// NonSlashDelimiters: List groups by delimiters other than "/".
+	NonSlashDelimiters bool
+	// FileTree: the store is a directory tree, so a key cannot also be a
+	// directory of other keys ("a" and "a/b") and "." and ".." are not keys.
+	FileTree bool
+	// LargeObjectSize is the size of the large round trip (default 8 MiB + 1).
+	LargeObjectSize int
+}
+
+// Run runs the suite as subtests of t.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h Harness, s blob.Store)
+	}{
+		{"RoundTrip", testRoundTrip},
+		{"RangeReads", testRangeReads},
+		{"Attributes", testAttributes},
+		{"ContentMD5", testContentMD5},
+		{"Overwrite", testOverwrite},
+		{"IfNotExist", testIfNotExist},
+		{"IfNotExistRace", testIfNotExistRace},
+		{"GenerationPreconditions", testGenerationPreconditions},
+		{"Missing", testMissing},
+		{"InvalidKeys", testInvalidKeys},
+		{"WeirdKeys", testWeirdKeys},
+		{"ListOrder", testListOrder},
+		{"ListPrefixDelimiter", testListPrefixDelimiter},
+		{"ListStartAfter", testListStartAfter},
+		{"ListPaging", testListPaging},
+		{"ListPagingWithChanges", testListPagingWithChanges},
+		{"CanceledWrite", testCanceledWrite},
+		{"ConcurrentReadersWriters", testConcurrentReadersWriters},
+		{"Create", testCreate},
+		{"CreateConcurrent", testCreateConcurrent},
+		{"Copy", testCopy},
+		{"Append", testAppend},
+		{"ReaderAt", testReaderAt},
+		{"Closed", testClosed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			s := h.NewStore(ctx, t)
+			if s == nil {
+				t.Fatal("harness returned a nil store")
+			}
+			closed := false
+			t.Cleanup(func() {
+				if !closed {
+					s.Close()
+				}
+			})
+			if tc.name == "Closed" {
+				closed = true
+			}
+			tc.fn(t, h, s)
+		})
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func payload(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func mustPut(t *testing.T, s blob.Store, key string, data []byte, opts *blob.WriterOptions) {
+	t.Helper()
+	if err := blob.Put(ctxT(t), s, key, data, opts); err != nil {
+		t.Fatalf("Put(%q): %v", key, err)
+	}
+}
+
+func mustRead(t *testing.T, s blob.Store, key string) []byte {
+	t.Helper()
+	b, err := blob.ReadAll(ctxT(t), s, key)
+	if err != nil {
+		t.Fatalf("ReadAll(%q): %v", key, err)
+	}
+	return b
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: got error %v, want %v", what, err, want)
+		return
+	}
+	var be *blob.Error
+	if !errors.As(err, &be) {
+		t.Errorf("%s: error %v is not a *blob.Error", what, err)
+	}
+}
+
+func testRoundTrip(t *testing.T, h Harness, s blob.Store) {
+	large := h.Caps.LargeObjectSize
+	if large == 0 {
+		large = 8<<20 + 1
+	}
+	for _, n := range []int{0, 1, 10, 1 << 10, 256<<10 + 3, large} {
+		key := fmt.Sprintf("rt/%d", n)
+		data := payload(uint64(n), n)
+		mustPut(t, s, key, data, nil)
+		got := mustRead(t, s, key)
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s: read %d bytes, want %d identical bytes", key, len(got), len(data))
+		}
+		a, err := s.Stat(ctxT(t), key)
+		if err != nil {
+			t.Fatalf("Stat(%s): %v", key, err)
+		}
+		if a.Size != int64(n) {
+			t.Errorf("Stat(%s).Size = %d, want %d", key, a.Size, n)
+		}
+		if a.Key != key {
+			t.Errorf("Stat(%s).Key = %q", key, a.Key)
+		}
+		if sum := md5.Sum(data); len(a.MD5) > 0 && !bytes.Equal(a.MD5, sum[:]) {
+			t.Errorf("Stat(%s).MD5 = %x, want %x", key, a.MD5, sum)
+		}
+		if a.ModTime.IsZero() {
+			t.Errorf("Stat(%s).ModTime is zero", key)
+		}
+	}
+}
+
+func testRangeReads(t *testing.T, h Harness, s blob.Store) {
+	const n = 1000
+	data := payload(1, n)
+	mustPut(t, s, "range", data, nil)
+	cases := []struct {
+		off, length int64
+		want        []byte
+	}{
+		{0, -1, data},
+		{0, n, data},
+		{0, 1, data[:1]},
+		{0, 0, nil},
+		{1, 10, data[1:11]},
+		{n - 1, 1, data[n-1:]},
+		{n - 1, -1, data[n-1:]},
+		{n - 1, 10, data[n-1:]},
+		{500, n, data[500:]},
+		{n, -1, nil},
+		{n, 5, nil},
+		{n + 100, -1, nil},
+	}
+	for _, c := range cases {
+		r, err := s.NewRangeReader(ctxT(t), "range", c.off, c.length)
+		if err != nil {
+			t.Errorf("NewRangeReader(%d, %d): %v", c.off, c.length, err)
+			continue
+		}
+		got, err := io.ReadAll(r)
+		if err != nil {
+			t.Errorf("read (%d, %d): %v", c.off, c.length, err)
+		}
+		if !bytes.Equal(got, c.want) {
+			t.Errorf("read (%d, %d): got %d bytes, want %d", c.off, c.length, len(got), len(c.want))
+		}
+		if a := r.Attributes(); a == nil || a.Size != n {
+			t.Errorf("read (%d, %d): Attributes().Size is not the object size %d: %+v", c.off, c.length, n, a)
+		}
+		if err := r.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+	if r, err := s.NewRangeReader(ctxT(t), "range", -1, 10); err == nil {
+		r.Close()
+		t.Errorf("negative offset: no error")
+	}
+}
+
+func testAttributes(t *testing.T, h Harness, s blob.Store) {
+	opts := &blob.WriterOptions{
+		ContentType:        "application/x-zonal",
+		CacheControl:       "no-cache",
+		ContentDisposition: "attachment; filename=seg.log",
+		ContentEncoding:    "identity",
+		ContentLanguage:    "en",
+		Metadata:           map[string]string{"segment": "42", "owner": "log-a"},
+	}
+	data := []byte("attributes")
+	mustPut(t, s, "attrs", data, opts)
+	a, err := s.Stat(ctxT(t), "attrs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(field, got, want string) {
+		if got != want {
+			t.Errorf("%s = %q, want %q", field, got, want)
+		}
+	}
+	check("ContentType", a.ContentType, opts.ContentType)
+	check("CacheControl", a.CacheControl, opts.CacheControl)
+	check("ContentDisposition", a.ContentDisposition, opts.ContentDisposition)
+	check("ContentEncoding", a.ContentEncoding, opts.ContentEncoding)
+	check("ContentLanguage", a.ContentLanguage, opts.ContentLanguage)
+	if len(a.Metadata) != len(opts.Metadata) {
+		t.Errorf("Metadata = %v, want %v", a.Metadata, opts.Metadata)
+	}
+	for k, v := range opts.Metadata {
+		if a.Metadata[k] != v {
+			t.Errorf("Metadata[%q] = %q, want %q", k, a.Metadata[k], v)
+		}
+	}
+	if a.Generation == "" {
+		t.Errorf("Generation is empty")
+	}
+	r, err := s.NewRangeReader(ctxT(t), "attrs", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if ra := r.Attributes(); ra.ContentType != opts.ContentType || ra.Size != int64(len(data)) {
+		t.Errorf("reader attributes = %+v, want content type %q and size %d", ra, opts.ContentType, len(data))
+	}
+}
+
+func testContentMD5(t *testing.T, h Harness, s blob.Store) {
+	data := []byte("checked bytes")
+	sum := md5.Sum(data)
+	mustPut(t, s, "md5/good", data, &blob.WriterOptions{ContentMD5: sum[:]})
+	bad := md5.Sum([]byte("other bytes"))
+	if err := blob.Put(ctxT(t), s, "md5/bad", data, &blob.WriterOptions{ContentMD5: bad[:]}); err == nil {
+		t.Errorf("Put with a wrong ContentMD5 succeeded")
+	}
+	if ok, err := blob.Exists(ctxT(t), s, "md5/bad"); err != nil || ok {
+		t.Errorf("after a failed MD5 check the object exists=%v (err %v), want nothing committed", ok, err)
+	}
+}
+
+func testOverwrite(t *testing.T, h Harness, s blob.Store) {
+	mustPut(t, s, "ow", []byte("first version, longer"), nil)
+	mustPut(t, s, "ow", []byte("second"), &blob.WriterOptions{Metadata: map[string]string{"v": "2"}})
+	if got := mustRead(t, s, "ow"); string(got) != "second" {
+		t.Errorf("read %q after overwrite, want %q", got, "second")
+	}
+	a, err := s.Stat(ctxT(t), "ow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Size != 6 || a.Metadata["v"] != "2" {
+		t.Errorf("attributes after overwrite: size %d metadata %v", a.Size, a.Metadata)
+	}
+}
+
+func testIfNotExist(t *testing.T, h Harness, s blob.Store) {
+	ine := &blob.WriterOptions{IfNotExist: true}
+	mustPut(t, s, "ine", []byte("winner"), ine)
+	err := blob.Put(ctxT(t), s, "ine", []byte("loser"), ine)
+	wantErr(t, "second IfNotExist Put", err, blob.ErrExists)
+	if got := mustRead(t, s, "ine"); string(got) != "winner" {
+		t.Errorf("content after losing IfNotExist = %q, want %q", got, "winner")
+	}
+}
+
+func testIfNotExistRace(t *testing.T, h Harness, s blob.Store) {
+	const writers = 16
+	for round := range 3 {
+		key := fmt.Sprintf("race/%d", round)
+		var wg sync.WaitGroup
+		errs := make([]error, writers)
+		start := make(chan struct{})
+		for i := range writers {
+			wg.Go(func() {
+				<-start
+				errs[i] = blob.Put(ctxT(t), s, key, fmt.Appendf(nil, "writer %d", i), &blob.WriterOptions{IfNotExist: true})
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("%s: writers %d and %d both won", key, winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, blob.ErrExists):
+				t.Errorf("%s: writer %d: %v, want ErrExists", key, i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("%s: no writer won", key)
+		}
+		if got, want := string(mustRead(t, s, key)), fmt.Sprintf("writer %d", winner); got != want {
+			t.Errorf("%s: content %q, want the winner's %q", key, got, want)
+		}
+	}
+}
+
+func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
+	mustPut(t, s, "gen", []byte("v1"), nil)
+	a1, err := s.Stat(ctxT(t), "gen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Caps.GenerationPreconditions {
+		err := blob.Put(ctxT(t), s, "gen", []byte("v2"), &blob.WriterOptions{IfGenerationMatch: "not-" + a1.Generation})
+		if err == nil {
+			t.Fatalf("store without generation preconditions accepted (and ignored) IfGenerationMatch")
+		}
+		if got := mustRead(t, s, "gen"); string(got) != "v1" {
+			t.Errorf("refused conditional write changed the object to %q", got)
+		}
+		return
+	}
+	mustPut(t, s, "gen", []byte("v2"), &blob.WriterOptions{IfGenerationMatch: a1.Generation})
+	a2, err := s.Stat(ctxT(t), "gen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2.Generation == a1.Generation {
+		t.Fatalf("generation did not change on overwrite: %q", a2.Generation)
+	}
+	err = blob.Put(ctxT(t), s, "gen", []byte("v3"), &blob.WriterOptions{IfGenerationMatch: a1.Generation})
+	wantErr(t, "write with a stale generation", err, blob.ErrPrecondition)
+	if got := mustRead(t, s, "gen"); string(got) != "v2" {
+		t.Errorf("content %q after failed conditional write, want v2", got)
+	}
+	err = s.Delete(ctxT(t), "gen", &blob.DeleteOptions{IfGenerationMatch: a1.Generation})
+	wantErr(t, "delete with a stale generation", err, blob.ErrPrecondition)
+	if err := s.Delete(ctxT(t), "gen", &blob.DeleteOptions{IfGenerationMatch: a2.Generation}); err != nil {
+		t.Fatalf("delete with the current generation: %v", err)
+	}
+	err = blob.Put(ctxT(t), s, "gen", []byte("v4"), &blob.WriterOptions{IfGenerationMatch: a2.Generation})
+	wantErr(t, "conditional write of a deleted object", err, blob.ErrPrecondition)
+	if ok, _ := blob.Exists(ctxT(t), s, "gen"); ok {
+		t.Errorf("failed conditional write created the object")
+	}
+}
+
+func testMissing(t *testing.T, h Harness, s blob.Store) {
+	_, err := s.Stat(ctxT(t), "missing")
+	wantErr(t, "Stat", err, blob.ErrNotFound)
+	_, err = blob.ReadAll(ctxT(t), s, "missing")
+	wantErr(t, "ReadAll", err, blob.ErrNotFound)
+	err = s.Delete(ctxT(t), "missing", nil)
+	wantErr(t, "Delete", err, blob.ErrNotFound)
+	if ok, err := blob.Exists(ctxT(t), s, "missing"); ok || err != nil {
+		t.Errorf("Exists = %v, %v", ok, err)
+	}
+	var be *blob.Error
+	if _, err := s.Stat(ctxT(t), "missing"); errors.As(err, &be) && (be.Key != "missing" || be.Op == "") {
+		t.Errorf("error does not name op and key: %+v", be)
+	}
+	mustPut(t, s, "gone", []byte("x"), nil)
+	if err := s.Delete(ctxT(t), "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Stat(ctxT(t), "gone")
+	wantErr(t, "Stat after Delete", err, blob.ErrNotFound)
+}
+
+func testInvalidKeys(t *testing.T, h Harness, s blob.Store) {
+	for name, key := range map[string]string{
+		"empty":     "",
+		"utf8":      "bad\xff\xfe",
+		"nul":       "a\x00b",
+		"too long":  strings.Repeat("k", blob.MaxKeyLen+1),
+		"lone half": "\xed\xa0\x80",
+	} {
+		ctx := ctxT(t)
+		_, err := s.Stat(ctx, key)
+		wantErr(t, name+": Stat", err, blob.ErrInvalidKey)
+		_, err = s.NewRangeReader(ctx, key, 0, -1)
+		wantErr(t, name+": NewRangeReader", err, blob.ErrInvalidKey)
+		_, err = s.NewWriter(ctx, key, nil)
+		wantErr(t, name+": NewWriter", err, blob.ErrInvalidKey)
+		err = s.Delete(ctx, key, nil)
+		wantErr(t, name+": Delete", err, blob.ErrInvalidKey)
+	}
+}
+
+// longKey is MaxKeyLen bytes in segments short enough for file systems.
+func longKey() string {
+	seg := strings.Repeat("L", 199) + "/"
+	return strings.Repeat(seg, blob.MaxKeyLen/len(seg)+1)[:blob.MaxKeyLen-1] + "x"
+}
+
+func weirdKeys() []string {
+	return []string{
+		"with space", "tab\there", "unicodé/日本語/🙂", "dots/../up", "dots/..x", "ctl\x01\x1f", "a..b",
+		"percent%2Fslash", "q?mark#hash&amp=", "back\\slash", "plus+sign", "quote\"'", "double//slash",
+		"trailing-dash-", "~tilde", "UPPER/lower", longKey(),
+	}
+}
+
+func testWeirdKeys(t *testing.T, h Harness, s blob.Store) {
+	keys := weirdKeys()
+	if !h.Caps.FileTree {
+		keys = append(keys, ".", "..", "./dot", "dir", "dir/in")
+	}
+	for i, k := range keys {
+		mustPut(t, s, k, fmt.Appendf(nil, "key %d", i), nil)
+	}
+	for i, k := range keys {
+		if got, want := string(mustRead(t, s, k)), fmt.Sprintf("key %d", i); got != want {
+			t.Errorf("key %q: read %q, want %q", k, got, want)
+		}
+	}
+	var listed []string
+	for o, err := range blob.All(ctxT(t), s, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, o.Key)
+	}
+	want := slices.Sorted(slices.Values(keys))
+	if !slices.Equal(listed, want) {
+		t.Errorf("listed\n%q\nwant\n%q", listed, want)
+	}
+	for _, k := range keys {
+		if err := s.Delete(ctxT(t), k, nil); err != nil {
+			t.Errorf("Delete(%q): %v", k, err)
+		}
+	}
+}
+
+func listKeys(t *testing.T, s blob.Store, opts *blob.ListOptions) []string {
+	t.Helper()
+	var out []string
+	for o, err := range blob.All(ctxT(t), s, opts) {
+		if err != nil {
+			t.Fatalf("List(%+v): %v", opts, err)
+		}
+		k := o.Key
+		if o.IsDir {
+			k += "(dir)"
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// orderKeys are chosen so that byte order differs from a directory walk and
+// from case-insensitive or length-first orders.
+func orderKeys(fileAndPrefix bool) []string {
+	keys := []string{"a-b", "a.b", "a/b", "a/c/d", "a0", "aa", "b", "B", "é", "z~", "a/b0", "a/b/c"}
+	if fileAndPrefix {
+		keys = append(keys, "a")
+	} else {
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k == "a/b" })
+	}
+	return keys
+}
+
+func testListOrder(t *testing.T, h Harness, s blob.Store) {
+	keys := orderKeys(!h.Caps.FileTree)
+	shuffled := slices.Clone(keys)
+	rand.New(rand.NewPCG(3, 3)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	for _, k := range shuffled {
+		mustPut(t, s, k, []byte(k), nil)
+	}
+	want := slices.Sorted(slices.Values(keys))
+	if got := listKeys(t, s, nil); !slices.Equal(got, want) {
+		t.Errorf("List = %q, want byte order %q", got, want)
+	}
+	page, err := s.List(ctxT(t), &blob.ListOptions{Prefix: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Objects) != 1 || page.Objects[0].Key != "b" || page.Objects[0].Size != 1 || page.Objects[0].IsDir {
+		t.Errorf("List(prefix b) = %+v", page.Objects)
+	}
+}
+
+func testListPrefixDelimiter(t *testing.T, h Harness, s blob.Store) {
+	for _, k := range []string{"logs/1", "logs/2", "logs/sub/3", "logs/sub/4", "logs/zz/5", "logsx", "other/1", "top"} {
+		mustPut(t, s, k, []byte(k), nil)
+	}
+	cases := []struct {
+		opts blob.ListOptions
+		want []string
+	}{
+		{blob.ListOptions{Prefix: "logs/"}, []string{"logs/1", "logs/2", "logs/sub/3", "logs/sub/4", "logs/zz/5"}},
+		{blob.ListOptions{Prefix: "logs"}, []string{"logs/1", "logs/2", "logs/sub/3", "logs/sub/4", "logs/zz/5", "logsx"}},
+		{blob.ListOptions{Delimiter: "/"}, []string{"logs/(dir)", "logsx", "other/(dir)", "top"}},
+		{blob.ListOptions{Prefix: "logs/", Delimiter: "/"}, []string{"logs/1", "logs/2", "logs/sub/(dir)", "logs/zz/(dir)"}},
+		{blob.ListOptions{Prefix: "logs/s", Delimiter: "/"}, []string{"logs/sub/(dir)"}},
+		{blob.ListOptions{Prefix: "nothing"}, nil},
+		{blob.ListOptions{Prefix: "logs/", Delimiter: "/", PageSize: 1}, []string{"logs/1", "logs/2", "logs/sub/(dir)", "logs/zz/(dir)"}},
+	}
+	if h.Caps.NonSlashDelimiters {
+		cases = append(cases, struct {
+			opts blob.ListOptions
+			want []string
+		}{blob.ListOptions{Delimiter: "s"}, []string{"logs(dir)", "other/1", "top"}})
+	}
+	for _, c := range cases {
+		if got := listKeys(t, s, &c.opts); !slices.Equal(got, c.want) {
+			t.Errorf("List(%+v) = %q, want %q", c.opts, got, c.want)
+		}
+	}
+}
+
+func testListStartAfter(t *testing.T, h Harness, s blob.Store) {
+	var keys []string
+	for i := range 20 {
+		keys = append(keys, fmt.Sprintf("seg/%04d", i))
+	}
+	keys = append(keys, "seg/dir/a", "seg/dir/b", "segz")
+	for _, k := range keys {
+		mustPut(t, s, k, []byte(k), nil)
+	}
+	after := func(from string, all []string) []string {
+		var out []string
+		for _, k := range all {
+			if strings.TrimSuffix(k, "(dir)") > from {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	flat := slices.Sorted(slices.Values(keys))
+	for _, sa := range []string{"", "seg/0000", "seg/0009", "seg/00095", "seg/0019", "seg/dir/a", "seg/zzz", "a", "zzzz"} {
+		for _, ps := range []int{0, 1, 3} {
+			got := listKeys(t, s, &blob.ListOptions{StartAfter: sa, PageSize: ps})
+			if want := after(sa, flat); !slices.Equal(got, want) {
+				t.Errorf("List(StartAfter %q, PageSize %d) = %q, want %q", sa, ps, got, want)
+			}
+		}
+	}
+	grouped := []string{"seg/0018", "seg/0019", "seg/dir/(dir)"}
+	if got := listKeys(t, s, &blob.ListOptions{Prefix: "seg/", Delimiter: "/", StartAfter: "seg/0017"}); !slices.Equal(got, grouped) {
+		t.Errorf("List(delimiter, StartAfter seg/0017) = %q, want %q", got, grouped)
+	}
+}
+
+func testListPaging(t *testing.T, h Harness, s blob.Store) {
+	var keys []string
+	for i := range 25 {
+		keys = append(keys, fmt.Sprintf("p/%02d", i))
+	}
+	for _, k := range keys {
+		mustPut(t, s, k, nil, nil)
+	}
+	for _, size := range []int{1, 2, 7, 25, 26, 1000} {
+		var got []string
+		opts := &blob.ListOptions{Prefix: "p/", PageSize: size}
+		for pages := 0; ; pages++ {
+			if pages > 30 {
+				t.Fatalf("page size %d: more than 30 pages", size)
+			}
+			page, err := s.List(ctxT(t), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Objects) > size {
+				t.Errorf("page size %d: got a page of %d", size, len(page.Objects))
+			}
+			for _, o := range page.Objects {
+				got = append(got, o.Key)
+			}
+			if page.NextPageToken == "" {
+				break
+			}
+			opts.PageToken = page.NextPageToken
+		}
+		if !slices.Equal(got, keys) {
+			t.Errorf("page size %d: listed %q, want %q", size, got, keys)
+		}
+	}
+}
+
+func testListPagingWithChanges(t *testing.T, h Harness, s blob.Store) {
+	// Stable objects are even; odd ones come and go between pages.
+	stable := map[string]bool{}
+	for i := 0; i < 40; i += 2 {
+		k := fmt.Sprintf("c/%03d", i)
+		stable[k] = true
+		mustPut(t, s, k, nil, nil)
+	}
+	opts := &blob.ListOptions{Prefix: "c/", PageSize: 3}
+	var got []string
+	r := rand.New(rand.NewPCG(9, 9))
+	for pages := 0; ; pages++ {
+		if pages > 100 {
+			t.Fatal("more than 100 pages")
+		}
+		page, err := s.List(ctxT(t), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page.Objects {
+			got = append(got, o.Key)
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		opts.PageToken = page.NextPageToken
+		// Insert and delete around and behind the cursor.
+		for range 3 {
+			k := fmt.Sprintf("c/%03d", 2*r.IntN(20)+1)
+			if ok, _ := blob.Exists(ctxT(t), s, k); ok {
+				if err := s.Delete(ctxT(t), k, nil); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				mustPut(t, s, k, nil, nil)
+			}
+		}
+	}
+	if !slices.IsSorted(got) {
+		t.Errorf("listing with changes between pages is not sorted: %q", got)
+	}
+	seen := map[string]int{}
+	for _, k := range got {
+		seen[k]++
+	}
+	for k := range stable {
+		if seen[k] != 1 {
+			t.Errorf("stable object %s listed %d times, want once", k, seen[k])
+		}
+	}
+	for k, n := range seen {
+		if n > 1 {
+			t.Errorf("%s listed %d times", k, n)
+		}
+	}
+}
+
+func testCanceledWrite(t *testing.T, h Harness, s blob.Store) {
+	t.Run("new", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(ctxT(t))
+		w, err := s.NewWriter(ctx, "cancel/new", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(payload(5, 100<<10)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := w.Close(); err == nil {
+			t.Errorf("Close after cancel returned nil")
+		}
+		if ok, err := blob.Exists(ctxT(t), s, "cancel/new"); ok || err != nil {
+			t.Errorf("canceled write committed: exists=%v err=%v", ok, err)
+		}
+	})
+	t.Run("overwrite", func(t *testing.T) {
+		mustPut(t, s, "cancel/old", []byte("old"), nil)
+		ctx, cancel := context.WithCancel(ctxT(t))
+		w, err := s.NewWriter(ctx, "cancel/old", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte("new"))
+		cancel()
+		w.Close()
+		if got := mustRead(t, s, "cancel/old"); string(got) != "old" {
+			t.Errorf("canceled overwrite replaced content with %q", got)
+		}
+	})
+	t.Run("create", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(ctxT(t))
+		key, w, err := blob.Create(ctx, s, "cancel/create/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte("never"))
+		cancel()
+		if err := w.Close(); err == nil {
+			t.Errorf("Close after cancel returned nil")
+		}
+		if a, err := s.Stat(ctxT(t), key); err == nil && a.Size > 0 {
+			t.Errorf("canceled Create committed %d bytes", a.Size)
+		}
+	})
+}
+
+func testConcurrentReadersWriters(t *testing.T, h Harness, s blob.Store) {
+	const writers, rounds = 4, 10
+	versions := make([][]byte, writers*rounds)
+	for i := range versions {
+		versions[i] = bytes.Repeat([]byte{byte('A' + i%26)}, 4096+i)
+	}
+	mustPut(t, s, "shared", versions[0], nil)
+	valid := func(b []byte) bool {
+		for _, v := range versions {
+			if bytes.Equal(b, v) {
+				return true
+			}
+		}
+		return false
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for w := range writers {
+		wg.Go(func() {
+			for r := range rounds {
+				v := w*rounds + r
+				if err := blob.Put(ctxT(t), s, "shared", versions[v], nil); err != nil {
+					t.Errorf("writer %d: %v", w, err)
+				}
+				if err := blob.Put(ctxT(t), s, fmt.Sprintf("own/%d/%d", w, r), versions[v], nil); err != nil {
+					t.Errorf("writer %d: %v", w, err)
+				}
+			}
+		})
+	}
+	var rg sync.WaitGroup
+	for range 4 {
+		rg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				b, err := blob.ReadAll(ctxT(t), s, "shared")
+				if err != nil {
+					t.Errorf("reader: %v", err)
+					return
+				}
+				if !valid(b) {
+					t.Errorf("reader saw a torn object of %d bytes", len(b))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	rg.Wait()
+	for w := range writers {
+		for r := range rounds {
+			if got := mustRead(t, s, fmt.Sprintf("own/%d/%d", w, r)); !bytes.Equal(got, versions[w*rounds+r]) {
+				t.Errorf("own/%d/%d has wrong content", w, r)
+			}
+		}
+	}
+}
+
+func testCreate(t *testing.T, h Harness, s blob.Store) {
+	start := time.Now().Add(-time.Second)
+	var keys []string
+	for i := range 5 {
+		key, err := blob.CreateBytes(ctxT(t), s, "created/", fmt.Appendf(nil, "entry %d", i), &blob.WriterOptions{ContentType: "text/plain"})
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		if !strings.HasPrefix(key, "created/") {
+			t.Errorf("Create key %q lacks prefix", key)
+		}
+		ts, ok := blob.NameTime(key)
+		if !ok || ts.Before(start) || ts.After(time.Now().Add(time.Second)) {
+			t.Errorf("NameTime(%q) = %v, %v; want a time within the test", key, ts, ok)
+		}
+		keys = append(keys, key)
+	}
+	if !slices.IsSorted(keys) {
+		t.Errorf("sequential Create keys not in creation order: %q", keys)
+	}
+	for i, k := range keys {
+		if got := string(mustRead(t, s, k)); got != fmt.Sprintf("entry %d", i) {
+			t.Errorf("%s = %q", k, got)
+		}
+	}
+	if got := listKeys(t, s, &blob.ListOptions{Prefix: "created/"}); !slices.Equal(got, keys) {
+		t.Errorf("listed %q, want %q", got, keys)
+	}
+}
+
+func testCreateConcurrent(t *testing.T, h Harness, s blob.Store) {
+	const n = 32
+	keys := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			k, err := blob.CreateBytes(ctxT(t), s, "cc/", fmt.Appendf(nil, "%d", i), nil)
+			if err != nil {
+				t.Errorf("Create %d: %v", i, err)
+			}
+			keys[i] = k
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, k := range keys {
+		if seen[k] {
+			t.Errorf("duplicate Create key %q", k)
+		}
+		seen[k] = true
+		if got := string(mustRead(t, s, k)); got != fmt.Sprint(i) {
+			t.Errorf("%s = %q, want %d", k, got, i)
+		}
+	}
+}
+
+func testCopy(t *testing.T, h Harness, s blob.Store) {
+	data := payload(11, 3000)
+	mustPut(t, s, "copy/src", data, &blob.WriterOptions{ContentType: "application/octet-stream", Metadata: map[string]string{"m": "1"}})
+	if err := blob.Copy(ctxT(t), s, "copy/dst", "copy/src", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, s, "copy/dst"); !bytes.Equal(got, data) {
+		t.Errorf("copy has wrong content")
+	}
+	if a, err := s.Stat(ctxT(t), "copy/dst"); err != nil || a.Metadata["m"] != "1" || a.ContentType != "application/octet-stream" {
+		t.Errorf("copy attributes = %+v, %v", a, err)
+	}
+	err := blob.Copy(ctxT(t), s, "copy/dst2", "copy/missing", nil)
+	wantErr(t, "copy of a missing source", err, blob.ErrNotFound)
+	err = blob.Copy(ctxT(t), s, "copy/dst", "copy/src", &blob.CopyOptions{IfNotExist: true})
+	wantErr(t, "IfNotExist copy onto an existing key", err, blob.ErrExists)
+}
+
+func testAppend(t *testing.T, h Harness, s blob.Store) {
+	mustPut(t, s, "app", []byte("head"), nil)
+	w, err := blob.Append(ctxT(t), s, "app", &blob.AppendOptions{IfSizeMatch: -1})
+	if !h.Caps.Append {
+		if !errors.Is(err, blob.ErrUnsupported) {
+			t.Errorf("Append on a store without appends: %v, want ErrUnsupported", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("+tail"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, s, "app"); string(got) != "head+tail" {
+		t.Errorf("after append: %q", got)
+	}
+	if w, err := blob.Append(ctxT(t), s, "app", &blob.AppendOptions{IfSizeMatch: 4}); err == nil {
+		w.Write([]byte("x"))
+		err = w.Close()
+		wantErr(t, "append at a stale size", err, blob.ErrPrecondition)
+	} else {
+		wantErr(t, "append at a stale size", err, blob.ErrPrecondition)
+	}
+	_, err = blob.Append(ctxT(t), s, "app/missing", &blob.AppendOptions{IfSizeMatch: -1})
+	wantErr(t, "append to a missing object", err, blob.ErrNotFound)
+}
+
+func testReaderAt(t *testing.T, h Harness, s blob.Store) {
+	data := payload(13, 100_000)
+	mustPut(t, s, "ra", data, nil)
+	ra, err := blob.OpenReaderAt(ctxT(t), s, "ra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	if ra.Size() != int64(len(data)) {
+		t.Errorf("Size = %d", ra.Size())
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			off := int64(i * 12_000)
+			p := make([]byte, 1000)
+			n, err := ra.ReadAt(p, off)
+			if err != nil || n != len(p) || !bytes.Equal(p, data[off:off+int64(n)]) {
+				t.Errorf("ReadAt(%d) = %d, %v", off, n, err)
+			}
+		})
+	}
+	wg.Wait()
+	p := make([]byte, 100)
+	n, err := ra.ReadAt(p, int64(len(data)-40))
+	if n != 40 || err != io.EOF || !bytes.Equal(p[:n], data[len(data)-40:]) {
+		t.Errorf("ReadAt across the end = %d, %v; want 40, io.EOF", n, err)
+	}
+}
+
+func testClosed(t *testing.T, h Harness, s blob.Store) {
+	mustPut(t, s, "k", []byte("v"), nil)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	ctx := ctxT(t)
+	_, err := s.Stat(ctx, "k")
+	wantErr(t, "Stat after Close", err, blob.ErrClosed)
+	_, err = s.NewRangeReader(ctx, "k", 0, -1)
+	wantErr(t, "NewRangeReader after Close", err, blob.ErrClosed)
+	_, err = s.List(ctx, nil)
+	wantErr(t, "List after Close", err, blob.ErrClosed)
+	err = s.Delete(ctx, "k", nil)
+	wantErr(t, "Delete after Close", err, blob.ErrClosed)
+	if w, err := s.NewWriter(ctx, "k2", nil); err == nil {
+		w.Write([]byte("x"))
+		err = w.Close()
+		wantErr(t, "write after Close", err, blob.ErrClosed)
+	} else {
+		wantErr(t, "NewWriter after Close", err, blob.ErrClosed)
+	}
+}
