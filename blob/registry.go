@@ -98,37 +98,39 @@ func isSensitiveParam(name string) bool {
 }
 
 // Redact returns rawURL safe to print: user information and the values of
-// credential-like query parameters are replaced by "REDACTED".
+// credential-like query parameters are replaced by "REDACTED". An unparseable
+// URL loses its whole query.
 func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
+	base, query, hasQuery := strings.Cut(rawURL, "?")
+	if i := strings.Index(base, "://"); i >= 0 {
+		authority := base[i+3:]
+		if k := strings.IndexByte(authority, '/'); k >= 0 {
+			authority = authority[:k]
+		}
+		if j := strings.LastIndex(authority, "@"); j >= 0 {
+			base = base[:i+3] + "REDACTED@" + base[i+3+j+1:]
+		}
+	}
+	if !hasQuery {
+		return base
+	}
+	q, err := url.ParseQuery(query)
 	if err != nil {
-		// Unparseable: keep only what cannot hold a secret.
-		s := rawURL
-		if i := strings.IndexAny(s, "?#"); i >= 0 {
-			s = s[:i] + "?REDACTED"
-		}
-		if i := strings.Index(s, "://"); i >= 0 {
-			if j := strings.LastIndex(s[i+3:], "@"); j >= 0 {
-				s = s[:i+3] + "REDACTED@" + s[i+3+j+1:]
+		return base + "?REDACTED"
+	}
+	changed := false
+	for k, vs := range q {
+		if isSensitiveParam(k) {
+			for i := range vs {
+				vs[i] = "REDACTED"
 			}
+			changed = true
 		}
-		return s
 	}
-	if u.User != nil {
-		u.User = url.User("REDACTED")
+	if !changed {
+		return base + "?" + query
 	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k, vs := range q {
-			if isSensitiveParam(k) {
-				for i := range vs {
-					vs[i] = "REDACTED"
-				}
-			}
-		}
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
+	return base + "?" + q.Encode()
 }
 
 // secrets returns the credential strings found in rawURL, longest first.

@@ -1,0 +1,124 @@
+package conformance_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zonalblob/zonalblob/blob"
+	_ "github.com/zonalblob/zonalblob/blob/regional"
+	"github.com/zonalblob/zonalblob/conformance"
+)
+
+// brokenEnv selects, in a child test process, which broken store to run the
+// suite against.
+const brokenEnv = "ZONALBLOB_CONFORMANCE_BROKEN"
+
+// broken wraps a correct store and breaks one promise of the contract.
+type broken struct {
+	blob.Store
+	kind string
+}
+
+func (b broken) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	var o blob.WriterOptions
+	if opts != nil {
+		o = *opts
+	}
+	switch b.kind {
+	case "ignores-ifnotexist":
+		o.IfNotExist = false
+	case "ignores-generation":
+		o.IfGenerationMatch = ""
+	case "commits-canceled":
+		ctx = context.WithoutCancel(ctx)
+	}
+	return b.Store.NewWriter(ctx, key, &o)
+}
+
+func (b broken) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
+	if b.kind == "ignores-generation" {
+		opts = nil
+	}
+	return b.Store.Delete(ctx, key, opts)
+}
+
+func (b broken) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
+	var o blob.ListOptions
+	if opts != nil {
+		o = *opts
+	}
+	if b.kind == "ignores-startafter" {
+		o.StartAfter = ""
+	}
+	p, err := b.Store.List(ctx, &o)
+	if err == nil && b.kind == "unordered-list" {
+		slices.Reverse(p.Objects)
+	}
+	return p, err
+}
+
+func memHarness(wrap func(blob.Store) blob.Store) conformance.Harness {
+	return conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			s, err := blob.Open(ctx, "mem://")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wrap(s)
+		},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
+	}
+}
+
+// TestSuiteCatchesBrokenStores runs the suite, in a child process, against
+// stores that each break one promise, and checks that the suite fails exactly
+// where it should. In the child it is the suite run itself.
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	if kind := os.Getenv(brokenEnv); kind != "" {
+		conformance.Run(t, memHarness(func(s blob.Store) blob.Store { return broken{s, kind} }))
+		return
+	}
+	if testing.Short() {
+		t.Skip("spawns test processes; skipped with -short")
+	}
+	cases := []struct {
+		kind     string
+		mustFail []string
+	}{
+		{"unordered-list", []string{"ListOrder", "ListPaging", "WeirdKeys"}},
+		{"ignores-ifnotexist", []string{"IfNotExist", "IfNotExistRace"}},
+		{"commits-canceled", []string{"CanceledWrite"}},
+		{"ignores-generation", []string{"GenerationPreconditions"}},
+		{"ignores-startafter", []string{"ListStartAfter"}},
+	}
+	for _, c := range cases {
+		t.Run(c.kind, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSuiteCatchesBrokenStores$", "-test.count=1")
+			cmd.Env = append(os.Environ(), brokenEnv+"="+c.kind)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suite passed a store that %s:\n%s", c.kind, out)
+			}
+			for _, name := range c.mustFail {
+				if !strings.Contains(string(out), "--- FAIL: TestSuiteCatchesBrokenStores/"+name+" ") {
+					t.Errorf("suite did not fail %s for a store that %s", name, c.kind)
+				}
+			}
+			// A broken store must not fail everything: that would mean the
+			// suite fails for reasons unrelated to the defect.
+			if !strings.Contains(string(out), "--- PASS: TestSuiteCatchesBrokenStores/RoundTrip ") &&
+				strings.Contains(string(out), "--- FAIL: TestSuiteCatchesBrokenStores/RoundTrip ") {
+				t.Errorf("RoundTrip failed for a store that only %s:\n%s", c.kind, out)
+			}
+		})
+	}
+}
+
+// TestSuitePassesCorrectStore is the control for the test above.
+func TestSuitePassesCorrectStore(t *testing.T) {
+	conformance.Run(t, memHarness(func(s blob.Store) blob.Store { return s }))
+}
