@@ -64,7 +64,7 @@ type memReader struct {
 	attrs *blob.Attributes
 }
 
-func (r *memReader) Close() error                  { return nil }
+func (r *memReader) Close() error                 { return nil }
 func (r *memReader) Attributes() *blob.Attributes { return r.attrs }
 
 func (m *memStore) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
