@@ -244,32 +244,27 @@ func TestDeterminism(t *testing.T) {
 		t.Errorf("p=0.5 over 128 calls gave %s", a)
 	}
 
-	// Latency samples come from the same seeded stream.
-	delays := func(seed uint64) []time.Duration {
+	// Rules on several ops draw from the one stream in call order, so a mixed
+	// sequence replays too.
+	mixed := func(seed uint64) string {
 		s := Wrap(newMem(), Options{Seed: seed})
-		var out []time.Duration
-		for range 5 {
-			s.mu.Lock()
-			out = append(out, s.rng.Sample(latency.Dist{P50: time.Millisecond, P99: 5 * time.Millisecond}))
-			s.mu.Unlock()
+		s.FailRandom(OpStat, 0.3, nil)
+		s.FailRandom(OpList, 0.6, nil)
+		var b strings.Builder
+		for i := range 200 {
+			var err error
+			if i%3 == 0 {
+				_, err = s.List(context.Background(), nil)
+			} else {
+				_, err = s.Stat(context.Background(), "k")
+			}
+			b.WriteString(map[bool]string{true: "x", false: "."}[errors.Is(err, ErrInjected)])
 		}
-		return out
+		return b.String()
 	}
-	if d1, d2 := delays(3), delays(3); !equalDurations(d1, d2) {
-		t.Errorf("same seed, different delays: %v %v", d1, d2)
+	if m1, m2 := mixed(11), mixed(11); m1 != m2 {
+		t.Errorf("same seed, mixed ops, different failures:\n%s\n%s", m1, m2)
 	}
-}
-
-func equalDurations(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestCountedRules(t *testing.T) {
