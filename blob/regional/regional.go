@@ -31,6 +31,7 @@ import (
 	"io"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -185,9 +186,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	if err != nil {
 		return nil, blob.WrapError("read", key, err, classify)
 	}
-	return &reader{r: r, key: key, attrs: &blob.Attributes{
-		Key: key, Size: r.Size(), ContentType: r.ContentType(), ModTime: r.ModTime(),
-	}}, nil
+	return &reader{r: r, key: key}, nil
 }
 
 type reader struct {
@@ -204,8 +203,14 @@ func (r *reader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (r *reader) Close() error                 { return r.r.Close() }
-func (r *reader) Attributes() *blob.Attributes { return r.attrs }
+func (r *reader) Close() error { return r.r.Close() }
+func (r *reader) Attributes() *blob.Attributes {
+	// Built on demand: most readers never ask, and a read is a hot path.
+	if r.attrs == nil {
+		r.attrs = &blob.Attributes{Key: r.key, Size: r.r.Size(), ContentType: r.r.ContentType(), ModTime: r.r.ModTime()}
+	}
+	return r.attrs
+}
 
 // Stat implements blob.Store.
 func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
@@ -308,10 +313,20 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	return &writer{s: s, w: w, ctx: ctx, cancel: cancel, key: key, opts: o}, nil
 }
 
+// generationSeed makes generations unique across processes sharing a
+// directory; the counter makes them unique within one, without a random draw
+// per write.
+var (
+	generationSeed = func() string {
+		var b [8]byte
+		rand.Read(b[:])
+		return hex.EncodeToString(b[:])
+	}()
+	generationCounter atomic.Uint64
+)
+
 func newGeneration() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return generationSeed + strconv.FormatUint(generationCounter.Add(1), 36)
 }
 
 type writer struct {
