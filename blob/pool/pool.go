@@ -1,0 +1,460 @@
+// Package pool is a loading queue: a FIFO of ready items that background
+// loaders keep filled, at about the rate callers drain it.
+//
+// It exists for one job: creating an object on a GCS Rapid bucket costs a
+// metadata round trip (~40-80 ms), while writing to an object that is already
+// open and flushed costs one data round trip (~1-3 ms). A pool of such objects,
+// created ahead of need, takes the metadata operation off the critical path.
+//
+// Behaviour:
+//
+//   - Get returns the oldest ready item. An item is ready only when Load has
+//     returned it (for gcsrapid: after the Flush that makes the object exist).
+//   - No item older than MaxItemAge is ever handed out: stale items are given
+//     to Discard, as is every item that is never handed out (shutdown,
+//     overflow), so nothing leaks.
+//   - Loaders refill at about the drain rate: the pool measures how fast Get
+//     is called and how long Load takes, and keeps MinIdle spares plus enough
+//     for two load latencies of demand (Little's law), capped so that spares
+//     do not age out at a steady rate, and at Capacity. It does not keep
+//     loaders spinning, and does not create items only to throw them away.
+//   - A miss (no ready item) starts an inline load and is served by whichever
+//     finishes first, that load or one already in flight, so a cold pool is
+//     never slower than no pool. LoadConcurrency bounds background loads; each
+//     waiting caller adds at most its own inline load.
+//   - Close discards everything the pool holds and waits for loads and
+//     discards in flight.
+//
+// The pool is generic and knows nothing of storage: Load and Discard do the I/O.
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// ErrClosed is returned by Get after Close.
+var ErrClosed = errors.New("pool: closed")
+
+// DiscardReason says why an item was discarded.
+type DiscardReason string
+
+// Discard reasons.
+const (
+	DiscardAged     DiscardReason = "aged"     // older than MaxItemAge
+	DiscardShutdown DiscardReason = "shutdown" // the pool was closed
+	DiscardOverflow DiscardReason = "overflow" // loaded for a caller who was served already, with the pool full
+)
+
+// Options configure a Pool. Load, MaxItemAge and Capacity are required.
+type Options[T any] struct {
+	// Load makes one item. It is called with a context that Close cancels.
+	Load func(ctx context.Context) (T, error)
+	// Discard disposes of an item that will never be handed out (for
+	// gcsrapid: close the writer and delete the empty object). It runs in
+	// the background; Close waits for it.
+	Discard func(ctx context.Context, item T, reason DiscardReason)
+	// MaxItemAge: items older than this (counted from when Load returned)
+	// are discarded, never handed out.
+	MaxItemAge time.Duration
+	// Capacity bounds the items held, ready plus loading in the background.
+	Capacity int
+	// MinIdle spares are kept ready even when nothing drains the pool.
+	// Default 1.
+	MinIdle int
+	// LoadConcurrency bounds background loads at once. Default 4.
+	LoadConcurrency int
+	// InitialLoadLatency is the guess of Load's duration until measured.
+	// Default 100ms.
+	InitialLoadLatency time.Duration
+	// RateWindow is the span over which the drain rate is measured. Default 10s.
+	RateWindow time.Duration
+}
+
+// Pool is a loading queue of T. It is safe for concurrent use.
+type Pool[T any] struct {
+	opts Options[T]
+
+	ctx    context.Context // canceled by Close: stops loads
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // loads, discards and the sweeper
+	done   chan struct{}
+
+	mu       sync.Mutex
+	closed   bool
+	ready    []entry[T] // oldest first
+	waiters  []*waiter[T]
+	loading  int // background loads in flight
+	inline   int // inline loads in flight
+	backoff  time.Duration
+	retryAt  time.Time
+	rate     rateMeter
+	loadLat  time.Duration // EWMA of successful load durations
+	stats    Stats
+	ageHist  Histogram
+	waitHist Histogram
+}
+
+type entry[T any] struct {
+	item  T
+	ready time.Time
+}
+
+type waiter[T any] struct {
+	ch chan result[T] // buffered 1; written once under Pool.mu
+}
+
+type result[T any] struct {
+	item  T
+	ready time.Time
+	err   error
+}
+
+// New validates opts and starts the pool's loaders.
+func New[T any](opts Options[T]) (*Pool[T], error) {
+	switch {
+	case opts.Load == nil:
+		return nil, fmt.Errorf("pool: Load is required")
+	case opts.MaxItemAge <= 0:
+		return nil, fmt.Errorf("pool: MaxItemAge must be positive, got %v", opts.MaxItemAge)
+	case opts.Capacity <= 0:
+		return nil, fmt.Errorf("pool: Capacity must be positive, got %d", opts.Capacity)
+	case opts.MinIdle < 0 || opts.LoadConcurrency < 0:
+		return nil, fmt.Errorf("pool: MinIdle and LoadConcurrency must not be negative")
+	}
+	if opts.MinIdle == 0 {
+		opts.MinIdle = 1
+	}
+	if opts.MinIdle > opts.Capacity {
+		return nil, fmt.Errorf("pool: MinIdle %d exceeds Capacity %d", opts.MinIdle, opts.Capacity)
+	}
+	if opts.LoadConcurrency == 0 {
+		opts.LoadConcurrency = 4
+	}
+	if opts.InitialLoadLatency <= 0 {
+		opts.InitialLoadLatency = 100 * time.Millisecond
+	}
+	if opts.RateWindow <= 0 {
+		opts.RateWindow = 10 * time.Second
+	}
+	if opts.Discard == nil {
+		opts.Discard = func(context.Context, T, DiscardReason) {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool[T]{
+		opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		loadLat: opts.InitialLoadLatency,
+		rate:    newRateMeter(opts.RateWindow, time.Now()),
+		stats:   Stats{Discards: map[DiscardReason]int64{}},
+	}
+	p.mu.Lock()
+	p.fillLocked()
+	p.mu.Unlock()
+	p.bg.Add(1)
+	go p.sweep()
+	return p, nil
+}
+
+// Get returns the oldest fresh item, or waits for one (see the package doc).
+// The caller owns the item: the pool never touches it again.
+func (p *Pool[T]) Get(ctx context.Context) (T, error) {
+	start := time.Now()
+	var zero T
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return zero, ErrClosed
+	}
+	p.rate.add(start)
+	p.expireLocked(start)
+	if len(p.ready) > 0 {
+		e := p.ready[0]
+		p.ready[0] = entry[T]{}
+		p.ready = p.ready[1:]
+		p.stats.Hits++
+		p.ageHist.Add(start.Sub(e.ready))
+		p.waitHist.Add(0)
+		p.fillLocked()
+		p.mu.Unlock()
+		return e.item, nil
+	}
+	p.stats.Misses++
+	w := &waiter[T]{ch: make(chan result[T], 1)}
+	p.waiters = append(p.waiters, w)
+	p.inline++
+	p.bg.Add(1)
+	go p.load(w)
+	p.fillLocked()
+	p.mu.Unlock()
+
+	select {
+	case r := <-w.ch:
+		p.mu.Lock()
+		if r.err == nil {
+			p.ageHist.Add(time.Now().Sub(r.ready))
+		}
+		p.waitHist.Add(time.Now().Sub(start))
+		p.mu.Unlock()
+		return r.item, r.err
+	case <-ctx.Done():
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		select {
+		case r := <-w.ch:
+			// Served while giving up: the item is fresh, keep it for the next caller.
+			if r.err == nil {
+				p.readyLocked(r.item, r.ready)
+			}
+		default:
+			p.removeWaiterLocked(w)
+		}
+		return zero, ctx.Err()
+	}
+}
+
+// load runs one Load. With w set it is the inline load of a missing caller.
+func (p *Pool[T]) load(w *waiter[T]) {
+	defer p.bg.Done()
+	start := time.Now()
+	item, err := p.opts.Load(p.ctx)
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w != nil {
+		p.inline--
+	} else {
+		p.loading--
+	}
+	if err != nil {
+		p.stats.LoadErrors++
+		p.backoff = min(max(2*p.backoff, 10*time.Millisecond), time.Second)
+		p.retryAt = now.Add(p.backoff)
+		if w != nil && p.removeWaiterLocked(w) {
+			w.ch <- result[T]{err: err}
+		}
+		return
+	}
+	p.stats.Loads++
+	p.backoff = 0
+	p.loadLat = ewma(p.loadLat, now.Sub(start))
+	if p.closed {
+		p.discardLocked(item, DiscardShutdown)
+		return
+	}
+	if len(p.waiters) > 0 {
+		next := p.waiters[0]
+		p.waiters = p.waiters[1:]
+		next.ch <- result[T]{item: item, ready: now}
+	} else if w != nil && len(p.ready)+p.loading >= p.opts.Capacity {
+		p.discardLocked(item, DiscardOverflow)
+	} else {
+		p.readyLocked(item, now)
+	}
+	p.fillLocked()
+}
+
+func (p *Pool[T]) readyLocked(item T, at time.Time) {
+	p.ready = append(p.ready, entry[T]{item: item, ready: at})
+}
+
+func (p *Pool[T]) removeWaiterLocked(w *waiter[T]) bool {
+	for i, x := range p.waiters {
+		if x == w {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// expireLocked discards ready items that are too old to hand out. The queue is
+// oldest first, so only its head needs looking at.
+func (p *Pool[T]) expireLocked(now time.Time) {
+	for len(p.ready) > 0 && now.Sub(p.ready[0].ready) >= p.opts.MaxItemAge {
+		e := p.ready[0]
+		p.ready[0] = entry[T]{}
+		p.ready = p.ready[1:]
+		p.discardLocked(e.item, DiscardAged)
+	}
+}
+
+func (p *Pool[T]) discardLocked(item T, reason DiscardReason) {
+	p.stats.Discards[reason]++
+	p.bg.Add(1)
+	go func() {
+		defer p.bg.Done()
+		// Discards must finish even during Close, so they get their own context.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p.opts.Discard(ctx, item, reason)
+	}()
+}
+
+// target is how many items (ready plus loading) the pool aims to hold.
+func (p *Pool[T]) targetLocked(now time.Time) int {
+	rate := p.rate.perSecond(now)
+	// Little's law: rate x latency items are consumed while one load runs;
+	// twice that absorbs bursts and variance in load time.
+	want := float64(p.opts.MinIdle) + math.Ceil(2*rate*p.loadLat.Seconds())
+	// Spares beyond what the drain uses within half an item's life would
+	// age out and be thrown away: cap there.
+	if ageCap := float64(p.opts.MinIdle) + math.Floor(rate*p.opts.MaxItemAge.Seconds()/2); want > ageCap {
+		want = ageCap
+	}
+	return min(int(want), p.opts.Capacity)
+}
+
+// fillLocked starts background loads until the target is met, within
+// LoadConcurrency, and not while backing off after a load error.
+func (p *Pool[T]) fillLocked() {
+	if p.closed {
+		return
+	}
+	now := time.Now()
+	if now.Before(p.retryAt) {
+		return
+	}
+	target := p.targetLocked(now)
+	// Callers already waiting are owed an item each by their own inline loads.
+	for len(p.ready)+p.loading < target && p.loading < p.opts.LoadConcurrency {
+		p.loading++
+		p.bg.Add(1)
+		go p.load(nil)
+	}
+}
+
+// sweep discards aged items and refills on a timer, so that an idle pool still
+// expires its items and recovers from load errors.
+func (p *Pool[T]) sweep() {
+	defer p.bg.Done()
+	interval := min(p.opts.MaxItemAge/4, time.Second)
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-time.After(interval):
+		}
+		p.mu.Lock()
+		p.expireLocked(time.Now())
+		p.fillLocked()
+		p.mu.Unlock()
+	}
+}
+
+// Close stops the loaders, discards every item the pool holds and waits for
+// loads and discards in flight (or ctx). Waiting callers get ErrClosed.
+func (p *Pool[T]) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.done)
+	for _, e := range p.ready {
+		p.discardLocked(e.item, DiscardShutdown)
+	}
+	p.ready = nil
+	for _, w := range p.waiters {
+		w.ch <- result[T]{err: ErrClosed}
+	}
+	p.waiters = nil
+	p.mu.Unlock()
+	p.cancel()
+	finished := make(chan struct{})
+	go func() { p.bg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pool: close: %w", ctx.Err())
+	}
+}
+
+// Stats is a snapshot of the pool's counters.
+type Stats struct {
+	Hits, Misses       int64
+	Loads, LoadErrors  int64
+	Discards           map[DiscardReason]int64
+	Ready, Loading     int
+	Waiting            int
+	DrainRate          float64       // Gets per second over RateWindow
+	LoadLatency        time.Duration // smoothed duration of Load
+	Target             int           // items the pool currently aims to hold
+	HandOutAge         Histogram     // age of items when handed out
+	GetLatency         Histogram     // time spent in Get
+}
+
+// Stats returns a snapshot of the counters.
+func (p *Pool[T]) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	s := p.stats
+	s.Discards = make(map[DiscardReason]int64, len(p.stats.Discards))
+	for k, v := range p.stats.Discards {
+		s.Discards[k] = v
+	}
+	s.Ready, s.Loading, s.Waiting = len(p.ready), p.loading+p.inline, len(p.waiters)
+	s.DrainRate = p.rate.perSecond(now)
+	s.LoadLatency = p.loadLat
+	s.Target = p.targetLocked(now)
+	s.HandOutAge = p.ageHist
+	s.GetLatency = p.waitHist
+	return s
+}
+
+func ewma(old, sample time.Duration) time.Duration {
+	const alpha = 0.2
+	return time.Duration((1-alpha)*float64(old) + alpha*float64(sample))
+}
+
+// rateMeter counts events in a ring of buckets spanning a window.
+type rateMeter struct {
+	width   time.Duration
+	buckets [10]int64
+	start   time.Time // start of the bucket at head
+	head    int
+	created time.Time
+}
+
+func newRateMeter(window time.Duration, now time.Time) rateMeter {
+	return rateMeter{width: window / 10, start: now, created: now}
+}
+
+func (r *rateMeter) advance(now time.Time) {
+	for steps := 0; now.Sub(r.start) >= r.width && steps <= len(r.buckets); steps++ {
+		r.head = (r.head + 1) % len(r.buckets)
+		r.buckets[r.head] = 0
+		r.start = r.start.Add(r.width)
+	}
+	if now.Sub(r.start) >= r.width {
+		// Idle for longer than the window: everything has expired.
+		r.start = now
+	}
+}
+
+func (r *rateMeter) add(now time.Time) {
+	r.advance(now)
+	r.buckets[r.head]++
+}
+
+func (r *rateMeter) perSecond(now time.Time) float64 {
+	r.advance(now)
+	var n int64
+	for _, b := range r.buckets {
+		n += b
+	}
+	// The head bucket is partly filled: count the window as the full
+	// buckets plus the elapsed part of the head, and never as longer than
+	// the meter has existed (a young pool would underestimate its rate).
+	span := min(time.Duration(len(r.buckets)-1)*r.width+now.Sub(r.start), now.Sub(r.created))
+	if span < r.width/10 {
+		return 0
+	}
+	return float64(n) / span.Seconds()
+}
