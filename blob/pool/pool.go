@@ -377,16 +377,16 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 
 // Stats is a snapshot of the pool's counters.
 type Stats struct {
-	Hits, Misses       int64
-	Loads, LoadErrors  int64
-	Discards           map[DiscardReason]int64
-	Ready, Loading     int
-	Waiting            int
-	DrainRate          float64       // Gets per second over RateWindow
-	LoadLatency        time.Duration // smoothed duration of Load
-	Target             int           // items the pool currently aims to hold
-	HandOutAge         Histogram     // age of items when handed out
-	GetLatency         Histogram     // time spent in Get
+	Hits, Misses      int64
+	Loads, LoadErrors int64
+	Discards          map[DiscardReason]int64
+	Ready, Loading    int
+	Waiting           int
+	DrainRate         float64       // Gets per second over RateWindow
+	LoadLatency       time.Duration // smoothed duration of Load
+	Target            int           // items the pool currently aims to hold
+	HandOutAge        Histogram     // age of items when handed out
+	GetLatency        Histogram     // time spent in Get
 }
 
 // Stats returns a snapshot of the counters.
