@@ -89,6 +89,7 @@ func findCommand(name string) *command {
 func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	s := streams{stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
+		fmt.Fprintf(stderr, "zonalblob: no command given\n\n")
 		writeUsage(stderr)
 		return exitUsage
 	}
