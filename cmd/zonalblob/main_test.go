@@ -266,7 +266,6 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{name: "no arguments", args: nil, code: exitUsage, stderr: []string{"no command given", "Usage:", "Exit codes:"}},
 		{name: "unknown command", args: []string{"frobnicate"}, code: exitUsage, stderr: []string{`unknown command "frobnicate"`, "Commands:", "  ls "}},
-		{name: "bench is not there yet", args: []string{"bench", "mem://"}, code: exitUsage, stderr: []string{`unknown command "bench"`}},
 		{name: "ls without store", args: []string{"ls"}, code: exitUsage, stderr: []string{"ls: missing arguments", "usage: zonalblob ls STORE"}},
 		{name: "cat without key", args: []string{"cat", s}, code: exitUsage, stderr: []string{"missing arguments"}},
 		{name: "stat without key", args: []string{"stat", s}, code: exitUsage, stderr: []string{"missing arguments"}},

@@ -53,12 +53,12 @@ func (p *progress) tick(now time.Time) {
 	p.shown = true
 }
 
-// finish draws the final state and ends the line, if the bar was ever shown:
-// a fast transfer leaves stderr untouched.
+// finish draws the final state and ends the line if the transfer lasted
+// progressDelay or more: a fast transfer leaves stderr untouched.
 func (p *progress) finish(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.shown {
+	if !p.shown && now.Sub(p.start) < progressDelay {
 		return
 	}
 	p.draw(now)
