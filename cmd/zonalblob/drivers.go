@@ -1,0 +1,8 @@
+package main
+
+// The storage drivers this binary can open, one blank import each: a driver
+// registers its URL scheme on blob.Open from init. Add a driver here and every
+// command serves its URLs.
+import (
+	_ "github.com/zonalblob/zonalblob/blob/regional" // mem://, file://, gs://, s3://, azblob://
+)

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+func putCommand() *command {
+	return &command{
+		name:     "put",
+		synopsis: "STORE KEY [FILE|-] [--content-type T] [--metadata k=v]... [--if-not-exist]",
+		summary:  "write an object from a file or stdin",
+		details: `Streams FILE (or standard input, when FILE is "-" or absent) to KEY. The
+object appears only when the whole input has been written: an interrupted put
+leaves the old object, if any, in place. Without --content-type the backend
+guesses one from the content.
+
+Examples:
+  zonalblob put 'file:///tmp/demo?create_dir=true' report.csv ./report.csv --content-type text/csv
+  date | zonalblob put file:///tmp/demo now --metadata source=date --metadata host=$(hostname)
+  zonalblob put file:///tmp/demo lock --if-not-exist < /dev/null   # exit 1 if it exists
+`,
+		minArgs: 2, maxArgs: 3,
+		setup: func(fs *flag.FlagSet) action {
+			var o blob.WriterOptions
+			md := metadataFlag{}
+			fs.StringVar(&o.ContentType, "content-type", "", "the object's content type, such as `text/plain`")
+			fs.Var(md, "metadata", "user metadata `key=value` (repeatable)")
+			fs.BoolVar(&o.IfNotExist, "if-not-exist", false, "fail (exit 1) if the object already exists")
+			fs.StringVar(&o.IfGenerationMatch, "if-generation", "", "fail unless the object's current generation is `G` (see stat)")
+			return func(ctx context.Context, s streams, args []string) error {
+				if o.IfNotExist && o.IfGenerationMatch != "" {
+					return usagef("--if-not-exist and --if-generation exclude each other")
+				}
+				if len(md) > 0 {
+					o.Metadata = md
+				}
+				if err := blob.ValidateKey("write", args[1]); err != nil {
+					return err
+				}
+				in := s.stdin
+				if len(args) == 3 && args[2] != "-" {
+					f, err := os.Open(args[2])
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					in = f
+				}
+				st, err := openStore(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				return write(ctx, st, args[1], in, &o)
+			}
+		},
+	}
+}
+
+// write streams r to key, committing only if all of r was written.
+func write(ctx context.Context, st blob.Store, key string, r io.Reader, o *blob.WriterOptions) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := st.NewWriter(ctx, key, o)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		// A cancelled context makes Close discard what was written.
+		cancel()
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+// metadataFlag collects repeated --metadata key=value flags.
+type metadataFlag map[string]string
+
+func (m metadataFlag) String() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func (m metadataFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	if _, dup := m[k]; dup {
+		return fmt.Errorf("key %q given twice", k)
+	}
+	m[k] = val
+	return nil
+}
