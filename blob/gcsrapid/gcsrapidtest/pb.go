@@ -1,0 +1,188 @@
+package gcsrapidtest
+
+import (
+	"fmt"
+	"time"
+
+	// The storage module keeps its generated stubs internal, but importing it
+	// registers google/storage/v2/storage.proto and its message types, which
+	// is all the server needs to speak the wire protocol.
+	_ "cloud.google.com/go/storage"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+const (
+	storageService = "google.storage.v2.Storage"
+	storageProto   = "google/storage/v2/storage.proto"
+	pkgPrefix      = "google.storage.v2."
+)
+
+// msg is a google.storage.v2 message handled by field name through proto
+// reflection. The zero msg (m == nil) reads as an empty message, like the
+// generated getters do on a nil pointer.
+type msg struct{ m protoreflect.Message }
+
+// newMsg returns an empty message of the google.storage.v2 type name.
+// It panics on an unknown name: the names are constants in this package and
+// a typo must fail the first test that reaches it.
+func newMsg(name string) msg {
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(pkgPrefix + name))
+	if err != nil {
+		panic(fmt.Sprintf("gcsrapidtest: message %s is not registered: %v", name, err))
+	}
+	return msg{mt.New()}
+}
+
+func (x msg) valid() bool { return x.m != nil && x.m.IsValid() }
+
+func (x msg) proto() proto.Message { return x.m.Interface() }
+
+func (x msg) field(name string) protoreflect.FieldDescriptor {
+	fd := x.m.Descriptor().Fields().ByName(protoreflect.Name(name))
+	if fd == nil {
+		panic(fmt.Sprintf("gcsrapidtest: %s has no field %s", x.m.Descriptor().FullName(), name))
+	}
+	return fd
+}
+
+func (x msg) has(name string) bool {
+	if !x.valid() {
+		return false
+	}
+	return x.m.Has(x.field(name))
+}
+
+func (x msg) str(name string) string {
+	if !x.valid() {
+		return ""
+	}
+	return x.m.Get(x.field(name)).String()
+}
+
+func (x msg) i64(name string) int64 {
+	if !x.valid() {
+		return 0
+	}
+	return x.m.Get(x.field(name)).Int()
+}
+
+func (x msg) u32(name string) uint32 {
+	if !x.valid() {
+		return 0
+	}
+	return uint32(x.m.Get(x.field(name)).Uint())
+}
+
+func (x msg) boolean(name string) bool {
+	if !x.valid() {
+		return false
+	}
+	return x.m.Get(x.field(name)).Bool()
+}
+
+func (x msg) bytes(name string) []byte {
+	if !x.valid() {
+		return nil
+	}
+	return x.m.Get(x.field(name)).Bytes()
+}
+
+// sub returns the message-typed field, or the zero msg when it is unset.
+func (x msg) sub(name string) msg {
+	if !x.has(name) {
+		return msg{}
+	}
+	return msg{x.m.Get(x.field(name)).Message()}
+}
+
+func (x msg) list(name string) []msg {
+	if !x.valid() {
+		return nil
+	}
+	l := x.m.Get(x.field(name)).List()
+	out := make([]msg, l.Len())
+	for i := range out {
+		out[i] = msg{l.Get(i).Message()}
+	}
+	return out
+}
+
+func (x msg) strings(name string) []string {
+	if !x.valid() {
+		return nil
+	}
+	l := x.m.Get(x.field(name)).List()
+	out := make([]string, l.Len())
+	for i := range out {
+		out[i] = l.Get(i).String()
+	}
+	return out
+}
+
+func (x msg) strMap(name string) map[string]string {
+	if !x.has(name) {
+		return nil
+	}
+	out := map[string]string{}
+	x.m.Get(x.field(name)).Map().Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
+		out[k.String()] = v.String()
+		return true
+	})
+	return out
+}
+
+func (x msg) time(name string) time.Time {
+	s := x.sub(name)
+	if !s.valid() {
+		return time.Time{}
+	}
+	return time.Unix(s.i64("seconds"), s.i64("nanos")).UTC()
+}
+
+func (x msg) set(name string, v any) msg {
+	fd := x.field(name)
+	switch v := v.(type) {
+	case string:
+		x.m.Set(fd, protoreflect.ValueOfString(v))
+	case int64:
+		x.m.Set(fd, protoreflect.ValueOfInt64(v))
+	case int32:
+		x.m.Set(fd, protoreflect.ValueOfInt32(v))
+	case uint32:
+		x.m.Set(fd, protoreflect.ValueOfUint32(v))
+	case bool:
+		x.m.Set(fd, protoreflect.ValueOfBool(v))
+	case []byte:
+		x.m.Set(fd, protoreflect.ValueOfBytes(v))
+	case msg:
+		x.m.Set(fd, protoreflect.ValueOfMessage(v.m))
+	case time.Time:
+		ts := timestamppb.New(v)
+		x.m.Set(fd, protoreflect.ValueOfMessage(ts.ProtoReflect()))
+	case map[string]string:
+		mp := x.m.Mutable(fd).Map()
+		for k, s := range v {
+			mp.Set(protoreflect.ValueOfString(k).MapKey(), protoreflect.ValueOfString(s))
+		}
+	case []string:
+		l := x.m.Mutable(fd).List()
+		for _, s := range v {
+			l.Append(protoreflect.ValueOfString(s))
+		}
+	default:
+		panic(fmt.Sprintf("gcsrapidtest: cannot set %s to %T", name, v))
+	}
+	return x
+}
+
+// mutable returns the message-typed field, creating it when unset.
+func (x msg) mutable(name string) msg {
+	return msg{x.m.Mutable(x.field(name)).Message()}
+}
+
+func (x msg) appendMsg(name string, v msg) {
+	x.m.Mutable(x.field(name)).List().Append(protoreflect.ValueOfMessage(v.m))
+}
