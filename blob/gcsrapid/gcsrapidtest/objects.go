@@ -77,7 +77,7 @@ func (s *Server) deleteObject(ctx context.Context, req msg) (msg, error) {
 	delete(b.objects, o.name)
 	s.store.release(int64(len(o.data)))
 	s.stats.deleted.Add(1)
-	return newMsg("Empty"), nil
+	return newMsg("google.protobuf.Empty"), nil
 }
 
 // listObjects pages through a bucket in lexicographic order of names,

@@ -2,6 +2,7 @@ package gcsrapidtest
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	// The storage module keeps its generated stubs internal, but importing it
@@ -25,11 +26,16 @@ const (
 // generated getters do on a nil pointer.
 type msg struct{ m protoreflect.Message }
 
-// newMsg returns an empty message of the google.storage.v2 type name.
+// newMsg returns an empty message of the google.storage.v2 type name, or
+// of the fully qualified name when it has a dot.
 // It panics on an unknown name: the names are constants in this package and
 // a typo must fail the first test that reaches it.
 func newMsg(name string) msg {
-	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(pkgPrefix + name))
+	full := protoreflect.FullName(name)
+	if !strings.Contains(name, ".") {
+		full = protoreflect.FullName(pkgPrefix + name)
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(full)
 	if err != nil {
 		panic(fmt.Sprintf("gcsrapidtest: message %s is not registered: %v", name, err))
 	}
