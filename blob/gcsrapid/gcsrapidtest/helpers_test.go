@@ -2,6 +2,7 @@ package gcsrapidtest
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -36,4 +37,18 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+func readAll(t *testing.T, obj *storage.ObjectHandle) []byte {
+	t.Helper()
+	r, err := obj.NewReader(testCtx(t))
+	if err != nil {
+		t.Fatalf("NewReader %s: %v", obj.ObjectName(), err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read %s: %v", obj.ObjectName(), err)
+	}
+	return b
 }
