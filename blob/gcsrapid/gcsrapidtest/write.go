@@ -101,6 +101,15 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 			}
 		}
 		if w.finished {
+			// The client half-closes right after finish_write; anything
+			// else it sends is an error, as the service documents.
+			err := stream.RecvMsg(newMsg(reqName).proto())
+			if err == nil {
+				return status.Error(codes.InvalidArgument, "message after finish_write")
+			}
+			if !errors.Is(err, io.EOF) {
+				return err
+			}
 			if !bidi {
 				return stream.SendMsg(w.final(respName).proto())
 			}
