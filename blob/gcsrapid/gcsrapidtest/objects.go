@@ -51,19 +51,19 @@ func (s *Server) getObject(ctx context.Context, req msg) (msg, error) {
 	s.store.mu.Unlock()
 	if status.Code(err) == codes.NotFound {
 		if derr := s.delay(ctx, s.opts.Profile.StatMissing); derr != nil {
-			return msg{}, status.FromContextError(derr).Err()
+			return msg{}, derr
 		}
 		return msg{}, err
 	}
 	if err := s.delay(ctx, s.opts.Profile.Stat); err != nil {
-		return msg{}, status.FromContextError(err).Err()
+		return msg{}, err
 	}
 	return m, err
 }
 
 func (s *Server) deleteObject(ctx context.Context, req msg) (msg, error) {
 	if err := s.delay(ctx, s.opts.Profile.Delete); err != nil {
-		return msg{}, status.FromContextError(err).Err()
+		return msg{}, err
 	}
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
@@ -85,7 +85,7 @@ func (s *Server) deleteObject(ctx context.Context, req msg) (msg, error) {
 // name or prefix returned, so pages stay consistent while objects change.
 func (s *Server) listObjects(ctx context.Context, req msg) (msg, error) {
 	if err := s.delay(ctx, s.opts.Profile.List); err != nil {
-		return msg{}, status.FromContextError(err).Err()
+		return msg{}, err
 	}
 	pageSize := int(req.i64("page_size"))
 	if pageSize < 0 {
@@ -190,7 +190,7 @@ func (s *Server) updateObject(ctx context.Context, req msg) (msg, error) {
 		return msg{}, status.Error(codes.InvalidArgument, "update_mask is required")
 	}
 	if err := s.delay(ctx, s.opts.Profile.Stat); err != nil {
-		return msg{}, status.FromContextError(err).Err()
+		return msg{}, err
 	}
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
@@ -274,11 +274,8 @@ func (s *Server) rewriteObject(ctx context.Context, req msg) (msg, error) {
 	if err != nil {
 		return msg{}, err
 	}
-	if err := s.delay(ctx, s.opts.Profile.Write); err != nil {
-		return msg{}, status.FromContextError(err).Err()
-	}
-	if err := s.delayBytes(ctx, s.opts.Profile.WritePerMiB, n); err != nil {
-		return msg{}, status.FromContextError(err).Err()
+	if err := s.sleep(ctx, s.sampler.Sample(s.opts.Profile.Write)+s.share(s.opts.Profile.WritePerMiB, n)); err != nil {
+		return msg{}, err
 	}
 
 	s.store.mu.Lock()
@@ -347,7 +344,7 @@ func optI64(m msg, name string) *int64 {
 // moveObject renames an object within a bucket atomically.
 func (s *Server) moveObject(ctx context.Context, req msg) (msg, error) {
 	if err := s.delay(ctx, s.opts.Profile.Write); err != nil {
-		return msg{}, status.FromContextError(err).Err()
+		return msg{}, err
 	}
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
@@ -391,7 +388,7 @@ func (s *Server) startResumableWrite(ctx context.Context, req msg) (msg, error) 
 		return msg{}, errZonalNeedsAppendable(b.name)
 	}
 	if err := s.delay(ctx, s.opts.Profile.UploadStart); err != nil {
-		return msg{}, status.FromContextError(err).Err()
+		return msg{}, err
 	}
 	s.store.mu.Lock()
 	id := base64.RawURLEncoding.EncodeToString(newHandle())

@@ -82,9 +82,7 @@ func (s *Server) bidiReadObject(stream grpc.ServerStream) error {
 	}
 	// Later requests read the generation the stream opened.
 	gen = snap.meta.i64("generation")
-	if err := s.delay(ctx, s.opts.Profile.FirstByte); err != nil {
-		return status.FromContextError(err).Err()
-	}
+	// The first-byte delay is charged with the first chunk in sendRanges.
 	first := newMsg("BidiReadObjectResponse")
 	first.set("metadata", snap.meta)
 	first.mutable("read_handle").set("handle", []byte(itoaGen(gen)))
@@ -135,8 +133,12 @@ func (s *Server) sendRanges(stream grpc.ServerStream, snap snapshot, ranges []ms
 		for {
 			chunkEnd := min(off+readChunk, sp.end)
 			p := snap.data[off:chunkEnd]
-			if err := s.delayBytes(ctx, s.opts.Profile.ReadPerMiB, int64(len(p))); err != nil {
-				return status.FromContextError(err).Err()
+			d := s.share(s.opts.Profile.ReadPerMiB, int64(len(p)))
+			if first != nil {
+				d += s.sampler.Sample(s.opts.Profile.FirstByte)
+			}
+			if err := s.sleep(ctx, d); err != nil {
+				return err
 			}
 			var resp msg
 			if first != nil {
@@ -165,6 +167,9 @@ func (s *Server) sendRanges(stream grpc.ServerStream, snap snapshot, ranges []ms
 		}
 	}
 	if first != nil {
+		if err := s.delay(ctx, s.opts.Profile.FirstByte); err != nil {
+			return err
+		}
 		return stream.SendMsg(first.proto())
 	}
 	return nil
@@ -192,16 +197,17 @@ func (s *Server) readObject(stream grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
-	if err := s.delay(ctx, s.opts.Profile.FirstByte); err != nil {
-		return status.FromContextError(err).Err()
-	}
 	off := start
 	first := true
 	for first || off < end {
 		chunkEnd := min(off+readChunk, end)
 		p := snap.data[off:chunkEnd]
-		if err := s.delayBytes(ctx, s.opts.Profile.ReadPerMiB, int64(len(p))); err != nil {
-			return status.FromContextError(err).Err()
+		d := s.share(s.opts.Profile.ReadPerMiB, int64(len(p)))
+		if first {
+			d += s.sampler.Sample(s.opts.Profile.FirstByte)
+		}
+		if err := s.sleep(ctx, d); err != nil {
+			return err
 		}
 		resp := newMsg("ReadObjectResponse")
 		if first {

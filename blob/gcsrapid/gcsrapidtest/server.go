@@ -215,16 +215,25 @@ func (s *Server) BytesInUse() int64 {
 
 // delay sleeps for a draw from d, or until the RPC is cancelled.
 func (s *Server) delay(ctx context.Context, d latency.Dist) error {
-	return latency.Sleep(ctx, s.sampler.Sample(d))
+	return s.sleep(ctx, s.sampler.Sample(d))
 }
 
-// delayBytes sleeps for n bytes' share of a per-MiB distribution.
-func (s *Server) delayBytes(ctx context.Context, d latency.Dist, n int64) error {
+// share is n bytes' share of a draw from a per-MiB distribution.
+func (s *Server) share(d latency.Dist, n int64) time.Duration {
 	if n <= 0 || d.IsZero() {
-		return ctx.Err()
+		return 0
 	}
-	per := s.sampler.Sample(d)
-	return latency.Sleep(ctx, time.Duration(float64(per)*float64(n)/(1<<20)))
+	return time.Duration(float64(s.sampler.Sample(d)) * float64(n) / (1 << 20))
+}
+
+// sleep waits once for the sum of an operation's delays: timers are coarse
+// (about 1 ms on a busy VM), so two short sleeps would cost far more than
+// one of their total.
+func (s *Server) sleep(ctx context.Context, d time.Duration) error {
+	if err := latency.Sleep(ctx, d); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return nil
 }
 
 type unaryHandler struct {

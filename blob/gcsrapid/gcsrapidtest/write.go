@@ -188,7 +188,7 @@ func (w *writeSession) open(first msg, bidi bool) error {
 func (w *writeSession) createAppendable(bucketName string, spec msg) error {
 	s := w.s
 	if err := s.delay(w.ctx, s.opts.Profile.CreateAppendable); err != nil {
-		return status.FromContextError(err).Err()
+		return err
 	}
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
@@ -218,7 +218,7 @@ func (w *writeSession) takeover(spec msg) error {
 		return err
 	}
 	if err := s.delay(w.ctx, s.opts.Profile.CreateAppendable); err != nil {
-		return status.FromContextError(err).Err()
+		return err
 	}
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
@@ -332,11 +332,8 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 
 	switch {
 	case req.boolean("finish_write"):
-		if err := s.delayBytes(w.ctx, s.opts.Profile.WritePerMiB, w.unflushed); err != nil {
-			return msg{}, status.FromContextError(err).Err()
-		}
-		if err := s.delay(w.ctx, s.opts.Profile.Finalize); err != nil {
-			return msg{}, status.FromContextError(err).Err()
+		if err := s.sleep(w.ctx, s.share(s.opts.Profile.WritePerMiB, w.unflushed)+s.sampler.Sample(s.opts.Profile.Finalize)); err != nil {
+			return msg{}, err
 		}
 		s.store.mu.Lock()
 		defer s.store.mu.Unlock()
@@ -354,11 +351,8 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 	case req.boolean("flush") || req.boolean("state_lookup") || !w.replied:
 		if req.boolean("flush") {
 			s.stats.flushes.Add(1)
-			if err := s.delay(w.ctx, s.opts.Profile.Flush); err != nil {
-				return msg{}, status.FromContextError(err).Err()
-			}
-			if err := s.delayBytes(w.ctx, s.opts.Profile.WritePerMiB, w.unflushed); err != nil {
-				return msg{}, status.FromContextError(err).Err()
+			if err := s.sleep(w.ctx, s.sampler.Sample(s.opts.Profile.Flush)+s.share(s.opts.Profile.WritePerMiB, w.unflushed)); err != nil {
+				return msg{}, err
 			}
 			w.unflushed = 0
 		} else if !req.boolean("state_lookup") && w.replied {
@@ -450,11 +444,8 @@ func (w *writeSession) handleOneShot(req msg, p []byte) (msg, error) {
 // already reserved len(p) bytes; on success they belong to the object.
 func (w *writeSession) commit(spec msg, p []byte, cs msg) (*object, error) {
 	s := w.s
-	if err := s.delayBytes(w.ctx, s.opts.Profile.WritePerMiB, int64(len(p))); err != nil {
-		return nil, status.FromContextError(err).Err()
-	}
-	if err := s.delay(w.ctx, s.opts.Profile.Write); err != nil {
-		return nil, status.FromContextError(err).Err()
+	if err := s.sleep(w.ctx, s.share(s.opts.Profile.WritePerMiB, int64(len(p)))+s.sampler.Sample(s.opts.Profile.Write)); err != nil {
+		return nil, err
 	}
 	crc := crcOf(p)
 	if err := checkObjectChecksums(cs, p, crc); err != nil {
@@ -506,8 +497,8 @@ func (w *writeSession) handleResumable(req msg, p []byte) (msg, error) {
 	}
 	if !req.boolean("finish_write") {
 		if req.boolean("flush") {
-			if err := s.delayBytes(w.ctx, s.opts.Profile.WritePerMiB, int64(len(p))); err != nil {
-				return msg{}, status.FromContextError(err).Err()
+			if err := s.sleep(w.ctx, s.share(s.opts.Profile.WritePerMiB, int64(len(p)))); err != nil {
+				return msg{}, err
 			}
 		}
 		if req.boolean("state_lookup") || req.boolean("flush") {
