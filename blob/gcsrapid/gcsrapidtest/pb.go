@@ -54,61 +54,80 @@ func (x msg) field(name string) protoreflect.FieldDescriptor {
 	return fd
 }
 
-func (x msg) has(name string) bool {
+// get reads a field, or reports false when the message is unset or its type
+// has no such field: the request types differ (WriteObjectRequest has no
+// state_lookup), and a missing field reads as its zero value.
+func (x msg) get(name string) (protoreflect.Value, bool) {
 	if !x.valid() {
-		return false
+		return protoreflect.Value{}, false
 	}
-	return x.m.Has(x.field(name))
+	fd := x.m.Descriptor().Fields().ByName(protoreflect.Name(name))
+	if fd == nil || !x.m.Has(fd) {
+		return protoreflect.Value{}, false
+	}
+	return x.m.Get(fd), true
+}
+
+func (x msg) has(name string) bool {
+	_, ok := x.get(name)
+	return ok
 }
 
 func (x msg) str(name string) string {
-	if !x.valid() {
+	v, ok := x.get(name)
+	if !ok {
 		return ""
 	}
-	return x.m.Get(x.field(name)).String()
+	return v.String()
 }
 
 func (x msg) i64(name string) int64 {
-	if !x.valid() {
+	v, ok := x.get(name)
+	if !ok {
 		return 0
 	}
-	return x.m.Get(x.field(name)).Int()
+	return v.Int()
 }
 
 func (x msg) u32(name string) uint32 {
-	if !x.valid() {
+	v, ok := x.get(name)
+	if !ok {
 		return 0
 	}
-	return uint32(x.m.Get(x.field(name)).Uint())
+	return uint32(v.Uint())
 }
 
 func (x msg) boolean(name string) bool {
-	if !x.valid() {
+	v, ok := x.get(name)
+	if !ok {
 		return false
 	}
-	return x.m.Get(x.field(name)).Bool()
+	return v.Bool()
 }
 
 func (x msg) bytes(name string) []byte {
-	if !x.valid() {
+	v, ok := x.get(name)
+	if !ok {
 		return nil
 	}
-	return x.m.Get(x.field(name)).Bytes()
+	return v.Bytes()
 }
 
 // sub returns the message-typed field, or the zero msg when it is unset.
 func (x msg) sub(name string) msg {
-	if !x.has(name) {
+	v, ok := x.get(name)
+	if !ok {
 		return msg{}
 	}
-	return msg{x.m.Get(x.field(name)).Message()}
+	return msg{v.Message()}
 }
 
 func (x msg) list(name string) []msg {
-	if !x.valid() {
+	v, ok := x.get(name)
+	if !ok {
 		return nil
 	}
-	l := x.m.Get(x.field(name)).List()
+	l := v.List()
 	out := make([]msg, l.Len())
 	for i := range out {
 		out[i] = msg{l.Get(i).Message()}
@@ -117,10 +136,11 @@ func (x msg) list(name string) []msg {
 }
 
 func (x msg) strings(name string) []string {
-	if !x.valid() {
+	v, ok := x.get(name)
+	if !ok {
 		return nil
 	}
-	l := x.m.Get(x.field(name)).List()
+	l := v.List()
 	out := make([]string, l.Len())
 	for i := range out {
 		out[i] = l.Get(i).String()
@@ -129,11 +149,12 @@ func (x msg) strings(name string) []string {
 }
 
 func (x msg) strMap(name string) map[string]string {
-	if !x.has(name) {
+	v, ok := x.get(name)
+	if !ok {
 		return nil
 	}
 	out := map[string]string{}
-	x.m.Get(x.field(name)).Map().Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
+	v.Map().Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
 		out[k.String()] = v.String()
 		return true
 	})

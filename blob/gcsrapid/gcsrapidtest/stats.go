@@ -163,3 +163,5 @@ func (f *faultStream) RecvMsg(m any) error {
 	f.left--
 	return f.ServerStream.RecvMsg(m)
 }
+
+var _ grpc.ServerStream = (*faultStream)(nil)
