@@ -28,6 +28,11 @@
 // Profile, so a run can be replayed; Stats counts every operation and
 // InjectFault fails chosen calls to exercise client retries.
 //
-// Not emulated: object versioning (a write replaces the live generation),
-// IAM, ACLs, buckets management over RPC, compose, soft delete, redirects.
+// Served: BidiWriteObject, WriteObject, StartResumableWrite,
+// QueryWriteStatus, BidiReadObject, ReadObject, GetObject, ListObjects,
+// DeleteObject, UpdateObject, RewriteObject (one call), MoveObject and
+// GetBucket. Not emulated, answered UNIMPLEMENTED or ignored: object
+// versioning (a write replaces the live generation), IAM, ACLs, bucket
+// management over RPC, compose, soft delete, glob listing, redirects and
+// customer-supplied encryption keys.
 package gcsrapidtest

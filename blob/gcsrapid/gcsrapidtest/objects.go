@@ -102,6 +102,10 @@ func (s *Server) listObjects(ctx context.Context, req msg) (msg, error) {
 		}
 		after = string(b)
 	}
+	// Refuse what is not emulated rather than answer a different question.
+	if req.str("match_glob") != "" || req.str("filter") != "" || req.boolean("soft_deleted") {
+		return msg{}, status.Error(codes.Unimplemented, "gcsrapidtest does not emulate match_glob, filter or soft_deleted listings")
+	}
 	prefix, delim := req.str("prefix"), req.str("delimiter")
 	start, end := req.str("lexicographic_start"), req.str("lexicographic_end")
 	trailing := req.boolean("include_trailing_delimiter")

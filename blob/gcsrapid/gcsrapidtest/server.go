@@ -43,7 +43,9 @@ type Options struct {
 	// Seed seeds the latency sampler, so a run can be replayed.
 	Seed uint64
 	// MaxBytes caps the object data held in memory (DefaultMaxBytes if zero).
-	// A write past it fails with codes.ResourceExhausted.
+	// A write past it fails with codes.ResourceExhausted, which the storage
+	// client retries by default until its deadline: give the writer's object
+	// a Retryer with storage.RetryNever to see the error at once.
 	MaxBytes int64
 	// CloseTimeout bounds how long Close waits for in-flight streams before it
 	// cuts them (default 10s), so a leaked client stream cannot hang a test.

@@ -337,3 +337,31 @@ func TestReadRanges(t *testing.T) {
 		t.Fatalf("read of a missing object: err = %v, want ErrObjectNotExist", err)
 	}
 }
+
+// TestPooledWriterCostsOneCreate is what a writer pool relies on: an object
+// opened once takes any number of write+flush cycles without another
+// metadata operation or stream.
+func TestPooledWriterCostsOneCreate(t *testing.T) {
+	srv, c := newTestServer(t, Options{})
+	ctx := testCtx(t)
+	w := c.Bucket("zonal").Object("pooled").NewWriter(ctx)
+	w.Append, w.FinalizeOnClose = true, false
+	for i := range 4 {
+		if _, err := w.Write([]byte("record\n")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		st := srv.Stats()
+		if st.ObjectsCreated != 1 || st.Flushes != int64(i+1) || st.Calls["BidiWriteObject"] != 1 || st.BytesWritten != int64(7*(i+1)) {
+			t.Fatalf("after %d write+flush: %+v", i+1, st)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := srv.Stats(); st.ObjectsFinalized != 0 || st.ObjectsCreated != 1 {
+		t.Fatalf("after an unfinalized Close: %+v", st)
+	}
+}
