@@ -1,0 +1,38 @@
+// Package gcsrapidtest is an in-process google.storage.v2 gRPC service for
+// testing and benchmarking code that uses GCS Rapid (zonal) and regional
+// buckets through cloud.google.com/go/storage, with no cloud account.
+//
+// It speaks the zonal protocol that no other emulator does: appendable
+// objects created, flushed, read before they are finalized, taken over by a
+// new writer and finalized over BidiWriteObject, and multi-range reads over
+// BidiReadObject. Regional buckets take ordinary one-shot and resumable
+// uploads. Like net/http/httptest:
+//
+//	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{
+//		Buckets: []gcsrapidtest.Bucket{{Name: "hot", Zonal: true}},
+//		Profile: gcsrapidtest.Rapid(), // or Zero() for functional tests
+//	})
+//	defer srv.Close()
+//	client, err := srv.Client(ctx) // gRPC, appendable uploads, bidi reads
+//	defer client.Close()
+//
+// Callers that build their own client pass srv.ClientOptions().
+//
+// Guarantees: every operation on one object is atomic and immediately
+// consistent; generations strictly increase; preconditions fail with
+// FAILED_PRECONDITION, missing objects and buckets with NOT_FOUND, reads
+// past the end with OUT_OF_RANGE, bad requests with INVALID_ARGUMENT and
+// writes past Options.MaxBytes with RESOURCE_EXHAUSTED, never a panic.
+// A zonal bucket accepts only appendable writes and a regional bucket only
+// ordinary ones, as the real service does. Delays come from the seeded
+// Profile, so a run can be replayed; Stats counts every operation and
+// InjectFault fails chosen calls to exercise client retries.
+//
+// Served: BidiWriteObject, WriteObject, StartResumableWrite,
+// QueryWriteStatus, BidiReadObject, ReadObject, GetObject, ListObjects,
+// DeleteObject, UpdateObject, RewriteObject (one call), MoveObject and
+// GetBucket. Not emulated, answered UNIMPLEMENTED or ignored: object
+// versioning (a write replaces the live generation), IAM, ACLs, bucket
+// management over RPC, compose, soft delete, glob listing, redirects and
+// customer-supplied encryption keys.
+package gcsrapidtest

@@ -1,0 +1,581 @@
+package gcsrapidtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"hash/crc32"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+type writeMode int
+
+const (
+	modeAppend    writeMode = iota // appendable object, created or taken over
+	modeOneShot                    // ordinary object written in one stream
+	modeResumable                  // ordinary object in a StartResumableWrite session
+)
+
+// writeSession is the server side of one write stream.
+type writeSession struct {
+	s    *Server
+	ctx  context.Context
+	mode writeMode
+
+	// modeAppend
+	bucketName string
+	objName    string
+	generation int64
+	wHandle    []byte
+	replied    bool  // the first reply carries the resource and write handle
+	unflushed  int64 // bytes since the last flush, charged per MiB at the flush
+
+	// modeOneShot
+	spec      msg
+	checksums msg
+	buf       []byte
+	reserved  int64
+
+	// modeResumable
+	up *upload
+
+	finished bool
+	final0   *object // the committed object, for WriteObject's reply
+}
+
+// bidiWriteObject serves BidiWriteObject. The first message selects the
+// mode with write_object_spec (appendable or not), append_object_spec
+// (takeover) or upload_id (resumable).
+func (s *Server) bidiWriteObject(stream grpc.ServerStream) error {
+	return s.serveWrite(stream, true)
+}
+
+// writeObject serves the client-streaming WriteObject: the same session
+// without intermediate replies.
+func (s *Server) writeObject(stream grpc.ServerStream) error {
+	return s.serveWrite(stream, false)
+}
+
+func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
+	ctx := stream.Context()
+	reqName, respName := "BidiWriteObjectRequest", "BidiWriteObjectResponse"
+	if !bidi {
+		reqName, respName = "WriteObjectRequest", "WriteObjectResponse"
+	}
+	first := newMsg(reqName)
+	if err := stream.RecvMsg(first.proto()); err != nil {
+		if errors.Is(err, io.EOF) {
+			return status.Error(codes.InvalidArgument, "write stream closed before its first message")
+		}
+		return err
+	}
+	w := &writeSession{s: s, ctx: ctx}
+	defer func() {
+		if err != nil {
+			w.abort()
+		}
+	}()
+	if err := w.open(first, bidi); err != nil {
+		return err
+	}
+	send := func(r msg) error {
+		if !bidi {
+			return nil
+		}
+		return stream.SendMsg(r.proto())
+	}
+	req := first
+	for {
+		reply, err := w.handle(req)
+		if err != nil {
+			return err
+		}
+		if reply.valid() {
+			if err := send(reply); err != nil {
+				return err
+			}
+		}
+		if w.finished {
+			// The client half-closes right after finish_write; anything
+			// else it sends is an error, as the service documents.
+			err := stream.RecvMsg(newMsg(reqName).proto())
+			if err == nil {
+				return status.Error(codes.InvalidArgument, "message after finish_write")
+			}
+			if !errors.Is(err, io.EOF) {
+				return err
+			}
+			if !bidi {
+				return stream.SendMsg(w.final(respName).proto())
+			}
+			return nil
+		}
+		req = newMsg(reqName)
+		err = stream.RecvMsg(req.proto())
+		if errors.Is(err, io.EOF) {
+			return w.closeSend(bidi, stream, respName)
+		}
+		if err != nil {
+			return err
+		}
+		if req.has("write_object_spec") || req.has("upload_id") || (bidi && req.has("append_object_spec")) {
+			return status.Error(codes.InvalidArgument, "only the first message of a write stream may name the object")
+		}
+	}
+}
+
+// open validates the first message and sets up the session.
+func (w *writeSession) open(first msg, bidi bool) error {
+	s := w.s
+	switch {
+	case first.has("write_object_spec"):
+		spec := first.sub("write_object_spec")
+		b, err := s.checkWriteSpec(spec)
+		if err != nil {
+			return err
+		}
+		if bidi {
+			if err := checkRoutingHeader(w.ctx, bucketPrefix+b.name); err != nil {
+				return err
+			}
+		}
+		if spec.boolean("appendable") {
+			if !b.zonal {
+				return errRegionalNoAppendable(b.name)
+			}
+			return w.createAppendable(b.name, spec)
+		}
+		if b.zonal {
+			return errZonalNeedsAppendable(b.name)
+		}
+		// Fail early on a precondition, as the real service does when the
+		// stream opens; it is checked again at commit.
+		s.store.mu.Lock()
+		err = condsFrom(spec).check(b.objects[spec.sub("resource").str("name")])
+		s.store.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		w.mode, w.spec, w.checksums = modeOneShot, spec, first.sub("object_checksums")
+		return nil
+	case bidi && first.has("append_object_spec"):
+		return w.takeover(first.sub("append_object_spec"))
+	case first.has("upload_id"):
+		s.store.mu.Lock()
+		u, ok := s.store.uploads[first.str("upload_id")]
+		s.store.mu.Unlock()
+		if !ok {
+			return status.Errorf(codes.NotFound, "upload %q not found", first.str("upload_id"))
+		}
+		if bidi {
+			if err := checkRoutingHeader(w.ctx, bucketPrefix+u.bucket); err != nil {
+				return err
+			}
+		}
+		w.mode, w.up = modeResumable, u
+		return nil
+	}
+	return status.Error(codes.InvalidArgument, "the first message of a write stream must set write_object_spec, append_object_spec or upload_id")
+}
+
+// createAppendable makes a new, empty, unfinalized generation visible at
+// once, which is what lets readers see data before the writer finalizes.
+func (w *writeSession) createAppendable(bucketName string, spec msg) error {
+	s := w.s
+	if err := s.delay(w.ctx, s.opts.Profile.CreateAppendable); err != nil {
+		return err
+	}
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	b, err := s.store.bucketLocked(bucketPrefix + bucketName)
+	if err != nil {
+		return err
+	}
+	name := spec.sub("resource").str("name")
+	if err := condsFrom(spec).check(b.objects[name]); err != nil {
+		return err
+	}
+	o := s.store.newObjectLocked(b, spec, true)
+	o.writeHandle = newHandle()
+	s.store.commitLocked(b, o)
+	s.stats.created.Add(1)
+	w.mode, w.bucketName, w.objName, w.generation, w.wHandle = modeAppend, b.name, name, o.generation, o.writeHandle
+	return nil
+}
+
+// takeover reopens an unfinalized appendable object. A stream that presents
+// the current write handle resumes the same writer (a client retry); any
+// other stream becomes the writer, and the previous one fails on its next
+// message.
+func (w *writeSession) takeover(spec msg) error {
+	s := w.s
+	if err := checkRoutingHeader(w.ctx, spec.str("bucket")); err != nil {
+		return err
+	}
+	if err := s.delay(w.ctx, s.opts.Profile.CreateAppendable); err != nil {
+		return err
+	}
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	b, o, err := s.store.lookupLocked(spec.str("bucket"), spec.str("object"), spec.i64("generation"))
+	if err != nil {
+		return err
+	}
+	if err := (conds{metaMatch: optI64(spec, "if_metageneration_match"), metaNotMatch: optI64(spec, "if_metageneration_not_match")}).check(o); err != nil {
+		return err
+	}
+	if !o.appendable {
+		return status.Errorf(codes.FailedPrecondition, "object %q is not appendable", o.name)
+	}
+	if o.finalized {
+		return status.Errorf(codes.FailedPrecondition, "object %q generation %d is finalized; it cannot be appended to", o.name, o.generation)
+	}
+	h := spec.sub("write_handle").bytes("handle")
+	if h == nil || !bytes.Equal(h, o.writeHandle) {
+		o.writeHandle = newHandle()
+		s.stats.takeovers.Add(1)
+	}
+	w.mode, w.bucketName, w.objName, w.generation, w.wHandle = modeAppend, b.name, o.name, o.generation, o.writeHandle
+	// The client blocks on this reply to learn where to append.
+	w.replied = false
+	return nil
+}
+
+// appendTarget returns the session's object if this stream still owns it.
+func (w *writeSession) appendTargetLocked() (*object, error) {
+	b, o, err := w.s.store.lookupLocked(bucketPrefix+w.bucketName, w.objName, w.generation)
+	_ = b
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(o.writeHandle, w.wHandle) {
+		return nil, status.Errorf(codes.FailedPrecondition, "object %q was taken over by another writer", o.name)
+	}
+	if o.finalized {
+		return nil, status.Errorf(codes.FailedPrecondition, "object %q generation %d is finalized; it cannot be appended to", o.name, o.generation)
+	}
+	return o, nil
+}
+
+// data validates and returns a message's payload.
+func data(req msg) ([]byte, error) {
+	if req.i64("write_offset") < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "negative write_offset %d", req.i64("write_offset"))
+	}
+	cd := req.sub("checksummed_data")
+	p := cd.bytes("content")
+	if cd.has("crc32c") && crcOf(p) != cd.u32("crc32c") {
+		return nil, status.Errorf(codes.InvalidArgument, "checksummed_data crc32c %d does not match the content (%d)", cd.u32("crc32c"), crcOf(p))
+	}
+	return p, nil
+}
+
+// newBytes returns the part of p at off that lies past size. Resent bytes
+// (off < size) are dropped, as the real service does for a retried chunk; a
+// gap (off > size) is an error.
+func newBytes(p []byte, off, size int64) ([]byte, error) {
+	if off > size {
+		return nil, status.Errorf(codes.OutOfRange, "write_offset %d is past the persisted size %d", off, size)
+	}
+	skip := size - off
+	if skip >= int64(len(p)) {
+		return nil, nil
+	}
+	return p[skip:], nil
+}
+
+// handle applies one request and returns the reply to send, if any.
+func (w *writeSession) handle(req msg) (msg, error) {
+	if w.finished {
+		return msg{}, status.Error(codes.InvalidArgument, "message after finish_write")
+	}
+	p, err := data(req)
+	if err != nil {
+		return msg{}, err
+	}
+	switch w.mode {
+	case modeAppend:
+		return w.handleAppend(req, p)
+	case modeOneShot:
+		return w.handleOneShot(req, p)
+	default:
+		return w.handleResumable(req, p)
+	}
+}
+
+func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
+	s := w.s
+	off := req.i64("write_offset")
+	s.store.mu.Lock()
+	o, err := w.appendTargetLocked()
+	if err == nil {
+		p, err = newBytes(p, off, int64(len(o.data)))
+	}
+	if err == nil {
+		err = s.store.reserve(int64(len(p)))
+	}
+	if err == nil && len(p) > 0 {
+		o.data = append(o.data, p...)
+		o.crc = crc32.Update(o.crc, crc32cTable, p)
+		s.stats.written.Add(int64(len(p)))
+		w.unflushed += int64(len(p))
+	}
+	s.store.mu.Unlock()
+	if err != nil {
+		return msg{}, err
+	}
+
+	switch {
+	case req.boolean("finish_write"):
+		if err := s.sleep(w.ctx, s.share(s.opts.Profile.WritePerMiB, w.unflushed)+s.sampler.Sample(s.opts.Profile.Finalize)); err != nil {
+			return msg{}, err
+		}
+		s.store.mu.Lock()
+		defer s.store.mu.Unlock()
+		o, err := w.appendTargetLocked()
+		if err != nil {
+			return msg{}, err
+		}
+		if err := checkObjectChecksums(req.sub("object_checksums"), o.data, o.crc); err != nil {
+			return msg{}, err
+		}
+		finalizeLocked(o, false)
+		s.stats.finalized.Add(1)
+		w.finished = true
+		return w.reply(o, true), nil
+	case req.boolean("flush") || req.boolean("state_lookup") || !w.replied:
+		if req.boolean("flush") {
+			s.stats.flushes.Add(1)
+			if err := s.sleep(w.ctx, s.sampler.Sample(s.opts.Profile.Flush)+s.share(s.opts.Profile.WritePerMiB, w.unflushed)); err != nil {
+				return msg{}, err
+			}
+			w.unflushed = 0
+		} else if !req.boolean("state_lookup") && w.replied {
+			return msg{}, nil
+		}
+		s.store.mu.Lock()
+		defer s.store.mu.Unlock()
+		o, err := w.appendTargetLocked()
+		if err != nil {
+			return msg{}, err
+		}
+		return w.reply(o, false), nil
+	}
+	return msg{}, nil
+}
+
+// reply answers an appendable stream: the first reply (and the final one)
+// carries the object, so the client learns the generation and write handle
+// it needs to resume; later ones carry only the persisted size.
+func (w *writeSession) reply(o *object, final bool) msg {
+	r := newMsg("BidiWriteObjectResponse")
+	if final || !w.replied {
+		r.set("resource", o.toProto())
+		r.mutable("write_handle").set("handle", o.writeHandle)
+	} else {
+		r.set("persisted_size", int64(len(o.data)))
+		r.mutable("persisted_data_checksums").set("crc32c", o.crc)
+	}
+	w.replied = true
+	return r
+}
+
+func checkObjectChecksums(cs msg, p []byte, crc uint32) error {
+	if !cs.valid() {
+		return nil
+	}
+	if cs.has("crc32c") && cs.u32("crc32c") != crc {
+		return status.Errorf(codes.InvalidArgument, "object crc32c %d does not match the data written (%d)", cs.u32("crc32c"), crc)
+	}
+	if m := cs.bytes("md5_hash"); len(m) > 0 {
+		sum := md5.Sum(p)
+		if !bytes.Equal(m, sum[:]) {
+			return status.Errorf(codes.InvalidArgument, "object md5 %x does not match the data written (%x)", m, sum)
+		}
+	}
+	return nil
+}
+
+func (w *writeSession) handleOneShot(req msg, p []byte) (msg, error) {
+	s := w.s
+	p, err := newBytes(p, req.i64("write_offset"), int64(len(w.buf)))
+	if err != nil {
+		return msg{}, err
+	}
+	s.store.mu.Lock()
+	err = s.store.reserve(int64(len(p)))
+	s.store.mu.Unlock()
+	if err != nil {
+		return msg{}, err
+	}
+	w.reserved += int64(len(p))
+	w.buf = append(w.buf, p...)
+	if !req.boolean("finish_write") {
+		if req.boolean("state_lookup") {
+			r := newMsg("BidiWriteObjectResponse")
+			r.set("persisted_size", int64(len(w.buf)))
+			return r, nil
+		}
+		return msg{}, nil
+	}
+	if cs := req.sub("object_checksums"); cs.valid() {
+		w.checksums = cs
+	}
+	o, err := w.commit(w.spec, w.buf, w.checksums)
+	if err != nil {
+		return msg{}, err
+	}
+	w.reserved = 0
+	w.finished = true
+	r := newMsg("BidiWriteObjectResponse")
+	s.store.mu.Lock()
+	r.set("resource", o.toProto())
+	s.store.mu.Unlock()
+	w.final0 = o
+	return r, nil
+}
+
+// commit makes an ordinary object from a complete write. The caller has
+// already reserved len(p) bytes; on success they belong to the object.
+func (w *writeSession) commit(spec msg, p []byte, cs msg) (*object, error) {
+	s := w.s
+	if err := s.sleep(w.ctx, s.share(s.opts.Profile.WritePerMiB, int64(len(p)))+s.sampler.Sample(s.opts.Profile.Write)); err != nil {
+		return nil, err
+	}
+	crc := crcOf(p)
+	if err := checkObjectChecksums(cs, p, crc); err != nil {
+		return nil, err
+	}
+	if spec.has("object_size") && spec.i64("object_size") != int64(len(p)) {
+		return nil, status.Errorf(codes.OutOfRange, "object_size %d does not match the %d bytes written", spec.i64("object_size"), len(p))
+	}
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	b, err := s.store.bucketLocked(spec.sub("resource").str("bucket"))
+	if err != nil {
+		return nil, err
+	}
+	name := spec.sub("resource").str("name")
+	if err := condsFrom(spec).check(b.objects[name]); err != nil {
+		return nil, err
+	}
+	o := s.store.newObjectLocked(b, spec, false)
+	o.data = p
+	o.crc = crc
+	finalizeLocked(o, true)
+	s.store.commitLocked(b, o)
+	s.stats.created.Add(1)
+	s.stats.finalized.Add(1)
+	s.stats.written.Add(int64(len(p)))
+	return o, nil
+}
+
+func (w *writeSession) handleResumable(req msg, p []byte) (msg, error) {
+	s := w.s
+	s.store.mu.Lock()
+	u := w.up
+	if u.done != nil {
+		s.store.mu.Unlock()
+		return msg{}, status.Errorf(codes.FailedPrecondition, "upload %q is already complete", u.id)
+	}
+	p, err := newBytes(p, req.i64("write_offset"), int64(len(u.data)))
+	if err == nil {
+		err = s.store.reserve(int64(len(p)))
+	}
+	if err == nil {
+		u.data = append(u.data, p...)
+	}
+	size := int64(len(u.data))
+	s.store.mu.Unlock()
+	if err != nil {
+		return msg{}, err
+	}
+	if !req.boolean("finish_write") {
+		if req.boolean("flush") {
+			if err := s.sleep(w.ctx, s.share(s.opts.Profile.WritePerMiB, int64(len(p)))); err != nil {
+				return msg{}, err
+			}
+		}
+		if req.boolean("state_lookup") || req.boolean("flush") {
+			r := newMsg("BidiWriteObjectResponse")
+			r.set("persisted_size", size)
+			return r, nil
+		}
+		return msg{}, nil
+	}
+	cs := req.sub("object_checksums")
+	if !cs.valid() {
+		cs = u.checksums
+	}
+	s.store.mu.Lock()
+	dataCopy := u.data
+	s.store.mu.Unlock()
+	o, err := w.commit(u.spec, dataCopy, cs)
+	if err != nil {
+		return msg{}, err
+	}
+	s.store.mu.Lock()
+	u.done = o
+	u.data = nil
+	r := newMsg("BidiWriteObjectResponse")
+	r.set("resource", o.toProto())
+	s.store.mu.Unlock()
+	w.finished = true
+	w.final0 = o
+	return r, nil
+}
+
+// closeSend answers a client that half-closed without finish_write: an
+// appendable object stays open and a resumable upload stays resumable, and
+// both learn the persisted size; a one-shot write is incomplete.
+func (w *writeSession) closeSend(bidi bool, stream grpc.ServerStream, respName string) error {
+	s := w.s
+	var size int64
+	switch w.mode {
+	case modeOneShot:
+		return status.Error(codes.InvalidArgument, "write stream closed without finish_write")
+	case modeAppend:
+		s.store.mu.Lock()
+		o, err := w.appendTargetLocked()
+		if err == nil {
+			size = int64(len(o.data))
+		}
+		s.store.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	case modeResumable:
+		s.store.mu.Lock()
+		size = int64(len(w.up.data))
+		s.store.mu.Unlock()
+	}
+	r := newMsg(respName)
+	r.set("persisted_size", size)
+	return stream.SendMsg(r.proto())
+}
+
+// final is the WriteObject reply of a finished write.
+func (w *writeSession) final(respName string) msg {
+	r := newMsg(respName)
+	w.s.store.mu.Lock()
+	defer w.s.store.mu.Unlock()
+	if w.final0 != nil {
+		r.set("resource", w.final0.toProto())
+	}
+	return r
+}
+
+// abort releases the memory a failed one-shot write had reserved.
+func (w *writeSession) abort() {
+	if w.reserved > 0 {
+		w.s.store.mu.Lock()
+		w.s.store.release(w.reserved)
+		w.s.store.mu.Unlock()
+		w.reserved = 0
+	}
+}
