@@ -449,7 +449,7 @@ func weirdKeys() []string {
 func testWeirdKeys(t *testing.T, h Harness, s blob.Store) {
 	keys := weirdKeys()
 	if !h.Caps.FileTree {
-		keys = append(keys, ".", "..", "./dot", "dir", "dir/in")
+		keys = append(keys, "./dot", "dir", "dir/in")
 	}
 	for i, k := range keys {
 		mustPut(t, s, k, fmt.Appendf(nil, "key %d", i), nil)

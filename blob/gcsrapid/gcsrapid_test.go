@@ -1,0 +1,379 @@
+package gcsrapid_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"gocloud.dev/blob/driver"
+	"gocloud.dev/blob/drivertest"
+
+	"github.com/zonalblob/zonalblob/blob/latency"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/conformance"
+)
+
+func newServer(t *testing.T, profile gcsrapidtest.Profile) *gcsrapidtest.Server {
+	t.Helper()
+	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: profile, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+var bucketSeq int
+
+func newStore(ctx context.Context, t *testing.T, srv *gcsrapidtest.Server, opts gcsrapid.Options) *gcsrapid.Store {
+	t.Helper()
+	bucketSeq++
+	name := "zb" + fmtInt(bucketSeq)
+	if err := srv.CreateBucket(name, true); err != nil {
+		t.Fatal(err)
+	}
+	client, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	s, err := gcsrapid.New(client, name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func fmtInt(i int) string {
+	const digits = "0123456789"
+	if i < 10 {
+		return string(digits[i])
+	}
+	return fmtInt(i/10) + string(digits[i%10])
+}
+
+func TestConformance(t *testing.T) {
+	srv := newServer(t, gcsrapidtest.Zero())
+	conformance.Run(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			return newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, MaxItemAge: 0})
+		},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
+	})
+}
+
+func statsDelta(before, after gcsrapidtest.Stats) gcsrapidtest.Stats {
+	return gcsrapidtest.Stats{
+		ObjectsCreated:   after.ObjectsCreated - before.ObjectsCreated,
+		ObjectsFinalized: after.ObjectsFinalized - before.ObjectsFinalized,
+		Flushes:          after.Flushes - before.Flushes,
+		ObjectsDeleted:   after.ObjectsDeleted - before.ObjectsDeleted,
+	}
+}
+
+func TestPutIsOneCreateAndNoFinalize(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, gcsrapidtest.Zero())
+	s := newStore(ctx, t, srv, gcsrapid.Options{})
+	defer s.Close()
+	before := srv.Stats()
+	if err := blob.Put(ctx, s, "log/0001", []byte("0123456789"), nil); err != nil {
+		t.Fatal(err)
+	}
+	d := statsDelta(before, srv.Stats())
+	if d.ObjectsCreated != 1 || d.ObjectsFinalized != 0 {
+		t.Errorf("Put made %d creates and %d finalizes, want 1 and 0", d.ObjectsCreated, d.ObjectsFinalized)
+	}
+	if got, err := blob.ReadAll(ctx, s, "log/0001"); err != nil || string(got) != "0123456789" {
+		t.Errorf("read back %q, %v", got, err)
+	}
+	if err := s.Finalize(ctx, "log/0001"); err != nil {
+		t.Fatal(err)
+	}
+	if d := statsDelta(before, srv.Stats()); d.ObjectsFinalized != 1 {
+		t.Errorf("Finalize made %d finalizes, want 1", d.ObjectsFinalized)
+	}
+	if err := s.Finalize(ctx, "log/0001"); err != nil {
+		t.Errorf("second Finalize: %v", err)
+	}
+	if got, err := blob.ReadAll(ctx, s, "log/0001"); err != nil || string(got) != "0123456789" {
+		t.Errorf("read back after finalize %q, %v", got, err)
+	}
+}
+
+// waitReady waits until the pool for prefix holds n ready writers.
+func waitReady(t *testing.T, s *gcsrapid.Store, prefix string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if p, ok := s.Stats().Pools[prefix]; ok && p.Ready >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("pool %q never had %d ready writers: %+v", prefix, n, s.Stats().Pools[prefix])
+}
+
+func TestPooledCreateMakesNoMetadataOperation(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, gcsrapidtest.Zero())
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, PoolMinIdle: 4})
+	// The first Create under a prefix starts its pool.
+	if _, err := blob.CreateBytes(ctx, s, "seg/", []byte("first"), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, "seg/", 4)
+	check, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	names := func() map[string]bool {
+		out := map[string]bool{}
+		it := check.Bucket(s.Bucket()).Objects(ctx, nil)
+		for {
+			a, err := it.Next()
+			if err != nil {
+				return out
+			}
+			out[a.Name] = true
+		}
+	}
+	for i := range 4 {
+		existing := names()
+		before := srv.Stats()
+		key, err := blob.CreateBytes(ctx, s, "seg/", []byte("payload"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := statsDelta(before, srv.Stats())
+		// The pool refills in the background, which creates other objects;
+		// the object written must be one that existed before the call, and
+		// nothing may be finalized.
+		if !existing[key] {
+			t.Errorf("create %d: %s was created on the critical path, not taken from the pool", i, key)
+		}
+		if d.ObjectsFinalized != 0 || d.Flushes < 1 {
+			t.Errorf("create %d: %d finalizes and %d flushes, want 0 and at least 1", i, d.ObjectsFinalized, d.Flushes)
+		}
+		if got, err := blob.ReadAll(ctx, s, key); err != nil || string(got) != "payload" {
+			t.Errorf("%s: read %q, %v", key, got, err)
+		}
+		if ts, ok := blob.NameTime(key); !ok || time.Since(ts) > time.Minute {
+			t.Errorf("pooled key %q does not carry its creation time", key)
+		}
+	}
+	if st := s.Stats().Pools["seg/"]; st.Hits < 4 {
+		t.Errorf("pool hits %d, want the 4 warm creates served from the pool", st.Hits)
+	}
+	if s.Close() != nil {
+		t.Fatal("close failed")
+	}
+	// Everything the pool still held was deleted at Close: only the 5
+	// written objects remain.
+	if n := len(names()); n != 5 {
+		t.Errorf("%d objects left in the bucket after Close, want the 5 written", n)
+	}
+}
+
+func TestAgedPoolObjectsAreDeletedNotUsed(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, gcsrapidtest.Zero())
+	s := newStore(ctx, t, srv, gcsrapid.Options{
+		PoolSize: 4, PoolMinIdle: 2, MaxItemAge: 150 * time.Millisecond,
+		WriteTimeout: 100 * time.Millisecond, GraceWindow: time.Second,
+	})
+	defer s.Close()
+	if _, err := blob.CreateBytes(ctx, s, "p/", []byte("a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, "p/", 2)
+	time.Sleep(600 * time.Millisecond)
+	key, err := blob.CreateBytes(ctx, s, "p/", []byte("b"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts, _ := blob.NameTime(key); time.Since(ts) > 150*time.Millisecond+50*time.Millisecond {
+		t.Errorf("handed out %s, %v old, beyond MaxItemAge", key, time.Since(ts))
+	}
+	st := s.Stats()
+	if st.Pools["p/"].Discards["aged"] == 0 {
+		t.Fatalf("no aged discards after 4x MaxItemAge: %+v", st.Pools["p/"])
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().DiscardedDeleted < st.Pools["p/"].Discards["aged"] && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, want := s.Stats().DiscardedDeleted, st.Pools["p/"].Discards["aged"]; got < want {
+		t.Errorf("%d aged pool objects discarded but only %d deleted", want, got)
+	}
+}
+
+func TestWriterSafeguards(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, gcsrapidtest.Zero())
+	s := newStore(ctx, t, srv, gcsrapid.Options{})
+	defer s.Close()
+	_, w, err := blob.Create(ctx, s, "w/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("once"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("again")); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("Write after Close = %v, want ErrClosed", err)
+	}
+	if err := w.Close(); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("second Close = %v, want ErrClosed", err)
+	}
+
+	// A pooled writer closed after write_timeout is refused: its object may
+	// already be an orphan to the reconciler.
+	short := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 2, PoolMinIdle: 1, MaxItemAge: 50 * time.Millisecond, WriteTimeout: 20 * time.Millisecond, GraceWindow: time.Second})
+	defer short.Close()
+	blob.CreateBytes(ctx, short, "t/", []byte("warm the pool"), nil)
+	waitReady(t, short, "t/", 1)
+	key, w2, err := blob.Create(ctx, short, "t/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2.Write([]byte("late"))
+	time.Sleep(40 * time.Millisecond)
+	if err := w2.Close(); err == nil {
+		t.Errorf("Close after write_timeout succeeded")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if ok, _ := blob.Exists(ctx, short, key); !ok {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ok, _ := blob.Exists(ctx, short, key); ok {
+		t.Errorf("the refused pooled object %s was not deleted", key)
+	}
+}
+
+func TestConcurrentUseOfOneWriterFails(t *testing.T) {
+	ctx := context.Background()
+	// Flushes are slow here, so the second call lands while Close runs.
+	p := gcsrapidtest.Zero()
+	p.Flush = latency.Fixed(100 * time.Millisecond)
+	srv := newServer(t, p)
+	s := newStore(ctx, t, srv, gcsrapid.Options{})
+	defer s.Close()
+	w, err := s.NewWriter(ctx, "c", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("x"))
+	done := make(chan error)
+	go func() { done <- w.Close() }()
+	time.Sleep(30 * time.Millisecond)
+	if _, err := w.Write([]byte("y")); err == nil || !strings.Contains(err.Error(), "concurrent use") {
+		t.Errorf("Write during Close = %v, want a concurrent-use error", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := blob.ReadAll(ctx, s, "c"); string(got) != "x" {
+		t.Errorf("object = %q, want x", got)
+	}
+}
+
+func TestOpenURLValidation(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ url, want string }{
+		{"gcsrapid://", "gcsrapid://BUCKET"},
+		{"gcsrapid://b/extra/path", "gcsrapid://BUCKET"},
+		{"gcsrapid://b?pool_sise=3", "pool_sise"},
+		{"gcsrapid://b?max_item_age=5m&grace_window=5m", "must be below grace_window"},
+		{"gcsrapid://b?max_item_age=9m&write_timeout=2m", "must be below grace_window"},
+		{"gcsrapid://b?pool_size=2&pool_min_idle=3", "pool_min_idle"},
+		{"gcsrapid://b?retries=x", "not an integer"},
+		{"gcsrapid://b?max_item_age=soon", "not a duration"},
+	} {
+		_, err := blob.Open(ctx, c.url)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, blob.ErrInvalidArgument) {
+			t.Errorf("Open(%q) = %v, want an invalid-argument error mentioning %q", c.url, err, c.want)
+		}
+	}
+	srv := newServer(t, gcsrapidtest.Zero())
+	if err := srv.CreateBucket("byurl", true); err != nil {
+		t.Fatal(err)
+	}
+	s, err := blob.Open(ctx, "gcsrapid://byurl?endpoint="+srv.Endpoint()+"&pool_size=4&max_item_age=30s&grpc_conn_pool=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := blob.Put(ctx, s, "k", []byte("v"), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReaderAtSharesOneStream(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, gcsrapidtest.Zero())
+	s := newStore(ctx, t, srv, gcsrapid.Options{})
+	defer s.Close()
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := blob.Put(ctx, s, "big", data, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := srv.Stats().Calls["BidiReadObject"]
+	ra, err := blob.OpenReaderAt(ctx, s, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{0, 4096, 500_000, 1<<20 - 10} {
+		p := make([]byte, 100)
+		n, err := ra.ReadAt(p, off)
+		want := min(100, int64(len(data))-off)
+		if int64(n) != want || !bytes.Equal(p[:n], data[off:off+want]) || (n < 100 && err != io.EOF) {
+			t.Errorf("ReadAt(%d) = %d, %v", off, n, err)
+		}
+	}
+	ra.Close()
+	if calls := srv.Stats().Calls["BidiReadObject"] - before; calls != 1 {
+		t.Errorf("%d read streams for 4 ReadAt calls, want 1", calls)
+	}
+}
+
+type bridgeHarness struct{ s blob.Store }
+
+func (h bridgeHarness) MakeDriver(context.Context) (driver.Bucket, error) {
+	return blob.Driver(nopClose{h.s}), nil
+}
+func (bridgeHarness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
+	return nil, nil
+}
+func (bridgeHarness) HTTPClient() *http.Client         { return nil }
+func (bridgeHarness) SupportsCopy() bool               { return true }
+func (bridgeHarness) SupportsNonSlashDelimiters() bool { return true }
+func (h bridgeHarness) Close()                         { h.s.Close() }
+
+type nopClose struct{ blob.Store }
+
+func (nopClose) Close() error { return nil }
+
+func TestGocloudDrivertest(t *testing.T) {
+	srv := newServer(t, gcsrapidtest.Zero())
+	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		return bridgeHarness{newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4})}, nil
+	}, nil)
+}

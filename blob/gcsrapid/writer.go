@@ -1,0 +1,343 @@
+package gcsrapid
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"hash"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/storage"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// warmWriter is an appendable object that exists (created and flushed empty)
+// with its write stream open, ready to take bytes with one flush.
+type warmWriter struct {
+	sw      *storage.Writer
+	key     string
+	gen     int64
+	ready   time.Time
+	cancel  context.CancelFunc // ends the stream
+	hasOpts bool               // created with attributes
+}
+
+// openStream starts an appendable writer on o whose stream lives until
+// cancel, not as long as the caller's ctx: a flushed object stays valid after
+// the call that created it returns.
+func (s *Store) openStream(o *storage.ObjectHandle, opts *blob.WriterOptions) (*storage.Writer, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(s.bgCtx)
+	sw := o.NewWriter(ctx)
+	sw.Append = true
+	sw.FinalizeOnClose = false
+	// Writes are buffered here and handed over whole, so the client need not
+	// buffer again: a chunk size of 0 makes it send them without a copy. Its
+	// default (16 MiB per writer that receives a byte) would cost a large
+	// allocation for every small write and every pooled writer.
+	sw.ChunkSize = 0
+	if opts != nil {
+		sw.ContentType = opts.ContentType
+		sw.CacheControl = opts.CacheControl
+		sw.ContentDisposition = opts.ContentDisposition
+		sw.ContentEncoding = opts.ContentEncoding
+		sw.ContentLanguage = opts.ContentLanguage
+		sw.Metadata = opts.Metadata
+	}
+	return sw, cancel
+}
+
+// untilDone runs f, aborting the stream if ctx ends first.
+func untilDone(ctx context.Context, cancel context.CancelFunc, f func() error) error {
+	stop := context.AfterFunc(ctx, cancel)
+	err := f()
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// prewarm creates key (which must not exist) and leaves its stream open.
+func (s *Store) prewarm(ctx context.Context, key string, opts *blob.WriterOptions) (*warmWriter, error) {
+	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), opts)
+	err := untilDone(ctx, cancel, func() error {
+		_, err := sw.Flush()
+		return err
+	})
+	if err != nil {
+		cancel()
+		sw.Close()
+		return nil, blob.WrapError("prewarm", key, err, classifyCreate)
+	}
+	ww := &warmWriter{sw: sw, key: key, ready: time.Now(), cancel: cancel, hasOpts: hasAttributes(opts)}
+	if a := sw.Attrs(); a != nil {
+		ww.gen = a.Generation
+	}
+	return ww, nil
+}
+
+// discard closes a warm writer that will never be used and deletes its empty
+// object, conditional on its generation so a later object of the same name
+// is never touched.
+func (s *Store) discard(ctx context.Context, ww *warmWriter) {
+	ww.sw.Close()
+	ww.cancel()
+	o := s.bucket.Object(ww.key)
+	if ww.gen > 0 {
+		o = o.If(storage.Conditions{GenerationMatch: ww.gen})
+	}
+	if err := o.Delete(ctx); err == nil {
+		s.stats.discardDeletes.Add(1)
+	}
+}
+
+func hasAttributes(o *blob.WriterOptions) bool {
+	return o != nil && (o.ContentType != "" || o.CacheControl != "" || o.ContentDisposition != "" ||
+		o.ContentEncoding != "" || o.ContentLanguage != "" || len(o.Metadata) > 0)
+}
+
+// Prewarm implements blob.Prewarmer: it creates key now, so that the returned
+// writer's Write and Close cost one data round trip.
+func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	if err := s.check("prewarm", key); err != nil {
+		return nil, err
+	}
+	if opts != nil && opts.IfGenerationMatch != "" {
+		return nil, blob.Errorf("prewarm", key, blob.ErrInvalidArgument, "a prewarmed key must not exist: IfGenerationMatch makes no sense")
+	}
+	ww, err := s.prewarm(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.newWriter(ctx, key, opts, ww), nil
+}
+
+// NewWriter implements blob.Store. The object is created and its bytes
+// flushed at Close, in one round trip for writes up to MaxBuffer; it is left
+// unfinalized (see Finalize).
+func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	if err := s.check("write", key); err != nil {
+		return nil, err
+	}
+	if opts != nil && opts.IfNotExist && opts.IfGenerationMatch != "" {
+		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	}
+	if opts != nil && opts.IfGenerationMatch != "" {
+		if _, err := parseGeneration("write", key, opts.IfGenerationMatch); err != nil {
+			return nil, err
+		}
+	}
+	return s.newWriter(ctx, key, opts, nil), nil
+}
+
+func (s *Store) newWriter(ctx context.Context, key string, opts *blob.WriterOptions, ww *warmWriter) *writer {
+	w := &writer{s: s, ctx: ctx, key: key, warm: ww, started: time.Now()}
+	if opts != nil {
+		w.opts = *opts
+		if len(opts.ContentMD5) > 0 {
+			w.md5 = md5.New()
+		}
+	}
+	return w
+}
+
+// writer buffers a write and commits it with one flush at Close.
+type writer struct {
+	s       *Store
+	ctx     context.Context
+	key     string
+	opts    blob.WriterOptions
+	warm    *warmWriter // pre-created object, or nil
+	pooled  bool        // handed out by a pool: WriteTimeout applies
+	started time.Time
+
+	buf    bytes.Buffer
+	md5    hash.Hash
+	sw     *storage.Writer // open stream once streaming or committing
+	cancel context.CancelFunc
+	wrote  int64
+	busy   atomic.Bool
+	closed bool
+	err    error
+}
+
+var errConcurrentUse = errors.New("gcsrapid: concurrent use of one writer")
+
+func (w *writer) enter(op string) error {
+	if !w.busy.CompareAndSwap(false, true) {
+		return &blob.Error{Op: op, Key: w.key, Err: errConcurrentUse}
+	}
+	if w.closed {
+		w.busy.Store(false)
+		return &blob.Error{Op: op, Key: w.key, Kind: blob.ErrClosed, Err: errors.New("gcsrapid: a writer is written once; it was closed")}
+	}
+	return nil
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if err := w.enter("write"); err != nil {
+		return 0, err
+	}
+	defer w.busy.Store(false)
+	if w.err != nil {
+		return 0, w.err
+	}
+	if err := w.ctx.Err(); err != nil {
+		return 0, blob.WrapError("write", w.key, err, nil)
+	}
+	if w.md5 != nil {
+		w.md5.Write(p)
+	}
+	if w.sw == nil && w.buf.Len()+len(p) <= w.s.opts.MaxBuffer {
+		return w.buf.Write(p)
+	}
+	// Too large to buffer: stream from here on.
+	if w.sw == nil {
+		if err := w.open(); err != nil {
+			w.err = err
+			return 0, err
+		}
+		if err := w.send(w.buf.Bytes()); err != nil {
+			return 0, err
+		}
+		w.buf = bytes.Buffer{}
+	}
+	if err := w.send(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (w *writer) send(p []byte) error {
+	_, err := w.sw.Write(p)
+	if err != nil {
+		w.err = blob.WrapError("write", w.key, err, w.classifier())
+		return w.err
+	}
+	w.wrote += int64(len(p))
+	return nil
+}
+
+func (w *writer) classifier() func(error) error {
+	if w.opts.IfNotExist || w.warm != nil {
+		return classifyCreate
+	}
+	return classify
+}
+
+// open starts the stream: the warm one, or a new appendable object with the
+// write's preconditions.
+func (w *writer) open() error {
+	if w.warm != nil {
+		w.sw, w.cancel = w.warm.sw, w.warm.cancel
+		return nil
+	}
+	o := w.s.bucket.Object(w.key)
+	switch {
+	case w.opts.IfNotExist:
+		o = o.If(storage.Conditions{DoesNotExist: true})
+	case w.opts.IfGenerationMatch != "":
+		g, err := parseGeneration("write", w.key, w.opts.IfGenerationMatch)
+		if err != nil {
+			return err
+		}
+		o = o.If(storage.Conditions{GenerationMatch: g})
+	}
+	w.sw, w.cancel = w.s.openStream(o, &w.opts)
+	return nil
+}
+
+func (w *writer) Close() error {
+	if err := w.enter("write"); err != nil {
+		return err
+	}
+	defer w.busy.Store(false)
+	w.closed = true
+	err := w.commit()
+	if err != nil {
+		w.abandon()
+		return err
+	}
+	w.s.stats.writes.add(time.Since(w.started))
+	// The object is durable once flushed; ending the stream is bookkeeping
+	// that need not delay the caller.
+	sw, cancel := w.sw, w.cancel
+	w.s.background(func(context.Context) {
+		sw.Close()
+		cancel()
+	})
+	return nil
+}
+
+func (w *writer) commit() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.s.closed.Load() {
+		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+	}
+	if err := w.ctx.Err(); err != nil {
+		return blob.WrapError("write", w.key, err, nil)
+	}
+	if w.pooled && time.Since(w.started) > w.s.opts.WriteTimeout {
+		return blob.Errorf("write", w.key, nil, "gcsrapid: closed %v after it was handed out, beyond write_timeout %v: the object may already be reclaimed as an orphan", time.Since(w.started).Round(time.Millisecond), w.s.opts.WriteTimeout)
+	}
+	if w.md5 != nil {
+		if sum := w.md5.Sum(nil); !bytes.Equal(sum, w.opts.ContentMD5) {
+			return blob.Errorf("write", w.key, blob.ErrInvalidArgument, "content MD5 %x does not match the given %x", sum, w.opts.ContentMD5)
+		}
+	}
+	if w.sw == nil {
+		if err := w.open(); err != nil {
+			return err
+		}
+		if err := w.send(w.buf.Bytes()); err != nil {
+			return err
+		}
+	}
+	var flushed int64
+	err := untilDone(w.ctx, w.cancel, func() error {
+		var err error
+		flushed, err = w.sw.Flush()
+		return err
+	})
+	if err != nil {
+		return blob.WrapError("write", w.key, err, w.classifier())
+	}
+	if flushed != w.wrote {
+		return blob.Errorf("write", w.key, nil, "gcsrapid: flushed %d bytes, wrote %d", flushed, w.wrote)
+	}
+	return nil
+}
+
+// abandon ends a write that will not commit. A buffered write that never
+// reached the bucket leaves nothing; an object this writer created or streamed
+// into is deleted, by generation, in the background.
+func (w *writer) abandon() {
+	if w.sw == nil && w.warm == nil {
+		return
+	}
+	sw, cancel, ww := w.sw, w.cancel, w.warm
+	if sw == nil {
+		sw, cancel = ww.sw, ww.cancel
+	}
+	var gen int64
+	if ww != nil {
+		gen = ww.gen
+	} else if a := sw.Attrs(); a != nil && w.wrote > 0 {
+		gen = a.Generation
+	}
+	w.s.background(func(ctx context.Context) {
+		cancel()
+		sw.Close()
+		if gen > 0 {
+			w.s.bucket.Object(w.key).If(storage.Conditions{GenerationMatch: gen}).Delete(ctx)
+		}
+	})
+}
+
+// String helps debugging without exposing data.
+func (w *writer) String() string { return fmt.Sprintf("gcsrapid writer %s/%s", w.s.name, w.key) }
