@@ -71,8 +71,7 @@ func commands() []*command {
 		putCommand(),
 		cpCommand(),
 		rmCommand(),
-		// bench (latency and throughput of a URL under a profile) goes here
-		// when it lands: one entry, in its own file, like the others.
+		benchCommand(),
 		versionCommand(),
 	}
 }
