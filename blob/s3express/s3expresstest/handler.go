@@ -137,7 +137,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// Bucket creation and deletion go to the regional endpoint and are
 	// signed with the caller's own credentials, not a session.
 	controlPlane := key == "" && (r.Method == http.MethodPut || r.Method == http.MethodDelete)
-	if req.directory && !controlPlane {
+	// The SDK signs CopyObject and UploadPartCopy with the caller's own
+	// SigV4 credentials and no session (DisableS3ExpressSessionAuth in their
+	// endpoint parameters), so those need a signature, not a token.
+	copyOp := r.Method == http.MethodPut && r.Header.Get("x-amz-copy-source") != "" &&
+		r.Header.Get("x-amz-s3session-token") == ""
+	if req.directory && copyOp && signingAccessKey(r) == "" {
+		s.count(func(st *Stats) { st.RejectedMissingToken++ })
+		s.writeError(w, r, errorf(http.StatusForbidden, "AccessDenied", "Access Denied: CopyObject must be signed"))
+		return
+	}
+	if req.directory && !controlPlane && !copyOp {
 		if e := s.authorize(r, req); e != nil {
 			s.writeError(w, r, e)
 			return
@@ -166,14 +176,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case OpCreateMultipart:
 		err = s.createMultipart(w, r, req)
 	case OpUploadPart:
+		if r.Header.Get("x-amz-copy-source") != "" {
+			err = errorf(http.StatusNotImplemented, "NotImplemented", "UploadPartCopy is not emulated")
+			break
+		}
 		err = s.uploadPart(w, r, req)
 	case OpCompleteUpload:
 		err = s.completeMultipart(w, r, req)
 	case OpAbortUpload:
-		s.count(func(st *Stats) { st.MultipartAbort++ })
 		err = s.passThrough(w, r)
 	default:
-		s.count(func(st *Stats) { st.Other++ })
 		err = s.other(w, r, req)
 	}
 	if err != nil {
@@ -286,7 +298,6 @@ type createSessionResult struct {
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, req *request) {
-	s.count(func(st *Stats) { st.CreateSession++ })
 	if !req.directory {
 		s.writeError(w, r, errorf(http.StatusBadRequest, "InvalidRequest",
 			"CreateSession is only supported on directory buckets"))

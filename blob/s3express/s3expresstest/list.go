@@ -73,7 +73,6 @@ func (s *Server) rank(name string) uint64 {
 }
 
 func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, req *request) *s3Error {
-	s.count(func(st *Stats) { st.List++ })
 	q := r.URL.Query()
 	v2 := q.Get("list-type") == "2"
 	prefix, delim := q.Get("prefix"), q.Get("delimiter")

@@ -25,7 +25,6 @@ func copyRecorded(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 }
 
 func (s *Server) createMultipart(w http.ResponseWriter, r *http.Request, req *request) *s3Error {
-	s.count(func(st *Stats) { st.MultipartCreate++ })
 	algo := strings.ToLower(r.Header.Get("x-amz-checksum-algorithm"))
 	if _, ok := checksumAlgorithms[algo]; algo != "" && !ok {
 		return errorf(http.StatusBadRequest, "InvalidRequest", "Checksum algorithm %q is not supported.", algo)
@@ -56,7 +55,6 @@ func (s *Server) createMultipart(w http.ResponseWriter, r *http.Request, req *re
 }
 
 func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, req *request) *s3Error {
-	s.count(func(st *Stats) { st.UploadPart++ })
 	data, trailers, e := readBody(r)
 	if e != nil {
 		return e
@@ -82,7 +80,6 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, req *request
 }
 
 func (s *Server) completeMultipart(w http.ResponseWriter, r *http.Request, req *request) *s3Error {
-	s.count(func(st *Stats) { st.MultipartDone++ })
 	uploadID := r.URL.Query().Get("uploadId")
 	seq := s.commitSeq(req.bucket, req.key)
 	body, _, e := readBody(r)

@@ -194,7 +194,6 @@ func setChecksumMeta(meta map[string]string, c *checksum) {
 }
 
 func (s *Server) putObject(w http.ResponseWriter, r *http.Request, req *request) *s3Error {
-	s.count(func(st *Stats) { st.PutObject++ })
 	offsetHeader := r.Header.Get("x-amz-write-offset-bytes")
 	appending := offsetHeader != ""
 	var offset int64
@@ -317,11 +316,6 @@ func parseRange(v string) *gofakes3.ObjectRangeRequest {
 
 func (s *Server) getObject(w http.ResponseWriter, r *http.Request, req *request) *s3Error {
 	head := r.Method == http.MethodHead
-	if head {
-		s.count(func(st *Stats) { st.HeadObject++ })
-	} else {
-		s.count(func(st *Stats) { st.GetObject++ })
-	}
 	var rng *gofakes3.ObjectRangeRequest
 	if !head {
 		rng = parseRange(r.Header.Get("Range"))
@@ -417,7 +411,6 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, req *request)
 }
 
 func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request, req *request) *s3Error {
-	s.count(func(st *Stats) { st.DeleteObject++ })
 	if s.sleep(r.Context(), s.opts.Profile.Delete, 0) != nil {
 		return nil
 	}
@@ -465,7 +458,6 @@ type deletedObject struct {
 const maxDeleteKeys = 1000
 
 func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, req *request) *s3Error {
-	s.count(func(st *Stats) { st.DeleteObjects++ })
 	body, trailers, e := readBody(r)
 	if e != nil {
 		return e
@@ -518,7 +510,6 @@ type copyObjectResult struct {
 }
 
 func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, req *request) *s3Error {
-	s.count(func(st *Stats) { st.CopyObject++ })
 	raw := r.Header.Get("x-amz-copy-source")
 	raw, _, _ = strings.Cut(raw, "?versionId=")
 	// QueryUnescape, not PathUnescape: gocloud's s3blob encodes the source

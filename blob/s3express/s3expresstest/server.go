@@ -188,8 +188,10 @@ func (s *Server) CreateBucket(name string) error {
 }
 
 // Stats is a snapshot of what the server has answered. Operation counts
-// include requests that then failed (preconditions, faults), but not those
-// refused for missing or invalid session credentials.
+// include every attempt that passed session auth, also those that then
+// failed (preconditions, injected faults), so the next request of Op is
+// number count+1 for a Fault. Requests refused for missing or invalid
+// session credentials are counted only as rejected.
 type Stats struct {
 	Requests        int64
 	CreateSession   int64
@@ -268,7 +270,8 @@ type Fault struct {
 }
 
 // InjectFault adds a fault while the server runs. Nth counts requests of
-// f.Op from server start, so use Stats to aim at a later request.
+// f.Op from server start: to fail the next GetObject, use
+// Nth: s.Stats().GetObject + 1.
 func (s *Server) InjectFault(f Fault) {
 	s.statMu.Lock()
 	s.faults = append(s.faults, f)
@@ -282,6 +285,17 @@ func (s *Server) seeOp(op Op) *s3Error {
 	defer s.statMu.Unlock()
 	s.opSeen[op]++
 	n := s.opSeen[op]
+	st := &s.stats
+	if c := map[Op]*int64{
+		OpCreateSession: &st.CreateSession, OpPutObject: &st.PutObject, OpGetObject: &st.GetObject,
+		OpHeadObject: &st.HeadObject, OpListObjects: &st.List, OpDeleteObject: &st.DeleteObject,
+		OpDeleteObjects: &st.DeleteObjects, OpCopyObject: &st.CopyObject, OpCreateMultipart: &st.MultipartCreate,
+		OpUploadPart: &st.UploadPart, OpCompleteUpload: &st.MultipartDone, OpAbortUpload: &st.MultipartAbort,
+	}[op]; c != nil {
+		*c++
+	} else {
+		st.Other++
+	}
 	for i, f := range s.faults {
 		if f.Op != op || f.Nth != n {
 			continue
