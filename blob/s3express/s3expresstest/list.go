@@ -124,19 +124,29 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, req *reques
 		return nil
 	}
 
-	p := gofakes3.Prefix{HasPrefix: prefix != "", Prefix: prefix, HasDelimiter: delim != "", Delimiter: delim}
+	// Only the prefix goes to gofakes3: its delimiter matching is "best
+	// effort" (it trims delimiter characters and splits on them), which breaks
+	// multi-character delimiters. S3's rule is applied here instead.
+	p := gofakes3.Prefix{HasPrefix: prefix != "", Prefix: prefix}
 	s.mu.RLock()
 	all, err := s.backend.ListBucket(req.bucket, &p, gofakes3.ListBucketPage{})
 	if err != nil {
 		s.mu.RUnlock()
 		return fromBackend(err)
 	}
-	entries := make([]listEntry, 0, len(all.Contents)+len(all.CommonPrefixes))
+	entries := make([]listEntry, 0, len(all.Contents))
+	seenPrefix := map[string]bool{}
 	for _, c := range all.Contents {
+		rest := strings.TrimPrefix(c.Key, prefix)
+		if i := strings.Index(rest, delim); delim != "" && i >= 0 {
+			cp := prefix + rest[:i+len(delim)]
+			if !seenPrefix[cp] {
+				seenPrefix[cp] = true
+				entries = append(entries, listEntry{name: cp, isPrefix: true})
+			}
+			continue
+		}
 		entries = append(entries, listEntry{name: c.Key})
-	}
-	for _, cp := range all.CommonPrefixes {
-		entries = append(entries, listEntry{name: cp.Prefix, isPrefix: true})
 	}
 	less := func(a, b listEntry) int { return strings.Compare(a.name, b.name) }
 	if req.directory {
