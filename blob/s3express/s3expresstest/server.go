@@ -142,14 +142,33 @@ func NewUnstartedServer(opts Options) *Server {
 	return s
 }
 
+// NewTLSServer starts and returns a new Server serving HTTPS with a
+// self-signed certificate; NewClient trusts it. Over HTTPS the SDK sends
+// bodies aws-chunked with the checksum in a trailer, as it does against AWS,
+// and accepts unseekable bodies; over HTTP it sends the checksum as a header
+// and requires a seekable body.
+func NewTLSServer(opts Options) *Server {
+	s := NewUnstartedServer(opts)
+	s.StartTLS()
+	return s
+}
+
 // Start starts a server from NewUnstartedServer.
 func (s *Server) Start() { s.ts.Start() }
+
+// StartTLS starts a server from NewUnstartedServer serving HTTPS.
+func (s *Server) StartTLS() { s.ts.StartTLS() }
+
+// HTTPClient returns an HTTP client for the server: for a TLS server one
+// that trusts its certificate.
+func (s *Server) HTTPClient() *http.Client { return s.ts.Client() }
 
 // Close shuts the server down and blocks until all outstanding requests
 // have completed.
 func (s *Server) Close() { s.ts.Close() }
 
-// URL returns the base URL, "http://127.0.0.1:PORT", for o.BaseEndpoint.
+// URL returns the base URL, "http://127.0.0.1:PORT" (https for a TLS
+// server), for o.BaseEndpoint.
 func (s *Server) URL() string {
 	if s.ts.URL != "" {
 		return s.ts.URL
@@ -161,13 +180,14 @@ func (s *Server) URL() string {
 func (s *Server) Endpoint() string { return s.ts.Listener.Addr().String() }
 
 // ClientOptions configures an s3.Client for this server: base endpoint, path
-// style, static credentials and Region. Use it with s3.New or
+// style, static credentials, Region and HTTPClient. Use it with s3.New or
 // s3.NewFromConfig; NewClient is the short form.
 func (s *Server) ClientOptions(o *s3.Options) {
 	o.BaseEndpoint = aws.String(s.URL())
 	o.UsePathStyle = true
 	o.Region = Region
 	o.Credentials = credentials.NewStaticCredentialsProvider(DefaultAccessKeyID, DefaultSecretAccessKey, "")
+	o.HTTPClient = s.ts.Client()
 }
 
 // NewClient returns an AWS SDK S3 client that talks to this server.

@@ -318,3 +318,53 @@ func TestSessionExpiryMakesTheSDKRefresh(t *testing.T) {
 		t.Logf("expired-token answers before refresh: %d", st.RejectedInvalidToken)
 	}
 }
+
+// TestTLSStreamsChecksumTrailers runs the SDK over HTTPS, where it sends
+// bodies aws-chunked with the checksum in a trailer, as it does against AWS.
+func TestTLSStreamsChecksumTrailers(t *testing.T) {
+	var mu sync.Mutex
+	var sha, enc, trailer string
+	srv := s3expresstest.NewTLSServer(s3expresstest.Options{Buckets: []string{dirBucket},
+		Observe: func(op s3expresstest.Op, r *http.Request) {
+			if op == s3expresstest.OpPutObject {
+				mu.Lock()
+				sha, enc, trailer = r.Header.Get("X-Amz-Content-Sha256"), r.Header.Get("Content-Encoding"), r.Header.Get("X-Amz-Trailer")
+				mu.Unlock()
+			}
+		}})
+	defer srv.Close()
+	if !strings.HasPrefix(srv.URL(), "https://") {
+		t.Fatalf("URL %s", srv.URL())
+	}
+	c := srv.NewClient()
+	ctx := context.Background()
+	body := strings.Repeat("0123456789", 10000)
+	// An io.Reader that is not an io.Seeker: over HTTP the SDK refuses it.
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("t"),
+		Body: io.MultiReader(strings.NewReader(body)), ContentLength: aws.Int64(int64(len(body))),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	t.Logf("PutObject over TLS: X-Amz-Content-Sha256=%s Content-Encoding=%s X-Amz-Trailer=%s", sha, enc, trailer)
+	if !strings.HasPrefix(sha, "STREAMING-") || !strings.Contains(enc, "aws-chunked") || trailer != "x-amz-checksum-crc32c" {
+		t.Errorf("expected an aws-chunked body with a crc32c trailer")
+	}
+	mu.Unlock()
+	if got := get(t, c, "t"); got != body {
+		t.Errorf("content differs after aws-chunked decoding (len %d)", len(got))
+	}
+	head, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("t"),
+		ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil || aws.ToString(head.ChecksumCRC32C) != crc32c(body) || aws.ToString(head.ContentEncoding) != "" {
+		t.Errorf("HeadObject: crc %q encoding %q err %v", aws.ToString(head.ChecksumCRC32C), aws.ToString(head.ContentEncoding), err)
+	}
+
+	plainHTTP := s3expresstest.NewServer(s3expresstest.Options{Buckets: []string{dirBucket}})
+	defer plainHTTP.Close()
+	_, err = plainHTTP.NewClient().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("t"),
+		Body: io.MultiReader(strings.NewReader(body)), ContentLength: aws.Int64(int64(len(body)))})
+	if err == nil || !strings.Contains(err.Error(), "not seekable") {
+		t.Errorf("unseekable body over HTTP: got %v, want the SDK to refuse an unseekable body over HTTP", err)
+	}
+}
