@@ -7,6 +7,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"hash"
 	"hash/crc32"
 	"hash/crc64"
@@ -50,6 +51,12 @@ func readBody(r *http.Request) ([]byte, http.Header, *s3Error) {
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
 		return nil, nil, errorf(http.StatusBadRequest, "IncompleteBody", "reading body: %v", err)
+	}
+	if ph := r.Header.Get("x-amz-content-sha256"); len(ph) == 64 {
+		if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != strings.ToLower(ph) {
+			return nil, nil, errorf(http.StatusBadRequest, "XAmzContentSHA256Mismatch",
+				"The provided 'x-amz-content-sha256' header does not match what was computed.")
+		}
 	}
 	if !strings.HasPrefix(r.Header.Get("x-amz-content-sha256"), "STREAMING-") &&
 		!strings.Contains(r.Header.Get("Content-Encoding"), "aws-chunked") {

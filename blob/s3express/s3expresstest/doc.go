@@ -7,8 +7,10 @@
 //
 //   - Session auth: CreateSession (GET /BUCKET?session) issues credentials,
 //     and every data-plane request to a directory bucket must carry an
-//     x-amz-s3session-token issued by this server and be signed with the
-//     matching session access key, or it is refused with 403 AccessDenied.
+//     x-amz-s3session-token issued by this server (403 AccessDenied
+//     otherwise) and a SigV4 signature made with that session's secret (403
+//     SignatureDoesNotMatch otherwise). CopyObject is the exception: the SDK
+//     signs it with the caller's own credentials and no session.
 //   - ListObjectsV2 returns keys in a seeded pseudo-random order that is the
 //     same for every page of a listing (directory buckets list unordered),
 //     rejects start-after and prefixes not ending in "/" with 400
@@ -27,6 +29,12 @@
 // no session needed, lexicographic listing, start-after supported, MD5 ETags,
 // which is what gocloud.dev/blob/s3blob expects of regional S3.
 //
+// Every request must be SigV4-signed (header or presigned URL), with
+// DefaultAccessKeyID or Options.Credentials, or with session credentials on
+// a directory bucket's data plane. The signature, and the body against a
+// signed x-amz-content-sha256, are verified; aws-chunked chunk signatures
+// are not.
+//
 // Usage, in the spirit of net/http/httptest:
 //
 //	srv := s3expresstest.NewServer(s3expresstest.Options{
@@ -44,6 +52,7 @@
 // visible to all later requests (strong read-after-write, as on S3);
 // conditional writes to one key are serialized, so of N racing
 // If-None-Match: * writers exactly one succeeds; Close waits for all
-// outstanding requests. Not emulated: signature verification (the access key
-// is checked, the signature is not), versioning, ACLs, encryption.
+// outstanding requests. Not emulated: versioning, ACLs, encryption,
+// UploadPartCopy, composite multipart checksums (a completed multipart
+// upload gets a full-object checksum of the algorithm it was created with).
 package s3expresstest

@@ -115,6 +115,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	req.op = classify(r, key)
 	if bucket == "" {
 		// ListBuckets and ListDirectoryBuckets are control-plane calls.
+		if e := s.authenticate(r, nil); e != nil {
+			s.writeError(w, r, e)
+			return
+		}
 		s.fake.ServeHTTP(w, r)
 		return
 	}
@@ -125,6 +129,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if _, isSession := q["session"]; isSession && key == "" && r.Method == http.MethodGet {
 		req.op = OpCreateSession
+		if e := s.authenticate(r, nil); e != nil {
+			s.writeError(w, r, e)
+			return
+		}
 		s.observe(req.op, r)
 		if e := s.seeOp(req.op); e != nil {
 			s.writeError(w, r, e)
@@ -142,16 +150,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// endpoint parameters), so those need a signature, not a token.
 	copyOp := r.Method == http.MethodPut && r.Header.Get("x-amz-copy-source") != "" &&
 		r.Header.Get("x-amz-s3session-token") == ""
-	if req.directory && copyOp && signingAccessKey(r) == "" {
-		s.count(func(st *Stats) { st.RejectedMissingToken++ })
-		s.writeError(w, r, errorf(http.StatusForbidden, "AccessDenied", "Access Denied: CopyObject must be signed"))
-		return
-	}
 	if req.directory && !controlPlane && !copyOp {
 		if e := s.authorize(r, req); e != nil {
 			s.writeError(w, r, e)
 			return
 		}
+	}
+	if e := s.authenticate(r, req.sess); e != nil {
+		s.writeError(w, r, e)
+		return
 	}
 	s.observe(req.op, r)
 	if e := s.seeOp(req.op); e != nil {
@@ -240,8 +247,10 @@ func classify(r *http.Request, key string) Op {
 // authorize checks the session credentials of a directory bucket request.
 func (s *Server) authorize(r *http.Request, req *request) *s3Error {
 	token := r.Header.Get("x-amz-s3session-token")
-	if token == "" {
-		token = r.URL.Query().Get("X-Amz-S3session-Token")
+	for k, v := range r.URL.Query() {
+		if token == "" && strings.EqualFold(k, "x-amz-s3session-token") {
+			token = v[0]
+		}
 	}
 	if token == "" {
 		s.count(func(st *Stats) { st.RejectedMissingToken++ })
@@ -269,6 +278,31 @@ func (s *Server) authorize(r *http.Request, req *request) *s3Error {
 		return deny("session is ReadOnly")
 	}
 	req.sess = &sess
+	return nil
+}
+
+// authenticate verifies the SigV4 signature of a request: with the session
+// secret for a directory bucket's data plane, else with the static
+// credentials the server knows.
+func (s *Server) authenticate(r *http.Request, sess *session) *s3Error {
+	v, ok := parseSigV4(r)
+	if !ok {
+		s.count(func(st *Stats) { st.RejectedSignature++ })
+		return errorf(http.StatusForbidden, "AccessDenied", "Access Denied: anonymous requests are not allowed")
+	}
+	secret, known := s.secrets[v.accessKey]
+	if sess != nil {
+		secret, known = sess.secret, v.accessKey == sess.accessKey
+	}
+	if !known {
+		s.count(func(st *Stats) { st.RejectedSignature++ })
+		return errorf(http.StatusForbidden, "InvalidAccessKeyId",
+			"The AWS Access Key Id you provided does not exist in our records.")
+	}
+	if e := verifySignature(r, v, secret, time.Now()); e != nil {
+		s.count(func(st *Stats) { st.RejectedSignature++ })
+		return e
+	}
 	return nil
 }
 
@@ -301,10 +335,6 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, req *requ
 	if !req.directory {
 		s.writeError(w, r, errorf(http.StatusBadRequest, "InvalidRequest",
 			"CreateSession is only supported on directory buckets"))
-		return
-	}
-	if r.Header.Get("Authorization") == "" && r.URL.Query().Get("X-Amz-Credential") == "" {
-		s.writeError(w, r, errorf(http.StatusForbidden, "AccessDenied", "CreateSession must be signed"))
 		return
 	}
 	mode := r.Header.Get("x-amz-create-session-mode")

@@ -57,6 +57,12 @@ type Options struct {
 	// may do under contention. Off by default: racing writers then see 412.
 	ConflictOnConcurrentWrite bool
 
+	// Credentials maps access key IDs to secret keys the server accepts
+	// for SigV4 signatures besides DefaultAccessKeyID. Requests to general
+	// purpose buckets and CreateSession must be signed with one of them;
+	// directory bucket requests with their session's credentials.
+	Credentials map[string]string
+
 	// Faults fail chosen requests; more can be added with InjectFault.
 	Faults []Fault
 
@@ -69,6 +75,7 @@ type Options struct {
 // Server is an S3 Express One Zone emulator listening on 127.0.0.1.
 type Server struct {
 	opts    Options
+	secrets map[string]string
 	ts      *httptest.Server
 	backend *s3mem.Backend
 	fake    http.Handler
@@ -121,6 +128,7 @@ func NewUnstartedServer(opts Options) *Server {
 	}
 	s := &Server{
 		opts:     opts,
+		secrets:  map[string]string{DefaultAccessKeyID: DefaultSecretAccessKey},
 		backend:  s3mem.New(),
 		sampler:  latency.NewSampler(opts.Seed),
 		commits:  map[string]uint64{},
@@ -130,8 +138,10 @@ func NewUnstartedServer(opts Options) *Server {
 		opSeen:   map[Op]int64{},
 		faults:   append([]Fault(nil), opts.Faults...),
 	}
-	// The time-skew check is off because tests may run with fake clocks; the
-	// metadata limit is S3's (2 KiB of user metadata).
+	for ak, secret := range opts.Credentials {
+		s.secrets[ak] = secret
+	}
+	// The time-skew check is off because tests may run with fake clocks.
 	s.fake = gofakes3.New(s.backend, gofakes3.WithTimeSkewLimit(0)).Server()
 	for _, b := range opts.Buckets {
 		if err := s.CreateBucket(b); err != nil {
@@ -236,6 +246,9 @@ type Stats struct {
 	// access key.
 	RejectedMissingToken int64
 	RejectedInvalidToken int64
+	// RejectedSignature counts requests refused because they were not
+	// signed, signed with an unknown access key, or the signature was wrong.
+	RejectedSignature int64
 
 	PreconditionFailed int64 // 412 answers
 	Conflicts          int64 // 409 ConditionalRequestConflict answers, faults included

@@ -368,3 +368,67 @@ func TestTLSStreamsChecksumTrailers(t *testing.T) {
 		t.Errorf("unseekable body over HTTP: got %v, want the SDK to refuse an unseekable body over HTTP", err)
 	}
 }
+
+// wrongSecret hands out real session credentials with a corrupted secret.
+type wrongSecret struct{ *sharedSessions }
+
+func (w wrongSecret) Retrieve(ctx context.Context, bucket string) (aws.Credentials, error) {
+	c, err := w.sharedSessions.Retrieve(ctx, bucket)
+	c.SecretAccessKey += "x"
+	return c, err
+}
+
+func TestSignaturesAreVerified(t *testing.T) {
+	srv := s3expresstest.NewServer(s3expresstest.Options{Buckets: []string{dirBucket, "plain"},
+		Credentials: map[string]string{"AKIDOTHER": "other-secret"}})
+	defer srv.Close()
+	ctx := context.Background()
+	noRetry := func(o *s3.Options) { o.RetryMaxAttempts = 1 }
+	withCreds := func(ak, secret string) func(*s3.Options) {
+		return func(o *s3.Options) {
+			o.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+				return aws.Credentials{AccessKeyID: ak, SecretAccessKey: secret}, nil
+			})
+		}
+	}
+	putPlain := func(c *s3.Client) error {
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("plain"), Key: aws.String("k"),
+			Body: strings.NewReader("v")}, noRetry)
+		return err
+	}
+	if err := putPlain(srv.NewClient(withCreds("AKIDOTHER", "other-secret"))); err != nil {
+		t.Errorf("configured credentials: %v", err)
+	}
+	if err := putPlain(srv.NewClient(withCreds(s3expresstest.DefaultAccessKeyID, "wrong"))); apiCode(err) != "SignatureDoesNotMatch" {
+		t.Errorf("wrong secret: got %v, want SignatureDoesNotMatch", err)
+	}
+	if err := putPlain(srv.NewClient(withCreds("AKIDUNKNOWN", "x"))); apiCode(err) != "InvalidAccessKeyId" {
+		t.Errorf("unknown access key: got %v, want InvalidAccessKeyId", err)
+	}
+	// CreateSession is signed with the static credentials too.
+	_, err := srv.NewClient(withCreds(s3expresstest.DefaultAccessKeyID, "wrong")).CreateSession(ctx,
+		&s3.CreateSessionInput{Bucket: aws.String(dirBucket)}, noRetry)
+	if apiCode(err) != "SignatureDoesNotMatch" {
+		t.Errorf("CreateSession with a wrong secret: got %v, want SignatureDoesNotMatch", err)
+	}
+	// Data-plane requests are signed with the session secret.
+	provider := wrongSecret{&sharedSessions{plain: srv.NewClient(), sessions: map[string]*sessionCall{}}}
+	c := srv.NewClient(func(o *s3.Options) { o.ExpressCredentials = provider })
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("k"),
+		Body: strings.NewReader("v")}, noRetry)
+	if apiCode(err) != "SignatureDoesNotMatch" {
+		t.Errorf("session token with a wrong session secret: got %v, want SignatureDoesNotMatch", err)
+	}
+	// Anonymous requests to a general purpose bucket are refused.
+	resp, err := http.Get(srv.URL() + "/plain/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("anonymous GET: %d, want 403", resp.StatusCode)
+	}
+	if st := srv.Stats(); st.RejectedSignature != 5 {
+		t.Errorf("RejectedSignature = %d, want 5", st.RejectedSignature)
+	}
+}
