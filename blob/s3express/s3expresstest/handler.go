@@ -14,9 +14,10 @@ import (
 
 // s3Error is an S3 error answer.
 type s3Error struct {
-	Status  int
-	Code    string
-	Message string
+	Status   int
+	Code     string
+	Message  string
+	injected bool // answered by a Fault, already counted
 }
 
 func (e *s3Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
@@ -70,7 +71,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *s3Error) 
 	case http.StatusPreconditionFailed:
 		s.count(func(st *Stats) { st.PreconditionFailed++ })
 	case http.StatusConflict:
-		if e.Code == "ConditionalRequestConflict" && e.Message != "fault injected by s3expresstest" {
+		if e.Code == "ConditionalRequestConflict" && !e.injected {
 			s.count(func(st *Stats) { st.Conflicts++ })
 		}
 	}
@@ -354,6 +355,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, req *requ
 	}
 	token := "s3x-" + s.randomHex(32)
 	s.sessMu.Lock()
+	for t, old := range s.sessions {
+		// Kept one TTL past expiry so a late request still gets ExpiredToken.
+		if time.Now().After(old.expires.Add(s.opts.SessionTTL)) {
+			delete(s.sessions, t)
+		}
+	}
 	s.sessions[token] = sess
 	s.sessMu.Unlock()
 

@@ -335,7 +335,7 @@ func (s *Server) seeOp(op Op) *s3Error {
 		}
 		s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
 		s.stats.FaultsInjected++
-		e := &s3Error{Status: f.Status, Code: f.Code, Message: "fault injected by s3expresstest"}
+		e := &s3Error{Status: f.Status, Code: f.Code, Message: "fault injected by s3expresstest", injected: true}
 		if e.Status == 0 {
 			e.Status = http.StatusInternalServerError
 		}
