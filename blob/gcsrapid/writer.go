@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
 
 	"github.com/zonalblob/zonalblob/blob"
 )
@@ -29,16 +30,20 @@ type warmWriter struct {
 // openStream starts an appendable writer on o whose stream lives until
 // cancel, not as long as the caller's ctx: a flushed object stays valid after
 // the call that created it returns.
-func (s *Store) openStream(o *storage.ObjectHandle, opts *blob.WriterOptions) (*storage.Writer, context.CancelFunc) {
+//
+// chunk is the client's buffer. With 0 the client sends each Write without a
+// copy, but opens the stream with a message that creates the object empty:
+// right for pooled writers, whose objects exist already and are private.
+// Otherwise it must hold the whole first write, so that the message creating
+// the object carries its bytes and no reader ever sees a replaced object
+// empty. (The client's default, 16 MiB for every writer that receives a byte,
+// would cost a large allocation per small write.)
+func (s *Store) openStream(o *storage.ObjectHandle, opts *blob.WriterOptions, chunk int) (*storage.Writer, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(s.bgCtx)
 	sw := o.NewWriter(ctx)
 	sw.Append = true
 	sw.FinalizeOnClose = false
-	// Writes are buffered here and handed over whole, so the client need not
-	// buffer again: a chunk size of 0 makes it send them without a copy. Its
-	// default (16 MiB per writer that receives a byte) would cost a large
-	// allocation for every small write and every pooled writer.
-	sw.ChunkSize = 0
+	sw.ChunkSize = chunk
 	if opts != nil {
 		sw.ContentType = opts.ContentType
 		sw.CacheControl = opts.CacheControl
@@ -62,7 +67,7 @@ func untilDone(ctx context.Context, cancel context.CancelFunc, f func() error) e
 
 // prewarm creates key (which must not exist) and leaves its stream open.
 func (s *Store) prewarm(ctx context.Context, key string, opts *blob.WriterOptions) (*warmWriter, error) {
-	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), opts)
+	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), opts, 0)
 	err := untilDone(ctx, cancel, func() error {
 		_, err := sw.Flush()
 		return err
@@ -196,7 +201,7 @@ func (w *writer) Write(p []byte) (int, error) {
 	}
 	// Too large to buffer: stream from here on.
 	if w.sw == nil {
-		if err := w.open(); err != nil {
+		if err := w.open(w.s.opts.MaxBuffer); err != nil {
 			w.err = err
 			return 0, err
 		}
@@ -229,8 +234,8 @@ func (w *writer) classifier() func(error) error {
 }
 
 // open starts the stream: the warm one, or a new appendable object with the
-// write's preconditions.
-func (w *writer) open() error {
+// write's preconditions whose first message carries the first size bytes.
+func (w *writer) open(size int) error {
 	if w.warm != nil {
 		w.sw, w.cancel = w.warm.sw, w.warm.cancel
 		return nil
@@ -246,7 +251,7 @@ func (w *writer) open() error {
 		}
 		o = o.If(storage.Conditions{GenerationMatch: g})
 	}
-	w.sw, w.cancel = w.s.openStream(o, &w.opts)
+	w.sw, w.cancel = w.s.openStream(o, &w.opts, roundUp(max(size, 1), googleapi.MinUploadChunkSize))
 	return nil
 }
 
@@ -291,7 +296,7 @@ func (w *writer) commit() error {
 		}
 	}
 	if w.sw == nil {
-		if err := w.open(); err != nil {
+		if err := w.open(w.buf.Len()); err != nil {
 			return err
 		}
 		if err := w.send(w.buf.Bytes()); err != nil {
@@ -338,6 +343,8 @@ func (w *writer) abandon() {
 		}
 	})
 }
+
+func roundUp(n, unit int) int { return (n + unit - 1) / unit * unit }
 
 // String helps debugging without exposing data.
 func (w *writer) String() string { return fmt.Sprintf("gcsrapid writer %s/%s", w.s.name, w.key) }

@@ -34,6 +34,10 @@ type writeSession struct {
 	wHandle    []byte
 	replied    bool  // the first reply carries the resource and write handle
 	unflushed  int64 // bytes since the last flush, charged per MiB at the flush
+	// obj is the generation this session writes. Once its bytes are
+	// persisted, a flush reports them even if a newer generation has
+	// replaced it since (last writer wins; the earlier write still happened).
+	obj *object
 
 	// modeOneShot
 	spec      msg
@@ -148,7 +152,7 @@ func (w *writeSession) open(first msg, bidi bool) error {
 			if !b.zonal {
 				return errRegionalNoAppendable(b.name)
 			}
-			return w.createAppendable(b.name, spec)
+			return w.createAppendable(b.name, spec, first)
 		}
 		if b.zonal {
 			return errZonalNeedsAppendable(b.name)
@@ -183,9 +187,13 @@ func (w *writeSession) open(first msg, bidi bool) error {
 	return status.Error(codes.InvalidArgument, "the first message of a write stream must set write_object_spec, append_object_spec or upload_id")
 }
 
-// createAppendable makes a new, empty, unfinalized generation visible at
-// once, which is what lets readers see data before the writer finalizes.
-func (w *writeSession) createAppendable(bucketName string, spec msg) error {
+// createAppendable makes a new, unfinalized generation visible at once, which
+// is what lets readers see data before the writer finalizes. Data carried by
+// the first message is part of the new generation from the moment it is
+// visible: one request is applied atomically, so a reader never sees a
+// replaced object empty. (handle, run next on the same message, drops those
+// bytes as already persisted.)
+func (w *writeSession) createAppendable(bucketName string, spec, first msg) error {
 	s := w.s
 	if err := s.delay(w.ctx, s.opts.Profile.CreateAppendable); err != nil {
 		return err
@@ -202,9 +210,26 @@ func (w *writeSession) createAppendable(bucketName string, spec msg) error {
 	}
 	o := s.store.newObjectLocked(b, spec, true)
 	o.writeHandle = newHandle()
+	// Committing first frees the generation this one replaces, so the cap
+	// counts only what is stored; the lock is still held, so readers see the
+	// new generation only with its first message's data.
 	s.store.commitLocked(b, o)
+	if first.i64("write_offset") == 0 {
+		p, err := data(first)
+		if err != nil {
+			return err
+		}
+		if err := s.store.reserve(int64(len(p))); err != nil {
+			return err
+		}
+		o.data = append(o.data, p...)
+		o.crc = crc32.Update(o.crc, crc32cTable, p)
+		s.stats.written.Add(int64(len(p)))
+		w.unflushed += int64(len(p))
+	}
 	s.stats.created.Add(1)
 	w.mode, w.bucketName, w.objName, w.generation, w.wHandle = modeAppend, b.name, name, o.generation, o.writeHandle
+	w.obj = o
 	return nil
 }
 
@@ -244,6 +269,14 @@ func (w *writeSession) takeover(spec msg) error {
 	// The client blocks on this reply to learn where to append.
 	w.replied = false
 	return nil
+}
+
+// replacedLocked reports whether err says this session's generation is gone
+// (replaced by a newer one, or deleted) while the message carries no new
+// bytes for it: a flush of bytes persisted before that still succeeded.
+func (w *writeSession) replacedLocked(err error, off int64, p []byte) bool {
+	return status.Code(err) == codes.NotFound && w.obj != nil && !w.obj.finalized &&
+		off+int64(len(p)) <= int64(len(w.obj.data))
 }
 
 // appendTarget returns the session's object if this stream still owns it.
@@ -313,6 +346,11 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 	off := req.i64("write_offset")
 	s.store.mu.Lock()
 	o, err := w.appendTargetLocked()
+	if w.replacedLocked(err, off, p) {
+		// Nothing new to append to a generation that was replaced after its
+		// bytes were persisted: the flush below reports them.
+		o, err = w.obj, nil
+	}
 	if err == nil {
 		p, err = newBytes(p, off, int64(len(o.data)))
 	}
@@ -361,6 +399,9 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 		s.store.mu.Lock()
 		defer s.store.mu.Unlock()
 		o, err := w.appendTargetLocked()
+		if w.replacedLocked(err, off, p) {
+			return w.reply(w.obj, false), nil
+		}
 		if err != nil {
 			return msg{}, err
 		}
