@@ -165,9 +165,12 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	}
 	o.PutThreshold = querySize(q, "put_threshold")
 	o.BlockSize = querySize(q, "block_size")
-	o.Concurrency = q.Int("concurrency", 0)
+	o.Concurrency = q.Int("concurrency", DefaultConcurrency)
 	if err := q.Err(); err != nil {
 		return nil, err
+	}
+	if o.Concurrency < 1 {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "concurrency %d below 1", o.Concurrency)
 	}
 	switch {
 	case os.Getenv("AZURE_STORAGE_CONNECTION_STRING") != "":
