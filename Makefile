@@ -2,9 +2,9 @@
 # into tools/ from their lockfiles first; Go ones run in process.
 GO ?= go
 
-.PHONY: test vet fmt-check
+.PHONY: test vet fmt-check tools
 
-test: fmt-check vet
+test: fmt-check vet tools
 	$(GO) test -race -timeout 30m ./...
 
 vet:
@@ -13,3 +13,15 @@ vet:
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# Emulators from npm (Azurite), pinned by tools/package-lock.json and installed
+# into tools/node_modules, never globally. npm writes node_modules/.package-lock.json
+# on every install, so it is newer than the lockfile exactly when the install is
+# up to date.
+TOOLS_STAMP := tools/node_modules/.package-lock.json
+
+tools: $(TOOLS_STAMP)
+
+$(TOOLS_STAMP): tools/package.json tools/package-lock.json
+	cd tools && npm ci --no-audit --no-fund
+	@touch $@

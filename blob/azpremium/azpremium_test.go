@@ -1,0 +1,136 @@
+package azpremium_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"gocloud.dev/blob/driver"
+	"gocloud.dev/blob/drivertest"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/azpremium"
+	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
+	"github.com/zonalblob/zonalblob/conformance"
+	"github.com/zonalblob/zonalblob/internal/emulators"
+)
+
+// One Azurite serves the whole package (it takes about a second to start);
+// every test gets its own container.
+var (
+	shared     *azuritetest.Server
+	sharedErr  error
+	sharedOnce sync.Once
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.Close()
+	}
+	os.Exit(code)
+}
+
+func azurite(t testing.TB) *azuritetest.Server {
+	t.Helper()
+	sharedOnce.Do(func() { shared, sharedErr = azuritetest.NewServer() })
+	if sharedErr != nil {
+		emulators.Unavailable(t, "azurite", sharedErr)
+	}
+	return shared
+}
+
+var containerSeq atomic.Int64
+
+// newContainer creates an empty container and returns its name.
+func newContainer(t testing.TB, srv *azuritetest.Server) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d-%d", os.Getpid(), containerSeq.Add(1))
+	s, err := azpremium.New(context.Background(), name, azpremium.Options{Account: srv.Account, Endpoint: srv.Endpoint, AccountKey: azpremium.Secret(srv.Key), NoWarmup: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Client().Create(context.Background(), nil); err != nil {
+		t.Fatalf("create container %s: %v", name, err)
+	}
+	return name
+}
+
+func storeOptions(srv *azuritetest.Server) azpremium.Options {
+	return azpremium.Options{Account: srv.Account, Endpoint: srv.Endpoint, AccountKey: azpremium.Secret(srv.Key)}
+}
+
+func newStore(t testing.TB, o azpremium.Options) *azpremium.Store {
+	t.Helper()
+	srv := azurite(t)
+	if o.Account == "" {
+		base := storeOptions(srv)
+		base.PutThreshold, base.BlockSize, base.Concurrency, base.NoWarmup = o.PutThreshold, o.BlockSize, o.Concurrency, o.NoWarmup
+		o = base
+	}
+	s, err := azpremium.New(context.Background(), newContainer(t, srv), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// caps are what Azurite and the driver support: generation preconditions
+// through ETags, appends (append blobs, and block lists for block blobs), and
+// any delimiter.
+var caps = conformance.Caps{GenerationPreconditions: true, Append: true, NonSlashDelimiters: true}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store { return newStore(t, azpremium.Options{}) },
+		Caps:     caps,
+	})
+}
+
+// TestConformanceStaged runs the suite with a tiny Put threshold, so every
+// write past 64 KiB goes through staged blocks and a committed block list.
+func TestConformanceStaged(t *testing.T) {
+	c := caps
+	c.LargeObjectSize = 1<<20 + 7
+	conformance.Run(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			return newStore(t, azpremium.Options{PutThreshold: 64 << 10, BlockSize: 100 << 10, Concurrency: 3})
+		},
+		Caps: c,
+	})
+}
+
+type harness struct {
+	open func(ctx context.Context) (blob.Store, error)
+}
+
+func (h *harness) MakeDriver(ctx context.Context) (driver.Bucket, error) {
+	s, err := h.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return blob.Driver(s), nil
+}
+func (h *harness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
+	return nil, nil
+}
+func (h *harness) HTTPClient() *http.Client         { return nil }
+func (h *harness) SupportsCopy() bool               { return true }
+func (h *harness) SupportsNonSlashDelimiters() bool { return true }
+func (h *harness) Close()                           {}
+
+func TestGocloudDrivertest(t *testing.T) {
+	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		srv := azurite(t)
+		// drivertest expects every MakeDriver of one test to see the same bucket.
+		name := newContainer(t, srv)
+		return &harness{open: func(ctx context.Context) (blob.Store, error) {
+			return azpremium.New(ctx, name, storeOptions(srv))
+		}}, nil
+	}, nil)
+}
