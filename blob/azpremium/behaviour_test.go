@@ -3,14 +3,10 @@ package azpremium_test
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -18,7 +14,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/blob/azureblob"
-	"gocloud.dev/gcerrors"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/azpremium"
@@ -420,115 +415,12 @@ func TestRegionalOverAzureblob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return &azureblobFixes{Store: regional.New(b, regional.Options{})}
+			// BufferedUploads is what an azblob:// URL sets: gocloud's
+			// streaming azureblob writer panics when an upload fails.
+			return regional.New(b, regional.Options{BufferedUploads: true})
 		},
 		// regional refuses generation preconditions on cloud buckets and
 		// has no appends; azureblob passes delimiters through.
 		Caps: conformance.Caps{NonSlashDelimiters: true},
 	})
-}
-
-// azureblobFixes works around two bugs of gocloud v0.47.0's azureblob that
-// blob/regional inherits, so that the rest of the regional path is checked:
-//   - a read at or past the end fails with the service's 416 instead of
-//     returning io.EOF at once;
-//   - a streamed write whose upload fails (an IfNotExist loser) panics in
-//     writer.Close: the upload goroutine sets w.pr to nil, then Close's
-//     deferred w.pr.Close() dereferences it. gocloud's Upload path has no pipe,
-//     so writes are buffered and sent through Bucket.Upload.
-//
-// Both belong fixed in blob/regional.
-type azureblobFixes struct {
-	*regional.Store
-	closed atomic.Bool
-}
-
-func (s *azureblobFixes) Close() error {
-	s.closed.Store(true)
-	return s.Store.Close()
-}
-
-func (s *azureblobFixes) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
-	r, err := s.Store.NewRangeReader(ctx, key, offset, length)
-	var re *azcore.ResponseError
-	if errors.As(err, &re) && re.StatusCode == 416 {
-		a, serr := s.Store.Stat(ctx, key)
-		if serr != nil {
-			return nil, serr
-		}
-		return emptyReader{a}, nil
-	}
-	return r, err
-}
-
-type emptyReader struct{ a *blob.Attributes }
-
-func (emptyReader) Read([]byte) (int, error)       { return 0, io.EOF }
-func (emptyReader) Close() error                   { return nil }
-func (r emptyReader) Attributes() *blob.Attributes { return r.a }
-
-func (s *azureblobFixes) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
-	if opts != nil && opts.IfGenerationMatch != "" {
-		return s.Store.NewWriter(ctx, key, opts)
-	}
-	if err := blob.ValidateKey("write", key); err != nil {
-		return nil, err
-	}
-	if s.closed.Load() {
-		return nil, &blob.Error{Op: "write", Key: key, Kind: blob.ErrClosed}
-	}
-	var o blob.WriterOptions
-	if opts != nil {
-		o = *opts
-	}
-	return &uploadWriter{s: s, ctx: ctx, key: key, opts: o}, nil
-}
-
-type uploadWriter struct {
-	s    *azureblobFixes
-	ctx  context.Context
-	key  string
-	opts blob.WriterOptions
-	buf  bytes.Buffer
-}
-
-func (w *uploadWriter) Write(p []byte) (int, error) { return w.buf.Write(p) }
-
-func (w *uploadWriter) Close() error {
-	if err := w.ctx.Err(); err != nil {
-		return &blob.Error{Op: "write", Key: w.key, Err: err}
-	}
-	if w.opts.ContentMD5 != nil {
-		// With ContentMD5 gocloud streams through the panicking pipe even
-		// on the Upload path, so the sum is checked here instead.
-		if sum := md5.Sum(w.buf.Bytes()); !bytes.Equal(sum[:], w.opts.ContentMD5) {
-			return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrInvalidArgument, Err: errors.New("content MD5 mismatch")}
-		}
-	}
-	ct := w.opts.ContentType
-	if ct == "" {
-		// Upload requires one; gocloud's writer would sniff it.
-		ct = http.DetectContentType(w.buf.Bytes())
-	}
-	err := w.s.Bucket().Upload(w.ctx, w.key, &w.buf, &gcblob.WriterOptions{
-		ContentType: ct, CacheControl: w.opts.CacheControl, ContentDisposition: w.opts.ContentDisposition,
-		ContentEncoding: w.opts.ContentEncoding, ContentLanguage: w.opts.ContentLanguage,
-		Metadata: w.opts.Metadata, IfNotExist: w.opts.IfNotExist,
-	})
-	switch {
-	case err == nil:
-		return nil
-	case w.opts.IfNotExist && gcerrors.Code(err) == gcerrors.FailedPrecondition:
-		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrExists, Err: err}
-	}
-	return &blob.Error{Op: "write", Key: w.key, Err: err}
-}
-
-// Copy goes through the fixed writer: regional's IfNotExist copy streams
-// through gocloud's writer too.
-func (s *azureblobFixes) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.CopyOptions) error {
-	if opts != nil && opts.IfNotExist {
-		return blob.CopyBetween(ctx, s, dstKey, s, srcKey, opts)
-	}
-	return s.Store.Copy(ctx, dstKey, srcKey, opts)
 }
