@@ -529,3 +529,22 @@ func TestValidateBucket(t *testing.T) {
 		}
 	}
 }
+
+func TestExpiredSessionIsRenewed(t *testing.T) {
+	// The store keeps the SDK's session cache and refresh: after the
+	// session expires, calls still succeed on a new one.
+	srv := newServer(t, s3expresstest.Options{SessionTTL: 1500 * time.Millisecond})
+	s := newStore(t, srv, s3express.Options{WarmConns: -1})
+	defer s.Close()
+	ctx := context.Background()
+	if err := blob.Put(ctx, s, "a", []byte("1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1600 * time.Millisecond)
+	if got, err := blob.ReadAll(ctx, s, "a"); err != nil || string(got) != "1" {
+		t.Fatalf("read after expiry = %q, %v", got, err)
+	}
+	if st := srv.Stats(); st.CreateSession < 2 {
+		t.Errorf("CreateSession = %d, want a new session after expiry", st.CreateSession)
+	}
+}
