@@ -1,0 +1,36 @@
+// Package s3express is a blob.Store over an Amazon S3 Express One Zone
+// directory bucket (NAME--AZID--x-s3), built on the AWS SDK for Go v2.
+//
+// URL form, registered on blob.Open and on gocloud's blob.DefaultURLMux:
+//
+//	s3express://logs--use1-az4--x-s3?region=us-east-1
+//	s3express://logs--use1-az4--x-s3?region=us-east-1&endpoint=http://127.0.0.1:9000
+//
+// Parameters: region (required), endpoint (an emulator's base URL; path-style
+// addressing), multipart_threshold and part_size (bytes), warm_conns (HTTP
+// connections opened at open), retries (attempts on 409
+// ConditionalRequestConflict). Unknown parameters are an error. Credentials
+// come from the SDK's default chain and never appear in errors.
+//
+// Guarantees and costs:
+//
+//   - Opening a Store starts one CreateSession and warm_conns connections in
+//     the background; the first call waits for that session instead of
+//     starting its own, so many concurrent first calls make one CreateSession.
+//     A failed warm-up is returned by the first call.
+//   - Writes are one PutObject with a CRC32C checksum up to
+//     multipart_threshold, multipart above; IfNotExist is If-None-Match: *,
+//     IfGenerationMatch is If-Match on the ETag (the generation). Nothing is
+//     sent before Close, so cancelling a writer's ctx commits nothing; a
+//     multipart upload in progress is aborted.
+//   - List returns byte order for any prefix, delimiter and StartAfter,
+//     although directory buckets list unordered, accept only prefixes ending
+//     in "/" and no start-after: it lists the directory enclosing the prefix
+//     completely and sorts it in memory. A page therefore costs
+//     ceil(entries in that directory / 1000) ListObjectsV2 calls; continuation
+//     pages are served from the first page's snapshot while it is fresh.
+//   - Delete of a missing key fails with ErrNotFound, which costs a HeadObject
+//     before the DeleteObject (S3 answers 204 for missing keys). DeleteMany
+//     deletes up to 1000 keys per request and does not report missing keys.
+//   - Appender appends with x-amz-write-offset-bytes.
+package s3express

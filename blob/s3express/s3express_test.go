@@ -1,0 +1,98 @@
+package s3express_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/blob/driver"
+	"gocloud.dev/blob/drivertest"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/s3express"
+	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
+	"github.com/zonalblob/zonalblob/conformance"
+)
+
+func newServer(t testing.TB, opts s3expresstest.Options) *s3expresstest.Server {
+	t.Helper()
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	srv := s3expresstest.NewServer(opts)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+var bucketSeq atomic.Int64
+
+// newBucket creates a fresh directory bucket on srv.
+func newBucket(t testing.TB, srv *s3expresstest.Server) string {
+	t.Helper()
+	name := fmt.Sprintf("zb%d--use1-az4--x-s3", bucketSeq.Add(1))
+	if err := srv.CreateBucket(name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// newStore opens a Store on a fresh bucket of srv with a new client, so it
+// starts without a session.
+func newStore(t testing.TB, srv *s3expresstest.Server, opts s3express.Options, optFns ...func(*s3.Options)) *s3express.Store {
+	t.Helper()
+	s, err := s3express.New(srv.NewClient(optFns...), newBucket(t, srv), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	srv := newServer(t, s3expresstest.Options{Profile: s3expresstest.MustProfile("zero")})
+	conformance.Run(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			return newStore(t, srv, s3express.Options{})
+		},
+		Caps: conformance.Caps{GenerationPreconditions: true, Append: true, NonSlashDelimiters: true},
+	})
+}
+
+// TestConformanceNoSnapshots runs the listing tests with every page listed
+// anew, the path taken when a snapshot has expired.
+func TestConformanceNoSnapshots(t *testing.T) {
+	srv := newServer(t, s3expresstest.Options{Seed: 7})
+	conformance.Run(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			return newStore(t, srv, s3express.Options{ListSnapshotTTL: -1})
+		},
+		Caps: conformance.Caps{GenerationPreconditions: true, Append: true, NonSlashDelimiters: true},
+	})
+}
+
+type bridgeHarness struct{ s blob.Store }
+
+func (h bridgeHarness) MakeDriver(context.Context) (driver.Bucket, error) {
+	return blob.Driver(nopClose{h.s}), nil
+}
+func (bridgeHarness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
+	return nil, nil
+}
+func (bridgeHarness) HTTPClient() *http.Client         { return nil }
+func (bridgeHarness) SupportsCopy() bool               { return true }
+func (bridgeHarness) SupportsNonSlashDelimiters() bool { return true }
+func (h bridgeHarness) Close()                         { h.s.Close() }
+
+// nopClose lets drivertest open several buckets over one store.
+type nopClose struct{ blob.Store }
+
+func (nopClose) Close() error { return nil }
+
+func TestGocloudDrivertest(t *testing.T) {
+	srv := newServer(t, s3expresstest.Options{})
+	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		return bridgeHarness{newStore(t, srv, s3express.Options{})}, nil
+	}, nil)
+}

@@ -1,0 +1,465 @@
+package s3express
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// Scheme is the URL scheme of this driver.
+const Scheme = "s3express"
+
+func init() {
+	blob.RegisterWithGocloud(Scheme, func(ctx context.Context, u *url.URL) (blob.Store, error) {
+		return OpenURL(ctx, u)
+	})
+}
+
+// Defaults.
+const (
+	// DefaultMultipartThreshold: writes up to this size are one PutObject.
+	DefaultMultipartThreshold = 16 << 20
+	// DefaultPartSize is the part size of larger writes (S3's minimum is 5 MiB).
+	DefaultPartSize = 8 << 20
+	// DefaultWarmConns connections are opened when a Store is opened.
+	DefaultWarmConns = 4
+	// DefaultRetries is the number of attempts of a conditional write that
+	// S3 answers with 409 ConditionalRequestConflict.
+	DefaultRetries = 3
+	// MaxIdleConnsPerHost sizes the shared transport's idle pool: Go's
+	// default of 2 would close and redial connections under any concurrency.
+	MaxIdleConnsPerHost = 64
+	// MaxDeleteKeys is S3's limit of keys per DeleteObjects request.
+	MaxDeleteKeys = 1000
+)
+
+// Options configure a Store. The zero value of each field means its default.
+type Options struct {
+	// MultipartThreshold: a write larger than this is a multipart upload.
+	MultipartThreshold int
+	// PartSize is the size of each part of a multipart upload.
+	PartSize int
+	// WarmConns is how many connections the warm-up opens; negative: none.
+	WarmConns int
+	// Retries is the number of attempts of a conditional write that meets
+	// 409 ConditionalRequestConflict (a concurrent conditional write).
+	Retries int
+	// ListSnapshotTTL is how long continuation pages of a listing are served
+	// from its first page's snapshot; negative: every page lists anew.
+	ListSnapshotTTL time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.MultipartThreshold == 0 {
+		o.MultipartThreshold = DefaultMultipartThreshold
+	}
+	if o.PartSize == 0 {
+		o.PartSize = DefaultPartSize
+	}
+	if o.WarmConns == 0 {
+		o.WarmConns = DefaultWarmConns
+	}
+	if o.Retries == 0 {
+		o.Retries = DefaultRetries
+	}
+	if o.ListSnapshotTTL == 0 {
+		o.ListSnapshotTTL = time.Minute
+	}
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.MultipartThreshold < 0 || o.PartSize < 0 || o.Retries < 0:
+		return blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: sizes and retries must not be negative")
+	case o.PartSize < 5<<20:
+		return blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: part_size %d is below S3's minimum part size of 5 MiB", o.PartSize)
+	case o.MultipartThreshold > 5<<30:
+		return blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: multipart_threshold %d is above S3's 5 GiB limit for one PutObject", o.MultipartThreshold)
+	}
+	return nil
+}
+
+// directoryBucket is NAME--AZID--x-s3: a lower-case base name, an
+// availability zone ID such as use1-az4 (or a Local Zone ID such as
+// usw2-lax1-az1), and the fixed suffix.
+var directoryBucket = regexp.MustCompile(`^[a-z0-9](?:-?[a-z0-9])*--[a-z0-9]+(?:-[a-z0-9]+)*-az[0-9]+--x-s3$`)
+
+// ValidateBucket reports whether name is a directory bucket name.
+func ValidateBucket(name string) error {
+	if len(name) < 3 || len(name) > 63 || !directoryBucket.MatchString(name) {
+		return blob.Errorf("open", "", blob.ErrInvalidArgument,
+			"s3express: %q is not a directory bucket name (BASE--AZID--x-s3, for example logs--use1-az4--x-s3)", name)
+	}
+	return nil
+}
+
+// Store is an S3 Express One Zone directory bucket as a blob.Store.
+type Store struct {
+	client  *s3.Client
+	bucket  string
+	opts    Options
+	session func(*s3.Options) // per-operation option: the shared session provider
+
+	closed atomic.Bool
+
+	// warm is closed when the warm-up's CreateSession has returned; warmErr
+	// holds its error until one call has reported it.
+	warm    chan struct{}
+	warmErr atomic.Pointer[error]
+	stop    context.CancelFunc
+	bg      sync.WaitGroup
+
+	snapshots snapshotCache
+}
+
+var (
+	_ blob.Store    = (*Store)(nil)
+	_ blob.Appender = (*Store)(nil)
+	_ blob.Copier   = (*Store)(nil)
+)
+
+// sharedTransport is the one HTTP client of every Store this process opens
+// by URL: one idle pool, sized for concurrency, reused across stores.
+var sharedTransport = sync.OnceValue(func() *awshttp.BuildableClient {
+	return awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = 0 // no global bound; the per-host bound is the pool size
+		t.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+		t.IdleConnTimeout = 90 * time.Second
+	})
+})
+
+// HTTPClient returns the process-wide HTTP client that OpenURL gives the
+// SDK, for callers who build their own s3.Client for New.
+func HTTPClient() aws.HTTPClient { return sharedTransport() }
+
+// OpenURL opens an s3express:// URL (see the package doc). It validates the
+// URL and loads the SDK's configuration (environment, shared files; no
+// request), then warms the session in the background.
+func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
+	if u.Scheme != Scheme {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: scheme %q, want %q", u.Scheme, Scheme)
+	}
+	if u.User != nil {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: credentials do not belong in the URL; use the SDK's credential chain")
+	}
+	if u.Host == "" || u.Path != "" && u.Path != "/" {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: URL must be s3express://BUCKET?region=REGION, got %s", blob.Redact(u.String()))
+	}
+	q := blob.NewQuery(u)
+	region := q.String("region", "")
+	endpoint := q.String("endpoint", "")
+	opts := Options{
+		MultipartThreshold: q.Int("multipart_threshold", 0),
+		PartSize:           q.Int("part_size", 0),
+		WarmConns:          q.Int("warm_conns", 0),
+		Retries:            q.Int("retries", 0),
+	}
+	if q.Has("warm_conns") && opts.WarmConns == 0 {
+		opts.WarmConns = -1 // warm_conns=0 asks for none
+	}
+	if err := q.Err(); err != nil {
+		return nil, err
+	}
+	if err := ValidateBucket(u.Host); err != nil {
+		return nil, err
+	}
+	if region == "" {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: parameter region is required (the bucket's region, for example us-east-1)")
+	}
+	if endpoint != "" {
+		e, err := url.Parse(endpoint)
+		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+			return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: endpoint must be an http(s) URL, got %q", blob.Redact(endpoint))
+		}
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region), config.WithHTTPClient(sharedTransport()))
+	if err != nil {
+		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("s3express: loading AWS configuration: %w", err)}
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+			o.UsePathStyle = true
+		}
+	})
+	return New(client, u.Host, opts)
+}
+
+// New returns a Store over the directory bucket, using client, and starts
+// warming its session and connections. The client's own S3 Express session
+// provider is kept (its cache and refresh), shared by every operation of the
+// Store so that concurrent calls wait for one CreateSession.
+func New(client *s3.Client, bucket string, opts Options) (*Store, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if err := ValidateBucket(bucket); err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: nil client")
+	}
+	shared := &sessions{sdk: client.Options().ExpressCredentials}
+	ctx, stop := context.WithCancel(context.Background())
+	s := &Store{
+		client:  client,
+		bucket:  bucket,
+		opts:    opts,
+		session: func(o *s3.Options) { o.ExpressCredentials = shared },
+		warm:    make(chan struct{}),
+		stop:    stop,
+	}
+	s.bg.Go(func() { s.warmUp(ctx) })
+	return s, nil
+}
+
+// sessions hands every operation of a Store the SDK's client-level session
+// provider. The SDK clones that provider per operation with a fresh
+// singleflight group, so concurrent first calls would each start a
+// CreateSession; called through this wrapper they share the client's group
+// and its cache, and a caller giving up (ctx) does not fail the others.
+type sessions struct {
+	sdk s3.ExpressCredentialsProvider
+}
+
+func (p *sessions) Retrieve(ctx context.Context, bucket string) (aws.Credentials, error) {
+	type result struct {
+		creds aws.Credentials
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := p.sdk.Retrieve(context.WithoutCancel(ctx), bucket)
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		return r.creds, r.err
+	case <-ctx.Done():
+		return aws.Credentials{}, ctx.Err()
+	}
+}
+
+// warmUp creates the session (one HeadBucket, which needs it) and then opens
+// WarmConns connections with concurrent HeadBuckets, so the first write pays
+// neither CreateSession nor a dial.
+func (s *Store) warmUp(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)}, s.session)
+	if err != nil && ctx.Err() == nil {
+		werr := fmt.Errorf("s3express: warming the session of %s: %w", s.bucket, err)
+		s.warmErr.Store(&werr)
+	}
+	close(s.warm)
+	if err != nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for range s.opts.WarmConns {
+		wg.Go(func() {
+			s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)}, s.session)
+		})
+	}
+	wg.Wait()
+}
+
+// Ready waits until the warm-up has created the session and returns its
+// error, if any. Calls need not wait for it: they do by themselves.
+func (s *Store) Ready(ctx context.Context) error {
+	select {
+	case <-s.warm:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if p := s.warmErr.Load(); p != nil {
+		return &blob.Error{Op: "open", Err: *p}
+	}
+	return nil
+}
+
+// begin checks the Store and key, and waits for the warm-up's session so
+// that a burst of first calls shares it. The warm-up's error is returned by
+// the first call only; later calls start their own session.
+func (s *Store) begin(ctx context.Context, op, key string) error {
+	if s.closed.Load() {
+		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
+	}
+	if err := blob.ValidateKey(op, key); err != nil {
+		return err
+	}
+	return s.waitWarm(ctx, op, key)
+}
+
+func (s *Store) waitWarm(ctx context.Context, op, key string) error {
+	select {
+	case <-s.warm:
+	default:
+		select {
+		case <-s.warm:
+		case <-ctx.Done():
+			return blob.WrapError(op, key, ctx.Err(), nil)
+		}
+	}
+	if s.warmErr.Load() != nil {
+		// Unclassified on purpose: a missing bucket must not read as a
+		// missing key (Exists would say false).
+		if p := s.warmErr.Swap(nil); p != nil {
+			return &blob.Error{Op: op, Key: key, Err: *p}
+		}
+	}
+	return nil
+}
+
+// Bucket returns the bucket's name.
+func (s *Store) Bucket() string { return s.bucket }
+
+// Client returns the SDK client, for what the Store does not cover.
+func (s *Store) Client() *s3.Client { return s.client }
+
+// Stat implements blob.Store with one HeadObject.
+func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
+	if err := s.begin(ctx, "stat", key); err != nil {
+		return nil, err
+	}
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
+	if err != nil {
+		return nil, blob.WrapError("stat", key, err, classify)
+	}
+	return &blob.Attributes{
+		Key:                key,
+		Size:               aws.ToInt64(out.ContentLength),
+		ContentType:        aws.ToString(out.ContentType),
+		CacheControl:       aws.ToString(out.CacheControl),
+		ContentDisposition: aws.ToString(out.ContentDisposition),
+		ContentEncoding:    aws.ToString(out.ContentEncoding),
+		ContentLanguage:    aws.ToString(out.ContentLanguage),
+		Metadata:           unescapeMetadata(out.Metadata),
+		ETag:               aws.ToString(out.ETag),
+		Generation:         aws.ToString(out.ETag),
+		ModTime:            aws.ToTime(out.LastModified),
+	}, nil
+}
+
+// Delete implements blob.Store. S3 answers a DeleteObject of a missing key
+// with success, so a HeadObject first decides ErrNotFound: two round trips.
+// With IfGenerationMatch the delete itself is conditional (If-Match), so a
+// concurrent overwrite between the two is never deleted.
+func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
+	if err := s.begin(ctx, "delete", key); err != nil {
+		return err
+	}
+	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
+	if err != nil {
+		return blob.WrapError("delete", key, err, classify)
+	}
+	in := &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
+	if opts != nil && opts.IfGenerationMatch != "" {
+		if !etagEqual(aws.ToString(head.ETag), opts.IfGenerationMatch) {
+			return blob.Errorf("delete", key, blob.ErrPrecondition, "generation %s, not %s", aws.ToString(head.ETag), opts.IfGenerationMatch)
+		}
+		in.IfMatch = aws.String(opts.IfGenerationMatch)
+	}
+	_, err = s.client.DeleteObject(ctx, in, s.session)
+	return blob.WrapError("delete", key, err, classify)
+}
+
+func etagEqual(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b, `"`) }
+
+// DeleteMany deletes keys with DeleteObjects, MaxDeleteKeys per request, one
+// request after another. Missing keys are not errors (S3 does not report
+// them). The error joins one *blob.Error per key that failed.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	if s.closed.Load() {
+		return &blob.Error{Op: "delete", Kind: blob.ErrClosed}
+	}
+	for _, k := range keys {
+		if err := blob.ValidateKey("delete", k); err != nil {
+			return err
+		}
+	}
+	if err := s.waitWarm(ctx, "delete", ""); err != nil {
+		return err
+	}
+	var errs []error
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), MaxDeleteKeys)]
+		keys = keys[len(batch):]
+		objs := make([]types.ObjectIdentifier, len(batch))
+		for i, k := range batch {
+			objs[i] = types.ObjectIdentifier{Key: aws.String(k)}
+		}
+		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+			Bucket:            aws.String(s.bucket),
+			Delete:            &types.Delete{Objects: objs, Quiet: aws.Bool(true)},
+			ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
+		}, s.session)
+		if err != nil {
+			return errors.Join(append(errs, blob.WrapError("delete", batch[0], err, classify))...)
+		}
+		for _, e := range out.Errors {
+			errs = append(errs, &blob.Error{Op: "delete", Key: aws.ToString(e.Key),
+				Err: fmt.Errorf("s3express: %s: %s", aws.ToString(e.Code), aws.ToString(e.Message))})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Copy implements blob.Copier with CopyObject (which the SDK signs with the
+// caller's own credentials, not the session).
+func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.CopyOptions) error {
+	if err := s.begin(ctx, "copy", dstKey); err != nil {
+		return err
+	}
+	if err := blob.ValidateKey("copy", srcKey); err != nil {
+		return err
+	}
+	in := &s3.CopyObjectInput{
+		Bucket:     aws.String(s.bucket),
+		Key:        aws.String(dstKey),
+		CopySource: aws.String(s.bucket + "/" + escapePath(srcKey)),
+	}
+	classifier := classify
+	if opts != nil && opts.IfNotExist {
+		in.IfNoneMatch = aws.String("*")
+		classifier = classifyCreate
+	}
+	_, err := s.client.CopyObject(ctx, in, s.session)
+	return blob.WrapError("copy", dstKey, err, classifier)
+}
+
+// escapePath escapes a key for x-amz-copy-source, keeping its slashes.
+func escapePath(key string) string {
+	parts := strings.Split(key, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+// Close implements blob.Store. It stops the warm-up; the SDK client is left
+// to the caller (it holds no resources of its own beyond idle connections).
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	}
+	s.stop()
+	s.bg.Wait()
+	return nil
+}

@@ -1,0 +1,338 @@
+package s3express
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"hash"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// NewWriter implements blob.Store. Bytes are buffered up to
+// MultipartThreshold and sent by Close in one PutObject; a larger write
+// becomes a multipart upload whose parts are sent as they fill, completed by
+// Close and aborted if the write fails or ctx ends first.
+func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	if s.closed.Load() {
+		return nil, &blob.Error{Op: "write", Key: key, Kind: blob.ErrClosed}
+	}
+	if err := blob.ValidateKey("write", key); err != nil {
+		return nil, err
+	}
+	w := &writer{s: s, ctx: ctx, key: key, op: "write"}
+	if opts != nil {
+		if opts.IfNotExist && opts.IfGenerationMatch != "" {
+			return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+		}
+		w.opts = *opts
+		if len(opts.ContentMD5) > 0 {
+			w.md5 = md5.New()
+		}
+	}
+	return w, nil
+}
+
+// NewAppender implements blob.Appender with PutObject and
+// x-amz-write-offset-bytes: the appended bytes are sent by Close in one
+// request at the offset the caller expects (IfSizeMatch) or, with
+// IfSizeMatch < 0, at the size a HeadObject finds now. An offset that is no
+// longer the object's size fails with ErrPrecondition.
+func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOptions) (blob.Writer, error) {
+	if err := s.begin(ctx, "append", key); err != nil {
+		return nil, err
+	}
+	o := blob.AppendOptions{IfSizeMatch: -1}
+	if opts != nil {
+		o = *opts
+	}
+	w := &writer{s: s, ctx: ctx, key: key, op: "append", offset: o.IfSizeMatch}
+	w.opts.IfGenerationMatch = o.IfGenerationMatch
+	if o.IfSizeMatch <= 0 {
+		// Offset 0 would create a missing object; appending needs one.
+		head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
+		if err != nil {
+			return nil, blob.WrapError("append", key, err, classify)
+		}
+		if o.IfSizeMatch < 0 {
+			w.offset = aws.ToInt64(head.ContentLength)
+		}
+	}
+	return w, nil
+}
+
+// writer buffers a write (or an append) and commits it at Close.
+type writer struct {
+	s      *Store
+	ctx    context.Context
+	key    string
+	op     string
+	opts   blob.WriterOptions
+	offset int64 // append offset; appends only
+
+	buf    bytes.Buffer
+	md5    hash.Hash
+	mp     *multipart // once the write outgrew MultipartThreshold
+	busy   atomic.Bool
+	closed bool
+	err    error
+}
+
+var errConcurrentUse = errors.New("s3express: concurrent use of one writer")
+
+func (w *writer) enter() error {
+	if !w.busy.CompareAndSwap(false, true) {
+		return &blob.Error{Op: w.op, Key: w.key, Err: errConcurrentUse}
+	}
+	if w.closed {
+		w.busy.Store(false)
+		return &blob.Error{Op: w.op, Key: w.key, Kind: blob.ErrClosed}
+	}
+	return nil
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if err := w.enter(); err != nil {
+		return 0, err
+	}
+	defer w.busy.Store(false)
+	if w.err != nil {
+		return 0, w.err
+	}
+	if err := w.ctx.Err(); err != nil {
+		w.fail(blob.WrapError(w.op, w.key, err, nil))
+		return 0, w.err
+	}
+	if w.md5 != nil {
+		w.md5.Write(p)
+	}
+	w.buf.Write(p)
+	if w.op == "append" || w.buf.Len() <= w.s.opts.MultipartThreshold && w.mp == nil {
+		return len(p), nil
+	}
+	if w.mp == nil {
+		mp, err := w.s.startMultipart(w.ctx, w.key, &w.opts)
+		if err != nil {
+			w.fail(err)
+			return 0, err
+		}
+		w.mp = mp
+	}
+	for w.buf.Len() >= w.s.opts.PartSize {
+		if err := w.mp.upload(w.ctx, w.buf.Next(w.s.opts.PartSize)); err != nil {
+			w.fail(err)
+			return 0, err
+		}
+	}
+	// Keep the unsent tail at the front so the buffer does not grow.
+	rest := bytes.Clone(w.buf.Bytes())
+	w.buf.Reset()
+	w.buf.Write(rest)
+	return len(p), nil
+}
+
+// fail records the writer's error and aborts a multipart upload.
+func (w *writer) fail(err error) {
+	w.err = err
+	if w.mp != nil {
+		w.mp.abort()
+		w.mp = nil
+	}
+}
+
+func (w *writer) Close() error {
+	if err := w.enter(); err != nil {
+		return err
+	}
+	defer w.busy.Store(false)
+	w.closed = true
+	if err := w.commit(); err != nil {
+		w.fail(err)
+		return err
+	}
+	return nil
+}
+
+func (w *writer) commit() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.s.closed.Load() {
+		return &blob.Error{Op: w.op, Key: w.key, Kind: blob.ErrClosed}
+	}
+	if err := w.ctx.Err(); err != nil {
+		return blob.WrapError(w.op, w.key, err, nil)
+	}
+	if w.md5 != nil {
+		if sum := w.md5.Sum(nil); !bytes.Equal(sum, w.opts.ContentMD5) {
+			return blob.Errorf(w.op, w.key, blob.ErrInvalidArgument, "content MD5 %x does not match the given %x", sum, w.opts.ContentMD5)
+		}
+	}
+	if err := w.s.waitWarm(w.ctx, w.op, w.key); err != nil {
+		return err
+	}
+	if w.mp != nil {
+		if w.buf.Len() > 0 {
+			if err := w.mp.upload(w.ctx, w.buf.Bytes()); err != nil {
+				return err
+			}
+		}
+		// On failure w.mp stays set, so Close's fail aborts the upload.
+		if err := w.s.retryConflicts(w.ctx, func() error { return w.mp.complete(w.ctx, &w.opts) }); err != nil {
+			return blob.WrapError(w.op, w.key, err, classifierFor(&w.opts))
+		}
+		w.mp = nil
+		return nil
+	}
+	in := w.s.putInput(w.key, &w.opts, w.buf.Bytes())
+	if w.op == "append" {
+		in.WriteOffsetBytes = aws.Int64(w.offset)
+	}
+	err := w.s.retryConflicts(w.ctx, func() error {
+		// A fresh reader per attempt: the SDK may have read the last one.
+		in.Body = bytes.NewReader(w.buf.Bytes())
+		_, err := w.s.client.PutObject(w.ctx, in, w.s.session)
+		return err
+	})
+	return blob.WrapError(w.op, w.key, err, classifierFor(&w.opts))
+}
+
+func classifierFor(o *blob.WriterOptions) func(error) error {
+	switch {
+	case o.IfNotExist:
+		return classifyCreate
+	case o.IfGenerationMatch != "":
+		return classifyMatch
+	}
+	return classify
+}
+
+// putInput is a PutObject of data to key with opts' attributes and
+// preconditions, checksummed with CRC32C (the SDK's default is CRC32). The
+// body is a bytes.Reader because over plain HTTP the SDK must seek it to
+// compute the checksum header.
+func (s *Store) putInput(key string, o *blob.WriterOptions, data []byte) *s3.PutObjectInput {
+	in := &s3.PutObjectInput{
+		Bucket:            aws.String(s.bucket),
+		Key:               aws.String(key),
+		Body:              bytes.NewReader(data),
+		ContentLength:     aws.Int64(int64(len(data))),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
+	}
+	setAttributes(o, &in.ContentType, &in.CacheControl, &in.ContentDisposition, &in.ContentEncoding, &in.ContentLanguage, &in.Metadata)
+	switch {
+	case o.IfNotExist:
+		in.IfNoneMatch = aws.String("*")
+	case o.IfGenerationMatch != "":
+		in.IfMatch = aws.String(o.IfGenerationMatch)
+	}
+	return in
+}
+
+func setAttributes(o *blob.WriterOptions, ct, cc, cd, ce, cl **string, md *map[string]string) {
+	opt := func(v string) *string {
+		if v == "" {
+			return nil
+		}
+		return aws.String(v)
+	}
+	*ct, *cc, *cd, *ce, *cl = opt(o.ContentType), opt(o.CacheControl), opt(o.ContentDisposition), opt(o.ContentEncoding), opt(o.ContentLanguage)
+	*md = escapeMetadata(o.Metadata)
+}
+
+// retryConflicts runs a conditional write again when S3 answers 409
+// ConditionalRequestConflict: another conditional write to the key was in
+// flight, and only a new attempt learns whether it won (then ours fails with
+// 412) or lost.
+func (s *Store) retryConflicts(ctx context.Context, f func() error) error {
+	var err error
+	for attempt := range s.opts.Retries {
+		if err = f(); err == nil || !isConflict(err) || attempt == s.opts.Retries-1 {
+			return err
+		}
+		backoff := time.Duration(1+rand.IntN(4<<attempt)) * time.Millisecond
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return err
+		}
+	}
+	return err
+}
+
+// multipart is an upload in progress.
+type multipart struct {
+	s     *Store
+	key   string
+	id    string
+	parts []types.CompletedPart
+}
+
+func (s *Store) startMultipart(ctx context.Context, key string, o *blob.WriterOptions) (*multipart, error) {
+	in := &s3.CreateMultipartUploadInput{
+		Bucket:            aws.String(s.bucket),
+		Key:               aws.String(key),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
+	}
+	setAttributes(o, &in.ContentType, &in.CacheControl, &in.ContentDisposition, &in.ContentEncoding, &in.ContentLanguage, &in.Metadata)
+	out, err := s.client.CreateMultipartUpload(ctx, in, s.session)
+	if err != nil {
+		return nil, blob.WrapError("write", key, err, classify)
+	}
+	return &multipart{s: s, key: key, id: aws.ToString(out.UploadId)}, nil
+}
+
+func (m *multipart) upload(ctx context.Context, part []byte) error {
+	n := int32(len(m.parts) + 1)
+	out, err := m.s.client.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket:            aws.String(m.s.bucket),
+		Key:               aws.String(m.key),
+		UploadId:          aws.String(m.id),
+		PartNumber:        aws.Int32(n),
+		Body:              bytes.NewReader(part),
+		ContentLength:     aws.Int64(int64(len(part))),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
+	}, m.s.session)
+	if err != nil {
+		return blob.WrapError("write", m.key, err, classify)
+	}
+	m.parts = append(m.parts, types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.ETag, ChecksumCRC32C: out.ChecksumCRC32C})
+	return nil
+}
+
+func (m *multipart) complete(ctx context.Context, o *blob.WriterOptions) error {
+	in := &s3.CompleteMultipartUploadInput{
+		Bucket:          aws.String(m.s.bucket),
+		Key:             aws.String(m.key),
+		UploadId:        aws.String(m.id),
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: m.parts},
+	}
+	switch {
+	case o.IfNotExist:
+		in.IfNoneMatch = aws.String("*")
+	case o.IfGenerationMatch != "":
+		in.IfMatch = aws.String(o.IfGenerationMatch)
+	}
+	_, err := m.s.client.CompleteMultipartUpload(ctx, in, m.s.session)
+	return err
+}
+
+// abort ends the upload in the background, so its parts stop costing
+// storage; the caller's ctx may be the reason the write failed.
+func (m *multipart) abort() {
+	m.s.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		m.s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			Bucket: aws.String(m.s.bucket), Key: aws.String(m.key), UploadId: aws.String(m.id),
+		}, m.s.session)
+	})
+}
