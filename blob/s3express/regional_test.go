@@ -35,4 +35,3 @@ func TestConformanceRegionalS3(t *testing.T) {
 		Caps: conformance.Caps{GenerationPreconditions: false, NonSlashDelimiters: true},
 	})
 }
-
