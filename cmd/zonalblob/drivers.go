@@ -4,5 +4,8 @@ package main
 // registers its URL scheme on blob.Open from init. Add a driver here and every
 // command serves its URLs.
 import (
-	_ "github.com/zonalblob/zonalblob/blob/regional" // mem://, file://, gs://, s3://, azblob://
+	_ "github.com/zonalblob/zonalblob/blob/azpremium" // azpremium://
+	_ "github.com/zonalblob/zonalblob/blob/gcsrapid"  // gcsrapid://
+	_ "github.com/zonalblob/zonalblob/blob/regional"  // mem://, file://, gs://, s3://, azblob://
+	_ "github.com/zonalblob/zonalblob/blob/s3express" // s3express://
 )
