@@ -43,7 +43,8 @@ func Quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
-func summarize(r *Result, lat []time.Duration) {
+// Summarize fills r's quantiles and Ops from the latencies lat (sorted in place).
+func Summarize(r *Result, lat []time.Duration) {
 	slices.Sort(lat)
 	r.Latencies = lat
 	r.Ops = len(lat)

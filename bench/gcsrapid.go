@@ -122,7 +122,7 @@ func GCSRapid(ctx context.Context, cfg GCSRapidConfig) ([]Result, error) {
 			lat, errs := OpenLoop(ctx, rate, ops, sc.op)
 			after := srv.Stats()
 			r := Result{Scenario: sc.name, Profile: profile.Name, Size: size, Rate: rate, Errors: errs}
-			summarize(&r, lat)
+			Summarize(&r, lat)
 			if r.Ops > 0 {
 				r.RequestsPerOp = float64(rpcs(after)-rpcs(before)) / float64(r.Ops+errs)
 			}

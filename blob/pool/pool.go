@@ -15,7 +15,7 @@
 //     overflow), so nothing leaks.
 //   - Loaders refill at about the drain rate: the pool measures how fast Get
 //     is called and how long Load takes, and keeps MinIdle spares plus enough
-//     for two load latencies of demand (Little's law), capped so that spares
+//     for four load latencies of demand (Little's law), capped so that spares
 //     do not age out at a steady rate, and at Capacity. It does not keep
 //     loaders spinning, and does not create items only to throw them away.
 //   - A miss (no ready item) starts an inline load and is served by whichever
@@ -294,12 +294,16 @@ func (p *Pool[T]) discardLocked(item T, reason DiscardReason) {
 	}()
 }
 
+// loadHeadroom is how many load latencies of demand the pool holds.
+const loadHeadroom = 4
+
 // target is how many items (ready plus loading) the pool aims to hold.
 func (p *Pool[T]) targetLocked(now time.Time) int {
 	rate := p.rate.perSecond(now)
-	// Little's law: rate x latency items are consumed while one load runs;
-	// twice that absorbs bursts and variance in load time.
-	want := float64(p.opts.MinIdle) + math.Ceil(2*rate*p.loadLat.Seconds())
+	// Little's law: rate x latency items are consumed while one load runs.
+	// loadHeadroom times that absorbs bursts, and load times in the tail of
+	// their distribution (a metadata operation's p99 is well above its mean).
+	want := float64(p.opts.MinIdle) + math.Ceil(loadHeadroom*rate*p.loadLat.Seconds())
 	// Spares beyond what the drain uses within half an item's life would
 	// age out and be thrown away: cap there.
 	if ageCap := float64(p.opts.MinIdle) + math.Floor(rate*p.opts.MaxItemAge.Seconds()/2); want > ageCap {
