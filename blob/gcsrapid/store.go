@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -49,6 +50,10 @@ type Options struct {
 	// MaxPools bounds the number of distinct Create prefixes that get a pool;
 	// Creates under further prefixes create inline.
 	MaxPools int
+	// MeterProvider receives the Store's OpenTelemetry metrics (pool hits,
+	// misses, loads, discards by reason, ready objects, write latency);
+	// nil means otel's global provider.
+	MeterProvider metric.MeterProvider
 }
 
 // Defaults.
@@ -128,7 +133,8 @@ type Store struct {
 	poolsMu sync.Mutex
 	pools   map[string]*pool.Pool[*warmWriter]
 
-	stats statsRecorder
+	stats   statsRecorder
+	metrics *metrics
 }
 
 var (
@@ -222,10 +228,17 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 	} else {
 		b = b.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(opts.Retries))
 	}
-	return &Store{
+	s := &Store{
 		client: client, bucket: b, name: bucket, opts: opts,
 		bgCtx: ctx, stop: stop, pools: map[string]*pool.Pool[*warmWriter]{},
-	}, nil
+	}
+	m, err := newMetrics(s, opts.MeterProvider)
+	if err != nil {
+		stop()
+		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("gcsrapid: metrics: %w", err)}
+	}
+	s.metrics = m
+	return s, nil
 }
 
 // Bucket returns the bucket's name.
@@ -351,6 +364,7 @@ func (s *Store) Close() error {
 	}
 	s.bg.Wait()
 	s.stop()
+	s.metrics.close()
 	if s.ownsClient {
 		return s.client.Close()
 	}

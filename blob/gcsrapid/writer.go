@@ -266,7 +266,9 @@ func (w *writer) Close() error {
 		w.abandon()
 		return err
 	}
-	w.s.stats.writes.add(time.Since(w.started))
+	d := time.Since(w.started)
+	w.s.stats.writes.add(d)
+	w.s.metrics.recordWrite(w.s, d)
 	// The object is durable once flushed; ending the stream is bookkeeping
 	// that need not delay the caller.
 	sw, cancel := w.sw, w.cancel
