@@ -99,3 +99,22 @@ func FilterAfter(objs []ListObject, startAfter string) []ListObject {
 	})
 	return objs[i:]
 }
+
+// CheckListOptions returns a copy of opts (the zero value for nil) after the
+// checks every driver makes before listing: a valid prefix and a page size
+// that is not negative.
+func CheckListOptions(opts *ListOptions) (ListOptions, error) {
+	var o ListOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix != "" {
+		if err := ValidateKey("list", o.Prefix); err != nil {
+			return o, err
+		}
+	}
+	if o.PageSize < 0 {
+		return o, Errorf("list", o.Prefix, ErrInvalidArgument, "negative page size %d", o.PageSize)
+	}
+	return o, nil
+}

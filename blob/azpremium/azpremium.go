@@ -492,7 +492,7 @@ func (s *Store) emptyReader(ctx context.Context, key string) (blob.Reader, error
 	if err != nil {
 		return nil, err
 	}
-	return &reader{s: s, body: io.NopCloser(bytes.NewReader(nil)), key: key, attrs: a}, nil
+	return blob.EmptyReader(a), nil
 }
 
 type reader struct {

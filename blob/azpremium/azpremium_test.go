@@ -3,14 +3,10 @@ package azpremium_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"gocloud.dev/blob/driver"
-	"gocloud.dev/blob/drivertest"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/azpremium"
@@ -105,32 +101,16 @@ func TestConformanceStaged(t *testing.T) {
 	})
 }
 
-type harness struct {
-	open func(ctx context.Context) (blob.Store, error)
-}
-
-func (h *harness) MakeDriver(ctx context.Context) (driver.Bucket, error) {
-	s, err := h.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return blob.Driver(s), nil
-}
-func (h *harness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
-	return nil, nil
-}
-func (h *harness) HTTPClient() *http.Client         { return nil }
-func (h *harness) SupportsCopy() bool               { return true }
-func (h *harness) SupportsNonSlashDelimiters() bool { return true }
-func (h *harness) Close()                           {}
-
 func TestGocloudDrivertest(t *testing.T) {
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		srv := azurite(t)
-		// drivertest expects every MakeDriver of one test to see the same bucket.
-		name := newContainer(t, srv)
-		return &harness{open: func(ctx context.Context) (blob.Store, error) {
-			return azpremium.New(ctx, name, storeOptions(srv))
-		}}, nil
-	}, nil)
+	srv := azurite(t)
+	conformance.RunGocloud(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			s, err := azpremium.New(ctx, newContainer(t, srv), storeOptions(srv))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		Caps: conformance.Caps{NonSlashDelimiters: true},
+	})
 }

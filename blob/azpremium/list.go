@@ -16,20 +16,12 @@ import (
 // StartAfter goes to the service as startFrom (inclusive, flat listings only,
 // ignored by services that predate it) and is always applied here as well.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	var o blob.ListOptions
-	if opts != nil {
-		o = *opts
+	o, err := blob.CheckListOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.begin(ctx, "list", o.Prefix, false); err != nil {
 		return nil, err
-	}
-	if o.Prefix != "" {
-		if err := blob.ValidateKey("list", o.Prefix); err != nil {
-			return nil, err
-		}
-	}
-	if o.PageSize < 0 {
-		return nil, blob.Errorf("list", o.Prefix, blob.ErrInvalidArgument, "negative page size %d", o.PageSize)
 	}
 	size := o.PageSize
 	if size == 0 {

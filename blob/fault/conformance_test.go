@@ -2,11 +2,7 @@ package fault_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
-
-	"gocloud.dev/blob/driver"
-	"gocloud.dev/blob/drivertest"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
@@ -39,25 +35,9 @@ func TestConformanceFileThroughFault(t *testing.T) {
 	})
 }
 
-type harness struct{ s blob.Store }
-
-func (h harness) MakeDriver(context.Context) (driver.Bucket, error) {
-	return blob.Driver(nopClose{h.s}), nil
-}
-func (harness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
-	return nil, nil
-}
-func (harness) HTTPClient() *http.Client         { return nil }
-func (harness) SupportsCopy() bool               { return true }
-func (harness) SupportsNonSlashDelimiters() bool { return true }
-func (h harness) Close()                         { h.s.Close() }
-
-type nopClose struct{ blob.Store }
-
-func (nopClose) Close() error { return nil }
-
 func TestGocloudDrivertestThroughFault(t *testing.T) {
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return harness{wrapped(ctx, t, "mem://")}, nil
-	}, nil)
+	conformance.RunGocloud(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store { return wrapped(ctx, t, "mem://") },
+		Caps:     conformance.Caps{NonSlashDelimiters: true},
+	})
 }

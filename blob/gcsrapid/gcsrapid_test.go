@@ -5,14 +5,11 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/storage"
-	"gocloud.dev/blob/driver"
-	"gocloud.dev/blob/drivertest"
 
 	"github.com/zonalblob/zonalblob/blob/latency"
 
@@ -354,26 +351,12 @@ func TestReaderAtSharesOneStream(t *testing.T) {
 	}
 }
 
-type bridgeHarness struct{ s blob.Store }
-
-func (h bridgeHarness) MakeDriver(context.Context) (driver.Bucket, error) {
-	return blob.Driver(nopClose{h.s}), nil
-}
-func (bridgeHarness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
-	return nil, nil
-}
-func (bridgeHarness) HTTPClient() *http.Client         { return nil }
-func (bridgeHarness) SupportsCopy() bool               { return true }
-func (bridgeHarness) SupportsNonSlashDelimiters() bool { return true }
-func (h bridgeHarness) Close()                         { h.s.Close() }
-
-type nopClose struct{ blob.Store }
-
-func (nopClose) Close() error { return nil }
-
 func TestGocloudDrivertest(t *testing.T) {
 	srv := newServer(t, gcsrapidtest.Zero())
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return bridgeHarness{newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4})}, nil
-	}, nil)
+	conformance.RunGocloud(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			return newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4})
+		},
+		Caps: conformance.Caps{NonSlashDelimiters: true},
+	})
 }

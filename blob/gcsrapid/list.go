@@ -15,20 +15,12 @@ import (
 // List implements blob.Store with the service's ordered listing; StartAfter
 // maps to its lexicographic start (inclusive, so the key itself is dropped).
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	var o blob.ListOptions
-	if opts != nil {
-		o = *opts
+	o, err := blob.CheckListOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if s.closed.Load() {
 		return nil, &blob.Error{Op: "list", Key: o.Prefix, Kind: blob.ErrClosed}
-	}
-	if o.Prefix != "" {
-		if err := blob.ValidateKey("list", o.Prefix); err != nil {
-			return nil, err
-		}
-	}
-	if o.PageSize < 0 {
-		return nil, blob.Errorf("list", o.Prefix, blob.ErrInvalidArgument, "negative page size %d", o.PageSize)
 	}
 	size := o.PageSize
 	if size == 0 {

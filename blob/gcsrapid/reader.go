@@ -28,7 +28,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		if err != nil {
 			return nil, blob.WrapError("read", key, err, classify)
 		}
-		return &emptyReader{attrs: a}, nil
+		return blob.EmptyReader(a), nil
 	}
 	r, err := s.bucket.Object(key).NewRangeReader(ctx, offset, length)
 	if isOutOfRange(err) {
@@ -37,7 +37,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 			return nil, blob.WrapError("read", key, serr, classify)
 		}
 		if offset >= a.Size {
-			return &emptyReader{attrs: a}, nil
+			return blob.EmptyReader(a), nil
 		}
 	}
 	if err != nil {
@@ -72,12 +72,6 @@ func (r *reader) Attributes() *blob.Attributes {
 	}
 	return r.attrs
 }
-
-type emptyReader struct{ attrs *blob.Attributes }
-
-func (r *emptyReader) Read([]byte) (int, error)     { return 0, io.EOF }
-func (r *emptyReader) Close() error                 { return nil }
-func (r *emptyReader) Attributes() *blob.Attributes { return r.attrs }
 
 // OpenReaderAt implements blob.ReaderAtOpener with one multi-range download
 // stream: concurrent ReadAt calls share it instead of opening a read each.

@@ -197,7 +197,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		// Some backends (Azure: 416) refuse a range that starts at or past
 		// the end; our contract reads nothing there.
 		if a, serr := s.b.Attributes(ctx, key); serr == nil && offset >= a.Size {
-			return &emptyReader{attrs: s.attrs(key, a)}, nil
+			return blob.EmptyReader(s.attrs(key, a)), nil
 		}
 	}
 	if err != nil {
@@ -205,12 +205,6 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	}
 	return &reader{r: r, key: key}, nil
 }
-
-type emptyReader struct{ attrs *blob.Attributes }
-
-func (r *emptyReader) Read([]byte) (int, error)     { return 0, io.EOF }
-func (r *emptyReader) Close() error                 { return nil }
-func (r *emptyReader) Attributes() *blob.Attributes { return r.attrs }
 
 type reader struct {
 	r     *gcblob.Reader
@@ -545,20 +539,12 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 
 // List implements blob.Store.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	var o blob.ListOptions
-	if opts != nil {
-		o = *opts
+	o, err := blob.CheckListOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if s.closed.Load() {
 		return nil, &blob.Error{Op: "list", Key: o.Prefix, Kind: blob.ErrClosed}
-	}
-	if o.Prefix != "" {
-		if err := blob.ValidateKey("list", o.Prefix); err != nil {
-			return nil, err
-		}
-	}
-	if o.PageSize < 0 {
-		return nil, blob.Errorf("list", o.Prefix, blob.ErrInvalidArgument, "negative page size %d", o.PageSize)
 	}
 	if s.opts.SortListings {
 		return s.listSorted(ctx, &o)

@@ -35,20 +35,12 @@ import (
 // be missed or still seen, which the Store contract allows; objects that
 // exist throughout are listed exactly once either way.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	var o blob.ListOptions
-	if opts != nil {
-		o = *opts
+	o, err := blob.CheckListOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if s.closed.Load() {
 		return nil, &blob.Error{Op: "list", Key: o.Prefix, Kind: blob.ErrClosed}
-	}
-	if o.Prefix != "" {
-		if err := blob.ValidateKey("list", o.Prefix); err != nil {
-			return nil, err
-		}
-	}
-	if o.PageSize < 0 {
-		return nil, blob.Errorf("list", o.Prefix, blob.ErrInvalidArgument, "negative page size %d", o.PageSize)
 	}
 	dir := o.Prefix[:strings.LastIndexByte(o.Prefix, '/')+1]
 	delim := ""

@@ -31,7 +31,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		if err != nil {
 			return nil, blob.WrapError("read", key, err, classify)
 		}
-		return &emptyReader{attrs: a}, nil
+		return blob.EmptyReader(a), nil
 	}
 	in := &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
 	switch {
@@ -51,7 +51,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 				return nil, blob.WrapError("read", key, serr, classify)
 			}
 			if offset >= a.Size {
-				return &emptyReader{attrs: a}, nil
+				return blob.EmptyReader(a), nil
 			}
 		}
 		return nil, blob.WrapError("read", key, err, classify)
@@ -101,9 +101,3 @@ func (r *reader) Read(p []byte) (int, error) {
 
 func (r *reader) Close() error                 { return r.body.Close() }
 func (r *reader) Attributes() *blob.Attributes { return r.attrs }
-
-type emptyReader struct{ attrs *blob.Attributes }
-
-func (r *emptyReader) Read([]byte) (int, error)     { return 0, io.EOF }
-func (r *emptyReader) Close() error                 { return nil }
-func (r *emptyReader) Attributes() *blob.Attributes { return r.attrs }

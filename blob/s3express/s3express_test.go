@@ -3,13 +3,10 @@ package s3express_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"gocloud.dev/blob/driver"
-	"gocloud.dev/blob/drivertest"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/s3express"
@@ -72,27 +69,10 @@ func TestConformanceNoSnapshots(t *testing.T) {
 	})
 }
 
-type bridgeHarness struct{ s blob.Store }
-
-func (h bridgeHarness) MakeDriver(context.Context) (driver.Bucket, error) {
-	return blob.Driver(nopClose{h.s}), nil
-}
-func (bridgeHarness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
-	return nil, nil
-}
-func (bridgeHarness) HTTPClient() *http.Client         { return nil }
-func (bridgeHarness) SupportsCopy() bool               { return true }
-func (bridgeHarness) SupportsNonSlashDelimiters() bool { return true }
-func (h bridgeHarness) Close()                         { h.s.Close() }
-
-// nopClose lets drivertest open several buckets over one store.
-type nopClose struct{ blob.Store }
-
-func (nopClose) Close() error { return nil }
-
 func TestGocloudDrivertest(t *testing.T) {
 	srv := newServer(t, s3expresstest.Options{})
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return bridgeHarness{newStore(t, srv, s3express.Options{})}, nil
-	}, nil)
+	conformance.RunGocloud(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store { return newStore(t, srv, s3express.Options{}) },
+		Caps:     conformance.Caps{NonSlashDelimiters: true},
+	})
 }
