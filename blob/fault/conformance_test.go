@@ -41,3 +41,10 @@ func TestGocloudDrivertestThroughFault(t *testing.T) {
 		Caps:     conformance.Caps{NonSlashDelimiters: true},
 	})
 }
+
+func TestGocloudDrivertestFileThroughFault(t *testing.T) {
+	conformance.RunGocloud(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store { return wrapped(ctx, t, "file://"+t.TempDir()) },
+		Caps:     conformance.Caps{NonSlashDelimiters: true},
+	})
+}
