@@ -131,8 +131,12 @@ func Estimates(w Workload) []Estimate {
 	var out []Estimate
 	for _, pair := range Prices() {
 		zonal, regional := pair[0], pair[1]
-		put := func(p Price) float64 { return writes * (p.Write1000/1000 + p.transfer(w.ObjectSize, p.TransferGiBAbove)) }
-		get := func(p Price) float64 { return writes * (p.Read1000/1000 + p.transfer(w.ObjectSize, p.TransferReadGiBAbove)) }
+		put := func(p Price) float64 {
+			return writes * (p.Write1000/1000 + p.transfer(w.ObjectSize, p.TransferGiBAbove))
+		}
+		get := func(p Price) float64 {
+			return writes * (p.Read1000/1000 + p.transfer(w.ObjectSize, p.TransferReadGiBAbove))
+		}
 		n := float64(w.Replicas)
 		out = append(out,
 			Estimate{zonal.Backend, "regional only: " + regional.Class, stored(w.Retention) * regional.StorageGiBMonth, put(regional)},

@@ -434,4 +434,3 @@ func TestKeyBeginningWithDash(t *testing.T) {
 		t.Errorf("cat -- -k = %q", got)
 	}
 }
-
