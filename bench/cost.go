@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -142,7 +144,7 @@ func Estimates(w Workload) []Estimate {
 			Estimate{zonal.Backend, "regional only: " + regional.Class, stored(w.Retention) * regional.StorageGiBMonth, put(regional)},
 			Estimate{zonal.Backend, "one zonal bucket: " + zonal.Class, stored(w.Retention) * zonal.StorageGiBMonth, put(zonal)},
 			Estimate{zonal.Backend, fmt.Sprintf("quorum of %d zonal, no tiering", w.Replicas), n * stored(w.Retention) * zonal.StorageGiBMonth, n * put(zonal)},
-			Estimate{zonal.Backend, fmt.Sprintf("tiered: quorum of %d zonal %v, then regional", w.Replicas, w.HotWindow),
+			Estimate{zonal.Backend, fmt.Sprintf("tiered: quorum of %d zonal for %s, then regional", w.Replicas, Days(w.HotWindow)),
 				n*stored(w.HotWindow)*zonal.StorageGiBMonth + stored(w.Retention-w.HotWindow)*regional.StorageGiBMonth,
 				n*put(zonal) + get(zonal) + put(regional)},
 		)
@@ -162,15 +164,16 @@ func (p Price) transfer(size int, perGiB float64) float64 {
 // WritePrices prints the price table with sources.
 func WritePrices(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "backend\tclass\t$/GiB-month\t$/1000 writes\t$/1000 reads\tsource ("+PricesChecked+")")
+	fmt.Fprintln(tw, "backend\tclass\tper GiB-month\tper 1,000 writes\tper 1,000 reads\tsource ("+PricesChecked+")")
 	var notes []string
 	for _, pair := range Prices() {
 		for _, p := range pair {
-			extra := ""
+			write, read := dollars(p.Write1000), dollars(p.Read1000)
 			if p.TransferGiBAbove > 0 {
-				extra = fmt.Sprintf(" +$%g/GiB above %s", p.TransferGiBAbove, SizeString(p.TransferFreeBytes))
+				write += fmt.Sprintf(" +%s/GiB above %s", dollars(p.TransferGiBAbove), SizeString(p.TransferFreeBytes))
+				read += fmt.Sprintf(" +%s/GiB above %s", dollars(p.TransferReadGiBAbove), SizeString(p.TransferFreeBytes))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%g%s\t%g\t%s\n", p.Backend, p.Class, p.StorageGiBMonth, p.Write1000, extra, p.Read1000, p.Source)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Backend, p.Class, dollars(p.StorageGiBMonth), write, read, p.Source)
 			if p.Assumption != "" {
 				notes = append(notes, fmt.Sprintf("%s %s: %s", p.Backend, p.Class, p.Assumption))
 			}
@@ -188,15 +191,42 @@ func WritePrices(w io.Writer) error {
 	return nil
 }
 
+func dollars(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }
+
 // WriteEstimates prints the monthly estimates for w.
 func WriteEstimates(out io.Writer, w Workload) error {
-	fmt.Fprintf(out, "Workload: %g writes/s of %s, kept %v, compacted after %v, quorum of %d zones: %.0f writes and %.0f GiB stored per month at steady state.\n\n",
-		w.WritesPerSec, SizeString(w.ObjectSize), w.Retention, w.HotWindow, w.Replicas,
+	fmt.Fprintf(out, "Workload: %g writes/s of %s, kept %s, compacted after %s, quorum of %d zones: %.0f writes a month, %.0f GiB stored at steady state.\n\n",
+		w.WritesPerSec, SizeString(w.ObjectSize), Days(w.Retention), Days(w.HotWindow), w.Replicas,
 		w.WritesPerSec*month.Seconds(), w.WritesPerSec*w.Retention.Seconds()*float64(w.ObjectSize)/(1<<30))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "backend\tlayout\tstorage $/month\trequests $/month\ttotal $/month\t")
+	fmt.Fprintln(tw, "backend\tlayout\tstorage/month\trequests/month\ttotal/month\t")
 	for _, e := range Estimates(w) {
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f\t\n", e.Backend, e.Layout, e.Storage, e.Requests, e.Total())
+		fmt.Fprintf(tw, "%s\t%s\t$%.0f\t$%.0f\t$%.0f\t\n", e.Backend, e.Layout, e.Storage, e.Requests, e.Total())
 	}
 	return tw.Flush()
+}
+
+// Days renders a duration as 30d, 36h or 15m.
+func Days(d time.Duration) string {
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
+
+// ParseDays parses a duration that may also be given in days ("30d").
+func ParseDays(s string) (time.Duration, error) {
+	if v, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a number of days", s)
+		}
+		return time.Duration(n * float64(24*time.Hour)), nil
+	}
+	return time.ParseDuration(s)
 }

@@ -36,6 +36,11 @@ takes about a minute. The figures are emulator figures modelled on published
 numbers, not cloud measurements; the profiles are seeded, so a rerun gives the
 same figures within the machine's noise.
 
+Every run ends with the cost section: list prices per GiB-month and per
+request of each backend, with source and date, and a monthly estimate for a
+stated workload (--cost-* flags) with and without tiering; --cost prints only
+that section.
+
 It writes into --out: ` + benchTable + ` (the table), ` + benchPlot + ` (latency CDF per row,
 log-scaled) and ` + benchJSON + ` (every figure and raw sample).
 
@@ -59,6 +64,7 @@ Examples:
   zonalblob bench gcsrapid --size 10 --rate 500 --duration 5s
   zonalblob bench --mode closed --concurrency 8 --scenario s3
   zonalblob bench --url 'gcsrapid://my-rapid-bucket' --rate 50
+  zonalblob bench --cost --cost-writes 1000 --cost-size 4KiB --cost-retention 7d
 `,
 		minArgs: 0, maxArgs: -1,
 		setup: func(fs *flag.FlagSet) action {
@@ -67,6 +73,9 @@ Examples:
 			var urls stringList
 			var seed uint64
 			var showProgress autoBool
+			var costOnly bool
+			var costSize, costRetention, costHot string
+			work := bench.DefaultWorkload()
 			fs.StringVar(&scenarios, "scenario", "", "comma-separated `scenarios` to run (default: all)")
 			fs.Var(&urls, "url", "run Put and Create against the store at `URL` instead of the emulators (repeatable)")
 			fs.StringVar(&mode, "mode", string(load.Mode), "load `mode`: open (fixed rate) or closed (workers back to back)")
@@ -81,8 +90,23 @@ Examples:
 			fs.Uint64Var(&seed, "seed", 1, "seed of the latency profiles")
 			fs.StringVar(&out, "out", "bench-out", "`directory` for "+benchTable+", "+benchPlot+" and "+benchJSON)
 			fs.Var(&showProgress, "progress", "draw a progress bar (default: when stderr is a terminal)")
+			fs.BoolVar(&costOnly, "cost", false, "print only the prices and the monthly cost estimate, measure nothing")
+			fs.Float64Var(&work.WritesPerSec, "cost-writes", work.WritesPerSec, "cost estimate: writes per second")
+			fs.StringVar(&costSize, "cost-size", bench.SizeString(work.ObjectSize), "cost estimate: object `size`")
+			fs.StringVar(&costRetention, "cost-retention", bench.Days(work.Retention), "cost estimate: how long objects are kept (`duration`, or days as 30d)")
+			fs.StringVar(&costHot, "cost-hot", bench.Days(work.HotWindow), "cost estimate: how long objects stay zonal before compaction (`duration`)")
+			fs.IntVar(&work.Replicas, "cost-replicas", work.Replicas, "cost estimate: zonal buckets of the quorum")
 			return func(ctx context.Context, s streams, args []string) error {
 				var err error
+				if work, err = parseWorkload(work, costSize, costRetention, costHot); err != nil {
+					return usagef("%v", err)
+				}
+				if costOnly {
+					if len(args) > 0 || scenarios != "" || len(urls) > 0 {
+						return usagef("--cost measures nothing; it takes no scenario or URL")
+					}
+					return writeCost(s.stdout, work)
+				}
 				if load.Mode, err = bench.ParseMode(mode); err != nil {
 					return usagef("--mode: %v", err)
 				}
@@ -124,6 +148,10 @@ Examples:
 				}
 				var table bytes.Buffer
 				if err := writeBenchReport(&table, rep, len(urls) > 0); err != nil {
+					return err
+				}
+				fmt.Fprintln(&table)
+				if err := writeCost(&table, work); err != nil {
 					return err
 				}
 				s.stdout.Write(table.Bytes())
@@ -239,6 +267,39 @@ func writeBenchFiles(dir string, rep *bench.Report, table []byte, live bool) err
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, benchJSON), append(js, '\n'), 0o644)
+}
+
+func parseWorkload(w bench.Workload, size, retention, hot string) (bench.Workload, error) {
+	sizes, err := parseSizes(size)
+	if err != nil || len(sizes) != 1 {
+		return w, fmt.Errorf("--cost-size %q: want one size", size)
+	}
+	w.ObjectSize = sizes[0]
+	if w.Retention, err = bench.ParseDays(retention); err != nil {
+		return w, fmt.Errorf("--cost-retention: %v", err)
+	}
+	if w.HotWindow, err = bench.ParseDays(hot); err != nil {
+		return w, fmt.Errorf("--cost-hot: %v", err)
+	}
+	if err := w.Validate(); err != nil {
+		return w, fmt.Errorf("cost workload: %v", err)
+	}
+	return w, nil
+}
+
+// writeCost writes the price table and the monthly estimate for w.
+func writeCost(out io.Writer, w bench.Workload) error {
+	fmt.Fprintf(out, "Cost: list prices (%s; GCS us-central1, AWS us-east-1, Azure East US)\n\n```\n", bench.PricesChecked)
+	if err := bench.WritePrices(out); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "```\n\n```")
+	if err := bench.WriteEstimates(out, w); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "```")
+	fmt.Fprintln(out, "\nTiered: every write goes to each zonal replica, the compactor reads it once and writes it once to the regional bucket; deletes are free. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
+	return nil
 }
 
 // stringList is a repeatable string flag.

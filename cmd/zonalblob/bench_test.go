@@ -51,7 +51,7 @@ func TestBenchRunsEveryScenario(t *testing.T) {
 	out := mustZB(t, "", quickBench(dir, "--size", "10,4KiB")...)
 	for _, want := range []string{bench.EmulatorNote, "gocloud-zonal", "zonalblob-put", "zonalblob-create (pooled)", "gcs-regional-put",
 		"s3express-put", "s3-standard-put", "p99.9", "req/op", "faster than gocloud-zonal", "quorum: package quorum has not landed yet",
-		"tiered: package tiered has not landed yet", "Wrote "} {
+		"tiered: package tiered has not landed yet", "Wrote ", "Cost: list prices"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
@@ -152,6 +152,11 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "--mode", "half"}, "--mode"},
 		{[]string{"bench", "--url", "mem://", "gcsrapid"}, "takes no scenario"},
 		{[]string{"bench", "--nosuchflag"}, "flag provided but not defined"},
+		{[]string{"bench", "--cost-size", "big"}, "--cost-size"},
+		{[]string{"bench", "--cost-retention", "xd"}, "--cost-retention"},
+		{[]string{"bench", "--cost-hot", "60d"}, "hot window"},
+		{[]string{"bench", "--cost-replicas", "0"}, "replicas 0"},
+		{[]string{"bench", "--cost", "s3"}, "--cost measures nothing"},
 	} {
 		r := zb(t, "", append(tc.args, "--out", dir)...)
 		wantFail(t, r, exitUsage, tc.want)
@@ -164,5 +169,19 @@ func TestParseSizes(t *testing.T) {
 	got, err := parseSizes("10, 4KiB,1MiB,7B")
 	if err != nil || len(got) != 4 || got[0] != 10 || got[1] != 4096 || got[2] != 1<<20 || got[3] != 7 {
 		t.Errorf("%v, %v", got, err)
+	}
+}
+
+func TestBenchCost(t *testing.T) {
+	out := mustZB(t, "", "bench", "--cost", "--cost-writes", "10", "--cost-size", "1MiB", "--cost-retention", "7d", "--cost-hot", "1h")
+	for _, want := range []string{"as published, checked 2026-11", "https://cloud.google.com/storage/pricing", "https://aws.amazon.com/s3/pricing/",
+		"https://azure.microsoft.com/en-us/pricing/details/storage/blobs/", "Assumptions:", "10 writes/s of 1MiB, kept 7d, compacted after 1h",
+		"regional only", "tiered: quorum of 3 zonal for 1h", "$0.00113"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cost output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "p50") {
+		t.Errorf("--cost measured something:\n%s", out)
 	}
 }
