@@ -7,7 +7,7 @@ type Comparison struct{ Path, Baseline string }
 var Comparisons = []Comparison{
 	{"zonalblob-put", "gocloud-zonal"},
 	{"zonalblob-create (pooled)", "gocloud-zonal"},
-	{"zonalblob-create (pooled)", "gcs-regional-put"},
+	{"zonalblob-create (pooled)", "gocloud-regional"},
 	{"s3express-put", "s3-standard-put"},
 	{"azpremium-put", "azure-hot-put"},
 }
