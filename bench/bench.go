@@ -20,8 +20,10 @@ import (
 // Result is the latency distribution of one row: one write path of one
 // scenario at one object size.
 type Result struct {
-	Scenario string        `json:"scenario"` // the registry entry that produced it
-	Name     string        `json:"name"`     // the write path, e.g. "zonalblob-create (pooled)"
+	// Scenario names the row's write path, e.g. "zonalblob-create (pooled)";
+	// Group is the registry entry that measured it, e.g. "gcsrapid".
+	Scenario string        `json:"scenario"`
+	Group    string        `json:"group,omitempty"`
 	Profile  string        `json:"profile"`
 	Size     int           `json:"size_bytes"`
 	Mode     Mode          `json:"mode"`
@@ -46,7 +48,7 @@ type Result struct {
 }
 
 // Label names the row in tables and plots.
-func (r Result) Label() string { return r.Name + " " + SizeString(r.Size) }
+func (r Result) Label() string { return r.Scenario + " " + SizeString(r.Size) }
 
 // Quantile returns the q-quantile of sorted samples (nearest rank).
 func Quantile(sorted []time.Duration, q float64) time.Duration {
@@ -81,7 +83,7 @@ func WriteTable(w io.Writer, results []Result) error {
 		if r.Mode == ModeOpen {
 			offered = fmt.Sprintf("%.0f", r.Rate)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.Name, SizeString(r.Size), r.Profile, r.Ops, offered,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.Scenario, SizeString(r.Size), r.Profile, r.Ops, offered,
 			r.Throughput, r.Throughput*float64(r.Size)/(1<<20), ms(r.P50), ms(r.P90), ms(r.P99), ms(r.P999), req, r.Errors)
 	}
 	return tw.Flush()

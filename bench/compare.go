@@ -24,7 +24,7 @@ type Speedup struct {
 func Speedups(results []Result) []Speedup {
 	find := func(name string, size int) (Result, bool) {
 		for _, r := range results {
-			if r.Name == name && r.Size == size && r.P50 > 0 && r.P99 > 0 {
+			if r.Scenario == name && r.Size == size && r.P50 > 0 && r.P99 > 0 {
 				return r, true
 			}
 		}

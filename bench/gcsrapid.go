@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"cloud.google.com/go/storage"
 	gcblob "gocloud.dev/blob"
@@ -60,6 +61,54 @@ func (g *gcsServer) Requests() int64 {
 		n += c
 	}
 	return n
+}
+
+// GCSRapidConfig configures GCSRapid.
+type GCSRapidConfig struct {
+	Profile string  // gcsrapidtest profile name; default "rapid"
+	Sizes   []int   // object sizes; default 10 B and 1 MiB
+	Ops     int     // measured operations per row; default 300
+	Rate    float64 // offered load per second (open loop); default 200
+	// Bandwidth caps the offered bytes per second. Default 32 MiB/s.
+	Bandwidth float64
+	Seed      uint64
+	// Progress, if set, is told each row's name as it starts.
+	Progress func(row string)
+}
+
+// GCSRapid runs the gcsrapid scenario alone, a fixed number of operations
+// per row, in open loop without a limit on operations in flight, and
+// returns its rows.
+func GCSRapid(ctx context.Context, cfg GCSRapidConfig) ([]Result, error) {
+	if cfg.Profile == "" {
+		cfg.Profile = "rapid"
+	}
+	if len(cfg.Sizes) == 0 {
+		cfg.Sizes = []int{10, 1 << 20}
+	}
+	if cfg.Ops == 0 {
+		cfg.Ops = 300
+	}
+	if cfg.Rate == 0 {
+		cfg.Rate = 200
+	}
+	if cfg.Bandwidth == 0 {
+		cfg.Bandwidth = 32 << 20
+	}
+	env := &Env{
+		Load: Load{Mode: ModeOpen, Rate: cfg.Rate, Bandwidth: cfg.Bandwidth, MaxOps: cfg.Ops,
+			// MaxOps ends each row; the duration only has to be long enough.
+			Duration: time.Hour, Warmup: max(time.Second, time.Duration(float64(cfg.Ops)/3/cfg.Rate*float64(time.Second))),
+			OpTimeout: time.Minute},
+		Sizes: cfg.Sizes, Seed: cfg.Seed, override: map[string]string{"rapid": cfg.Profile},
+	}
+	if cfg.Progress != nil {
+		env.Progress = func(s Step) { cfg.Progress(s.Row) }
+	}
+	if err := runGCSRapid(ctx, env); err != nil {
+		return nil, err
+	}
+	return env.Results(), nil
 }
 
 // runGCSRapid compares three ways to write an object to a GCS Rapid bucket,

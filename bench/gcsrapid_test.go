@@ -53,3 +53,23 @@ func TestEmulatorScenariosRun(t *testing.T) {
 		})
 	}
 }
+
+// GCSRapid is the entry point of the gcsrapid package's go benchmark.
+func TestGCSRapidRunsAFixedNumberOfOps(t *testing.T) {
+	var rows []string
+	res, err := GCSRapid(context.Background(), GCSRapidConfig{Profile: "zero", Ops: 30, Rate: 500, Sizes: []int{10}, Progress: func(r string) { rows = append(rows, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 3 || len(rows) != 3 {
+		t.Fatalf("%d results, %d progress rows; want 3", len(res), len(rows))
+	}
+	for _, r := range res {
+		if r.Ops != 30 || r.Errors != 0 || r.Profile != "zero" || r.RequestsPerOp <= 0 {
+			t.Errorf("%s: %+v", r.Label(), r)
+		}
+	}
+	if _, err := GCSRapid(context.Background(), GCSRapidConfig{Profile: "nosuch"}); err == nil {
+		t.Error("unknown profile accepted")
+	}
+}

@@ -99,11 +99,11 @@ func (l Load) rateFor(size int) float64 {
 
 // run drives op for d under l at rate (open loop) and returns the latencies
 // of the operations that succeeded, the failures and the first error.
-func (l Load) run(ctx context.Context, rate float64, d time.Duration, op func(ctx context.Context) error) (lat []time.Duration, errs int, first error, elapsed time.Duration) {
-	bounded := func(ctx context.Context) error {
+func (l Load) run(ctx context.Context, rate float64, d time.Duration, op func(ctx context.Context, i int) error) (lat []time.Duration, errs int, first error, elapsed time.Duration) {
+	bounded := func(ctx context.Context, i int) error {
 		ctx, cancel := context.WithTimeout(ctx, l.OpTimeout)
 		defer cancel()
-		return op(ctx)
+		return op(ctx, i)
 	}
 	start := time.Now()
 	var o outcome
@@ -125,17 +125,23 @@ type outcome struct {
 	first error
 }
 
-// OpenLoop calls op n times at a fixed rate, at most limit at a time (0: no
-// limit), and returns the latencies of the calls that succeeded, each
-// measured from its intended start, so that a stall delays every call
-// scheduled behind it instead of hiding (coordinated omission), and the
-// number that failed.
-func OpenLoop(ctx context.Context, rate float64, n, limit int, op func(ctx context.Context) error) (lat []time.Duration, errs int) {
+// OpenLoop calls op n times at a fixed rate, each call in its own goroutine,
+// and returns the latencies of the calls that succeeded, each measured from
+// its intended start, so that a stall delays every call scheduled behind it
+// instead of hiding (coordinated omission), and the number that failed.
+func OpenLoop(ctx context.Context, rate float64, n int, op func(ctx context.Context, i int) error) (lat []time.Duration, errs int) {
+	return OpenLoopLimit(ctx, rate, n, 0, op)
+}
+
+// OpenLoopLimit is OpenLoop with at most limit calls in flight (0: no
+// limit), as a client with a connection limit: a call waiting for a slot is
+// late, and its wait is part of its latency.
+func OpenLoopLimit(ctx context.Context, rate float64, n, limit int, op func(ctx context.Context, i int) error) (lat []time.Duration, errs int) {
 	o := openLoop(ctx, rate, n, limit, op)
 	return o.lat, o.errs
 }
 
-func openLoop(ctx context.Context, rate float64, n, limit int, op func(ctx context.Context) error) outcome {
+func openLoop(ctx context.Context, rate float64, n, limit int, op func(ctx context.Context, i int) error) outcome {
 	lat := make([]time.Duration, n)
 	failed := make([]error, n)
 	var slots chan struct{}
@@ -171,7 +177,7 @@ func openLoop(ctx context.Context, rate float64, n, limit int, op func(ctx conte
 					return
 				}
 			}
-			failed[i] = op(ctx)
+			failed[i] = op(ctx, i)
 			lat[i] = time.Since(due)
 		})
 	}
@@ -193,9 +199,9 @@ func openLoop(ctx context.Context, rate float64, n, limit int, op func(ctx conte
 // closedLoop runs workers goroutines that call op back to back for d (or
 // until maxOps calls have started, if maxOps > 0), each latency measured
 // from the call's actual start.
-func closedLoop(ctx context.Context, workers int, d time.Duration, maxOps int, op func(ctx context.Context) error) outcome {
+func closedLoop(ctx context.Context, workers int, d time.Duration, maxOps int, op func(ctx context.Context, i int) error) outcome {
 	deadline := time.Now().Add(d)
-	var started atomic.Int64
+	var started atomic.Int64 // numbers the calls, and counts them against maxOps
 	var mu sync.Mutex
 	var o outcome
 	var wg sync.WaitGroup
@@ -205,11 +211,12 @@ func closedLoop(ctx context.Context, workers int, d time.Duration, maxOps int, o
 			var errs int
 			var first error
 			for ctx.Err() == nil && time.Now().Before(deadline) {
-				if n := started.Add(1); maxOps > 0 && n > int64(maxOps) {
+				n := started.Add(1)
+				if maxOps > 0 && n > int64(maxOps) {
 					break
 				}
 				t0 := time.Now()
-				if err := op(ctx); err != nil {
+				if err := op(ctx, int(n-1)); err != nil {
 					errs++
 					if first == nil {
 						first = err
@@ -235,7 +242,7 @@ func closedLoop(ctx context.Context, workers int, d time.Duration, maxOps int, o
 // until maxOps calls have started, if maxOps > 0) and returns the latencies
 // of the calls that succeeded, each from its actual start, and the number
 // that failed.
-func ClosedLoop(ctx context.Context, workers int, d time.Duration, maxOps int, op func(ctx context.Context) error) (lat []time.Duration, errs int) {
+func ClosedLoop(ctx context.Context, workers int, d time.Duration, maxOps int, op func(ctx context.Context, i int) error) (lat []time.Duration, errs int) {
 	o := closedLoop(ctx, workers, d, maxOps, op)
 	return o.lat, o.errs
 }

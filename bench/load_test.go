@@ -17,7 +17,7 @@ func TestOpenLoopMeasuresFromIntendedStart(t *testing.T) {
 		slow     = 50 * time.Millisecond
 		n        = 8
 	)
-	lat, errs := OpenLoop(context.Background(), float64(time.Second/interval), n, 1, func(ctx context.Context) error {
+	lat, errs := OpenLoopLimit(context.Background(), float64(time.Second/interval), n, 1, func(ctx context.Context, _ int) error {
 		time.Sleep(slow)
 		return nil
 	})
@@ -37,7 +37,7 @@ func TestOpenLoopMeasuresFromIntendedStart(t *testing.T) {
 // Without a limit on operations in flight, a slow operation delays nothing
 // else: each latency is the operation's own.
 func TestOpenLoopUnlimitedDoesNotQueue(t *testing.T) {
-	lat, _ := OpenLoop(context.Background(), 100, 8, 0, func(ctx context.Context) error {
+	lat, _ := OpenLoop(context.Background(), 100, 8, func(ctx context.Context, _ int) error {
 		time.Sleep(50 * time.Millisecond)
 		return nil
 	})
@@ -50,7 +50,7 @@ func TestOpenLoopUnlimitedDoesNotQueue(t *testing.T) {
 func TestOpenLoopCountsErrorsAndStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var calls atomic.Int64
-	lat, errs := OpenLoop(ctx, 1000, 1000, 0, func(ctx context.Context) error {
+	lat, errs := OpenLoop(ctx, 1000, 1000, func(ctx context.Context, _ int) error {
 		if calls.Add(1) == 5 {
 			cancel()
 		}
@@ -68,7 +68,7 @@ func TestOpenLoopCountsErrorsAndStopsOnCancel(t *testing.T) {
 // operation's actual start, so a slow operation's latency is its own.
 func TestClosedLoop(t *testing.T) {
 	var inFlight, most atomic.Int64
-	lat, errs := ClosedLoop(context.Background(), 3, 100*time.Millisecond, 0, func(ctx context.Context) error {
+	lat, errs := ClosedLoop(context.Background(), 3, 100*time.Millisecond, 0, func(ctx context.Context, _ int) error {
 		n := inFlight.Add(1)
 		for {
 			m := most.Load()
@@ -90,7 +90,7 @@ func TestClosedLoop(t *testing.T) {
 	if lat[len(lat)-1] > 60*time.Millisecond {
 		t.Errorf("slowest %v: closed loop latency must not include waiting for a worker", lat[len(lat)-1])
 	}
-	lat, _ = ClosedLoop(context.Background(), 4, time.Second, 10, func(ctx context.Context) error { return nil })
+	lat, _ = ClosedLoop(context.Background(), 4, time.Second, 10, func(ctx context.Context, _ int) error { return nil })
 	if len(lat) != 10 {
 		t.Errorf("maxOps 10: %d operations", len(lat))
 	}

@@ -2,13 +2,15 @@ package bench
 
 import (
 	"fmt"
+	"image/color"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -38,7 +40,7 @@ func WritePlot(w io.Writer, results []Result, title string) error {
 		p.X.Label.Text = "latency (ms, log scale)"
 		p.Y.Label.Text = "fraction of writes completed"
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Tick.Marker = latencyTicks{}
 		p.Y.Min, p.Y.Max = 0, 1
 		p.Add(plotter.NewGrid())
 		p.Legend.Top, p.Legend.Left = false, false
@@ -53,11 +55,15 @@ func WritePlot(w io.Writer, results []Result, title string) error {
 			if err != nil {
 				return err
 			}
-			line.Color = plotutil.Color(i)
+			line.Color = palette[i%len(palette)]
 			line.Width = vg.Points(1.5)
-			line.Dashes = plotutil.Dashes(i / len(plotutil.DefaultColors))
+			if isBaseline(r.Scenario) {
+				// The peer a user would otherwise use is dashed, so each
+				// solid line reads against the dashed one of its colour family.
+				line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			}
 			p.Add(line)
-			p.Legend.Add(fmt.Sprintf("%s [%s]", r.Name, r.Profile), line)
+			p.Legend.Add(fmt.Sprintf("%s [%s]", r.Scenario, r.Profile), line)
 			i++
 		}
 		panels = append(panels, []*plot.Plot{p})
@@ -92,4 +98,45 @@ func cdfPoint(sorted []time.Duration, i int) plotter.XY {
 	// A log axis cannot show zero; a microsecond is below anything measured.
 	ms := max(float64(sorted[i])/1e6, 1e-3)
 	return plotter.XY{X: ms, Y: float64(i+1) / float64(len(sorted))}
+}
+
+// palette is Tableau's ten colours, told apart more easily than gonum's
+// seven defaults.
+var palette = []color.Color{
+	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
+	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, color.RGBA{0xbc, 0xbd, 0x22, 0xff},
+	color.RGBA{0x17, 0xbe, 0xcf, 0xff},
+}
+
+func isBaseline(name string) bool {
+	for _, c := range Comparisons {
+		if c.Baseline == name {
+			return true
+		}
+	}
+	return false
+}
+
+// latencyTicks labels a log axis at 1, 2 and 5 of each decade, with
+// unlabelled ticks between: gonum's LogTicks labels only powers of ten,
+// and most rows live inside one decade.
+type latencyTicks struct{}
+
+func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		for m := 1.0; m < 10; m++ {
+			v := m * math.Pow(10, e)
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
 }

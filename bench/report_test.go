@@ -47,8 +47,8 @@ func TestRunListsSkippedAndPendingScenarios(t *testing.T) {
 	if last.Done != last.Total || last.Total != 6 {
 		t.Errorf("last step %+v, want 6 of 6", last)
 	}
-	if rep.Results[0].Scenario != "a" || rep.Results[3].Scenario != "b" {
-		t.Errorf("rows not tagged with their scenario: %q, %q", rep.Results[0].Scenario, rep.Results[3].Scenario)
+	if rep.Results[0].Group != "a" || rep.Results[3].Group != "b" {
+		t.Errorf("rows not tagged with their scenario: %q, %q", rep.Results[0].Group, rep.Results[3].Group)
 	}
 }
 
@@ -191,9 +191,9 @@ func TestSelectScenarios(t *testing.T) {
 
 func TestSpeedups(t *testing.T) {
 	rows := []Result{
-		{Name: "gocloud-zonal", Size: 10, P50: 90 * time.Millisecond, P99: 120 * time.Millisecond},
-		{Name: "zonalblob-create (pooled)", Size: 10, P50: 3 * time.Millisecond, P99: 6 * time.Millisecond},
-		{Name: "zonalblob-put", Size: 1 << 20, P50: time.Millisecond, P99: time.Millisecond},
+		{Scenario: "gocloud-zonal", Size: 10, P50: 90 * time.Millisecond, P99: 120 * time.Millisecond},
+		{Scenario: "zonalblob-create (pooled)", Size: 10, P50: 3 * time.Millisecond, P99: 6 * time.Millisecond},
+		{Scenario: "zonalblob-put", Size: 1 << 20, P50: time.Millisecond, P99: time.Millisecond},
 	}
 	got := Speedups(rows)
 	if len(got) != 1 || got[0].P50 != 30 || got[0].P99 != 20 || got[0].Size != 10 {

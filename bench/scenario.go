@@ -150,6 +150,8 @@ type Env struct {
 	// Progress, if set, is told each row as it starts.
 	Progress func(Step)
 
+	// override maps a published profile name to the one to run instead.
+	override map[string]string
 	scenario string
 	results  []Result
 	notes    []string
@@ -162,6 +164,9 @@ type Env struct {
 func (e *Env) ProfileName(published string) string {
 	if e.Zero {
 		return "zero"
+	}
+	if p, ok := e.override[published]; ok {
+		return p
 	}
 	return published
 }
@@ -206,7 +211,7 @@ func (e *Env) MeasureSize(ctx context.Context, p Path, size int) Result {
 	for i := range data {
 		data[i] = byte(i)
 	}
-	op := func(ctx context.Context) error { return p.Write(ctx, int(seq.Add(1)), data) }
+	op := func(ctx context.Context, _ int) error { return p.Write(ctx, int(seq.Add(1)), data) }
 	rate := e.Load.rateFor(size)
 	if e.Load.Warmup > 0 {
 		e.Load.run(ctx, rate, e.Load.Warmup, op)
@@ -217,7 +222,7 @@ func (e *Env) MeasureSize(ctx context.Context, p Path, size int) Result {
 	}
 	lat, errs, first, elapsed := e.Load.run(ctx, rate, e.Load.Duration, op)
 	r := Result{
-		Scenario: e.scenario, Name: p.Name, Profile: p.Profile, Size: size, Mode: e.Load.Mode,
+		Scenario: p.Name, Group: e.scenario, Profile: p.Profile, Size: size, Mode: e.Load.Mode,
 		Errors: errs, Workers: e.Load.Concurrency, Elapsed: elapsed,
 	}
 	if e.Load.Mode == ModeOpen {
