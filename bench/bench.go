@@ -20,7 +20,7 @@ import (
 // Result is the latency distribution of one row: one write path of one
 // scenario at one object size.
 type Result struct {
-	// Scenario names the row's write path, e.g. "zonalblob-create (pooled)";
+	// Scenario names the row's write path, e.g. "zonalblob-create-pooled";
 	// Group is the registry entry that measured it, e.g. "gcsrapid".
 	Scenario string        `json:"scenario"`
 	Group    string        `json:"group,omitempty"`

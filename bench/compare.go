@@ -6,8 +6,8 @@ type Comparison struct{ Path, Baseline string }
 // Comparisons are the pairs a full run reports as speedups.
 var Comparisons = []Comparison{
 	{"zonalblob-put", "gocloud-zonal"},
-	{"zonalblob-create (pooled)", "gocloud-zonal"},
-	{"zonalblob-create (pooled)", "gocloud-regional"},
+	{"zonalblob-create-pooled", "gocloud-zonal"},
+	{"zonalblob-create-pooled", "gocloud-regional"},
 	{"s3express-put", "s3-standard-put"},
 	{"azpremium-put", "azure-hot-put"},
 }

@@ -145,7 +145,7 @@ func runGCSRapid(ctx context.Context, env *Env) error {
 			}},
 		// Pool refills are off the critical path but still requests: req/op
 		// counts them.
-		Path{Name: "zonalblob-create (pooled)", Profile: g.profile, Requests: g.Requests,
+		Path{Name: "zonalblob-create-pooled", Profile: g.profile, Requests: g.Requests,
 			Write: func(ctx context.Context, _ int, data []byte) error {
 				_, err := blob.CreateBytes(ctx, store, "create/", data, nil)
 				return err

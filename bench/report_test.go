@@ -192,7 +192,7 @@ func TestSelectScenarios(t *testing.T) {
 func TestSpeedups(t *testing.T) {
 	rows := []Result{
 		{Scenario: "gocloud-zonal", Size: 10, P50: 90 * time.Millisecond, P99: 120 * time.Millisecond},
-		{Scenario: "zonalblob-create (pooled)", Size: 10, P50: 3 * time.Millisecond, P99: 6 * time.Millisecond},
+		{Scenario: "zonalblob-create-pooled", Size: 10, P50: 3 * time.Millisecond, P99: 6 * time.Millisecond},
 		{Scenario: "zonalblob-put", Size: 1 << 20, P50: time.Millisecond, P99: time.Millisecond},
 	}
 	got := Speedups(rows)

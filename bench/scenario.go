@@ -30,30 +30,34 @@ type Scenario struct {
 //
 // Adding a scenario is adding one function and one entry here. The quorum
 // and tiered entries are pending until packages quorum and tiered land; each
-// then becomes one function of this shape:
+// then becomes one function of this shape, on the zones helper that is
+// already here and tested:
 //
 //	func runQuorum(ctx context.Context, env *Env) error {
-//		zones, err := gcsRapidZones(ctx, env, 3) // three zonal emulators, rapid profile
+//		z, err := gcsRapidZones(ctx, env, 3) // three zonal emulators, rapid profile
 //		if err != nil {
 //			return err
 //		}
-//		defer zones.Close()
+//		defer z.Close()
 //		for _, slow := range []bool{false, true} {
-//			replicas := zones.Stores(slow) // slow: one zone behind a fault.Wrap latency rule
-//			q := quorum.New(replicas, quorum.Options{W: 2})
-//			name := "quorum-2of3-create (pooled)"
-//			if slow { name += " one slow zone" }
-//			env.Measure(ctx, Path{Name: name, Profile: zones.Profile, Requests: zones.Requests,
+//			q := quorum.New(z.Stores(slow), quorum.Options{W: 2}) // slow: one zone +SlowZone
+//			name := "quorum-2of3-create-pooled"
+//			if slow {
+//				name += "-one-slow-zone"
+//			}
+//			env.Measure(ctx, Path{Name: name, Profile: z.ProfileLabel(slow), Requests: z.Requests,
 //				Write: func(ctx context.Context, _ int, data []byte) error {
-//					_, err := blob.CreateBytes(ctx, pooled(q), "bench/", data, nil)
+//					_, err := blob.CreateBytes(ctx, q, "bench/", data, nil)
 //					return err
 //				}})
 //		}
 //		return nil
 //	}
 //
-// and the entry's Pending becomes Run: runQuorum (Paths: 2). gcsRapidZones
-// is already here, and tested, for that purpose.
+// and its entry's Pending becomes Run: runQuorum. The tiered one measures
+// the write path the same way over tiered.New(quorum, regional) and adds a
+// row for compaction (objects moved per second) from the compactor's own
+// counters; Result.Throughput is there for it.
 func Scenarios() []Scenario {
 	return []Scenario{
 		{Name: "gcsrapid", Paths: 3, Run: runGCSRapid,
