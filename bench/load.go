@@ -54,8 +54,8 @@ type Load struct {
 	OpTimeout time.Duration
 }
 
-// DefaultLoad is the load of a default run: about two and a half seconds a
-// row, sixteen rows, one minute.
+// DefaultLoad is the load of a default run: three seconds a row, sixteen
+// rows, under a minute.
 func DefaultLoad() Load {
 	return Load{
 		Mode:        ModeOpen,

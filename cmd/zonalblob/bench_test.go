@@ -185,3 +185,25 @@ func TestBenchCost(t *testing.T) {
 		t.Errorf("--cost measured something:\n%s", out)
 	}
 }
+
+func TestBenchProgress(t *testing.T) {
+	var lines bytes.Buffer
+	p := newBenchProgress(&lines, false)
+	p.step(bench.Step{Done: 0, Total: 2, Row: "a 10B", Expected: time.Second})
+	p.step(bench.Step{Done: 1, Total: 2, Row: "b 10B", Expected: time.Second})
+	p.step(bench.Step{Done: 2, Total: 2})
+	p.stop()
+	if got := lines.String(); !strings.Contains(got, "1/2 a 10B\n") || !strings.Contains(got, "2/2 b 10B\n") || strings.Count(got, "\n") != 2 {
+		t.Errorf("line progress:\n%s", got)
+	}
+
+	var bar bytes.Buffer
+	p = newBenchProgress(&bar, true)
+	p.step(bench.Step{Done: 1, Total: 4, Row: "b 10B", Expected: time.Hour})
+	p.step(bench.Step{Done: 4, Total: 4})
+	p.stop()
+	got := bar.String()
+	if !strings.Contains(got, "\r[") || !strings.Contains(got, " 25%  2/4") || !strings.Contains(got, "100%  4/4") || !strings.HasSuffix(got, "\n") {
+		t.Errorf("bar progress: %q", got)
+	}
+}
