@@ -2,25 +2,74 @@ package bench
 
 import (
 	"context"
-	"os"
 	"testing"
+	"time"
 )
 
-func TestGCSRapidScenariosRun(t *testing.T) {
-	res, err := GCSRapid(context.Background(), GCSRapidConfig{Profile: "zero", Ops: 30, Rate: 500, Sizes: []int{10}})
+// testEnv runs every emulator without delay and few operations.
+func testEnv(sizes ...int) *Env {
+	l := DefaultLoad()
+	l.Rate, l.Duration, l.Warmup = 400, 50*time.Millisecond, 10*time.Millisecond
+	return &Env{Load: l, Sizes: sizes, Zero: true, Seed: 1}
+}
+
+// checkRows checks that each row of rep ran without errors and has sane
+// figures.
+func checkRows(t *testing.T, rows []Result, want int) {
+	t.Helper()
+	if len(rows) != want {
+		t.Fatalf("%d rows, want %d: %+v", len(rows), want, rows)
+	}
+	for _, r := range rows {
+		if r.Ops == 0 || r.Errors != 0 || r.P50 <= 0 || r.P50 > r.P90 || r.P90 > r.P99 || r.P99 > r.P999 {
+			t.Errorf("%s: ops %d errors %d (%s) p50 %v p90 %v p99 %v p999 %v", r.Label(), r.Ops, r.Errors, r.FirstError, r.P50, r.P90, r.P99, r.P999)
+		}
+		if r.Profile != "zero" || r.Throughput <= 0 || len(r.Latencies) != r.Ops {
+			t.Errorf("%s: profile %q throughput %v samples %d", r.Label(), r.Profile, r.Throughput, len(r.Latencies))
+		}
+	}
+}
+
+func TestEmulatorScenariosRun(t *testing.T) {
+	for _, s := range Scenarios() {
+		if s.Run == nil {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			env := testEnv(10, 64<<10)
+			err := s.Run(context.Background(), env)
+			if skip, ok := err.(*SkipError); ok && s.Name == "azure" {
+				azureUnavailable(t, skip)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRows(t, env.Results(), s.Paths*2)
+			for _, r := range env.Results() {
+				if r.RequestsPerOp <= 0 {
+					t.Errorf("%s: no requests counted", r.Label())
+				}
+			}
+		})
+	}
+}
+
+// GCSRapid is the entry point of the gcsrapid package's go benchmark.
+func TestGCSRapidRunsAFixedNumberOfOps(t *testing.T) {
+	var rows []string
+	res, err := GCSRapid(context.Background(), GCSRapidConfig{Profile: "zero", Ops: 30, Rate: 500, Sizes: []int{10}, Progress: func(r string) { rows = append(rows, r) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 3 {
-		t.Fatalf("%d results, want 3", len(res))
+	if len(res) != 3 || len(rows) != 3 {
+		t.Fatalf("%d results, %d progress rows; want 3", len(res), len(rows))
 	}
 	for _, r := range res {
-		if r.Ops != 30 || r.Errors != 0 || r.P50 <= 0 || r.P50 > r.P99 {
-			t.Errorf("%s: %+v", r.Scenario, r)
-		}
-		if r.RequestsPerOp <= 0 {
-			t.Errorf("%s: no requests counted", r.Scenario)
+		if r.Ops != 30 || r.Errors != 0 || r.Profile != "zero" || r.RequestsPerOp <= 0 {
+			t.Errorf("%s: %+v", r.Label(), r)
 		}
 	}
-	WriteTable(os.Stdout, res)
+	if _, err := GCSRapid(context.Background(), GCSRapidConfig{Profile: "nosuch"}); err == nil {
+		t.Error("unknown profile accepted")
+	}
 }

@@ -1,110 +1,390 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zonalblob/zonalblob/bench"
 )
 
+// benchFiles are the files a run writes into --out.
+const (
+	benchTable = "results.md"
+	benchPlot  = "latency.png"
+	benchJSON  = "results.json"
+)
+
 func benchCommand() *command {
 	return &command{
 		name:     "bench",
-		synopsis: "[SCENARIO] [--profile P] [--ops N] [--rate R] [--size S,...] [--json FILE]",
+		synopsis: "[SCENARIO...] [--scenario S,...] [--url URL]... [--mode open|closed] [--rate R] [--duration D] [--size S,...] [--concurrency N] [--profile published|zero] [--out DIR]",
 		summary:  "measure write latency on in-process emulators with published latency profiles",
-		details: `Runs latency scenarios against in-process emulators (no cloud account) and
-prints p50/p90/p99/p99.9 per scenario, with the latency profile it ran. The
-figures are emulator figures modelled on published numbers, not cloud
-measurements. Load is open loop at --rate, latency measured from each
-operation's intended start.
+		details: `Runs every scenario (or those named) against in-process emulators, no cloud
+account needed, and prints p50/p90/p99/p99.9, throughput and requests per
+object for each write path, with the latency profile it ran on. A default run
+takes about a minute. The figures are emulator figures modelled on published
+numbers, not cloud measurements; the profiles are seeded, so a rerun gives the
+same figures within the machine's noise.
+
+Every run ends with the cost section: list prices per GiB-month and per
+request of each backend, with source and date, and a monthly estimate for a
+stated workload (--cost-* flags) with and without tiering; --cost prints only
+that section.
+
+It writes into --out: ` + benchTable + ` (the table), ` + benchPlot + ` (latency CDF per row,
+log-scaled) and ` + benchJSON + ` (every figure and raw sample).
+
+Load: open loop by default, at --rate operations a second (large objects at
+most 32 MiB/s), each latency measured from the operation's intended start so
+that a stall shows instead of slowing the load; --concurrency bounds the
+operations in flight, and an operation waiting for a slot counts its wait.
+--mode closed runs --concurrency workers back to back instead. Each row runs
+--warmup, then --duration measured.
 
 Scenarios:
-  gcsrapid   GCS Rapid: gocloud's gcsblob in zonal mode (create+write+finalize)
-             vs zonalblob Put (create+flush) vs zonalblob pooled Create (flush)
+` + scenarioList() + `
+--url runs zonalblob's write paths (Put and Create) against a real bucket
+instead, any URL that zonalblob opens (gcsrapid://, s3express://, azpremium://,
+gs://, s3://, mem://, ...), so you get the same table from your own zone. Every
+call is bounded by --timeout; the objects written, under zonalblob-bench/, are
+deleted afterwards.
 
 Examples:
   zonalblob bench
-  zonalblob bench gcsrapid --profile rapid --size 10,1048576 --ops 500
-  zonalblob bench --json results.json
+  zonalblob bench gcsrapid --size 10 --rate 500 --duration 5s
+  zonalblob bench --mode closed --concurrency 8 --scenario s3
+  zonalblob bench --url 'gcsrapid://my-rapid-bucket' --rate 50
+  zonalblob bench --cost --cost-writes 1000 --cost-size 4KiB --cost-retention 7d
 `,
-		minArgs: 0, maxArgs: 1,
+		minArgs: 0, maxArgs: -1,
 		setup: func(fs *flag.FlagSet) action {
-			var cfg bench.GCSRapidConfig
-			var sizes, jsonPath string
-			fs.StringVar(&cfg.Profile, "profile", "rapid", "latency `profile` of the emulator: rapid, regional or zero")
-			fs.IntVar(&cfg.Ops, "ops", 300, "measured operations per scenario")
-			fs.Float64Var(&cfg.Rate, "rate", 200, "offered load in operations per second")
-			fs.StringVar(&sizes, "size", "10,1048576", "comma-separated object sizes in bytes")
-			fs.StringVar(&jsonPath, "json", "", "also write the results as JSON to `FILE`")
-			fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the latency profile")
+			load := bench.DefaultLoad()
+			var scenarios, sizes, mode, profile, out string
+			var urls stringList
+			var seed uint64
+			var showProgress autoBool
+			var costOnly bool
+			var costSize, costRetention, costHot string
+			work := bench.DefaultWorkload()
+			fs.StringVar(&scenarios, "scenario", "", "comma-separated `scenarios` to run (default: all)")
+			fs.Var(&urls, "url", "run Put and Create against the store at `URL` instead of the emulators (repeatable)")
+			fs.StringVar(&mode, "mode", string(load.Mode), "load `mode`: open (fixed rate) or closed (workers back to back)")
+			fs.Float64Var(&load.Rate, "rate", load.Rate, "offered operations per second in open loop")
+			fs.DurationVar(&load.Duration, "duration", load.Duration, "measured time per row")
+			fs.DurationVar(&load.Warmup, "warmup", load.Warmup, "unmeasured time per row before it")
+			fs.StringVar(&sizes, "size", "10,1MiB", "comma-separated object `sizes` (bytes, or with KiB/MiB)")
+			fs.IntVar(&load.Concurrency, "concurrency", load.Concurrency, "workers in closed loop; most operations in flight in open loop")
+			fs.IntVar(&load.MaxOps, "ops", 0, "cap on measured operations per row (0: no cap)")
+			fs.StringVar(&profile, "profile", "published", "latency `profile`s: published (each emulator's, from published figures) or zero (no delay)")
+			fs.DurationVar(&load.OpTimeout, "timeout", load.OpTimeout, "bound on each operation (and on opening a --url store)")
+			fs.Uint64Var(&seed, "seed", 1, "seed of the latency profiles")
+			fs.StringVar(&out, "out", "bench-out", "`directory` for "+benchTable+", "+benchPlot+" and "+benchJSON)
+			fs.Var(&showProgress, "progress", "draw a progress bar (default: when stderr is a terminal)")
+			fs.BoolVar(&costOnly, "cost", false, "print only the prices and the monthly cost estimate, measure nothing")
+			fs.Float64Var(&work.WritesPerSec, "cost-writes", work.WritesPerSec, "cost estimate: writes per second")
+			fs.StringVar(&costSize, "cost-size", bench.SizeString(work.ObjectSize), "cost estimate: object `size`")
+			fs.StringVar(&costRetention, "cost-retention", bench.Days(work.Retention), "cost estimate: how long objects are kept (`duration`, or days as 30d)")
+			fs.StringVar(&costHot, "cost-hot", bench.Days(work.HotWindow), "cost estimate: how long objects stay zonal before compaction (`duration`)")
+			fs.IntVar(&work.Replicas, "cost-replicas", work.Replicas, "cost estimate: zonal buckets of the quorum")
 			return func(ctx context.Context, s streams, args []string) error {
-				scenario := "gcsrapid"
-				if len(args) == 1 {
-					scenario = args[0]
+				var err error
+				if work, err = parseWorkload(work, costSize, costRetention, costHot); err != nil {
+					return usagef("%v", err)
 				}
-				if scenario != "gcsrapid" {
-					return usagef("unknown scenario %q (available: gcsrapid)", scenario)
-				}
-				if cfg.Ops <= 0 || cfg.Rate <= 0 {
-					return usagef("--ops and --rate must be positive")
-				}
-				for _, f := range strings.Split(sizes, ",") {
-					n, err := strconv.Atoi(strings.TrimSpace(f))
-					if err != nil || n < 0 || n > 64<<20 {
-						return usagef("--size: %q is not a size in bytes up to 64 MiB", f)
+				if costOnly {
+					if len(args) > 0 || scenarios != "" || len(urls) > 0 {
+						return usagef("--cost measures nothing; it takes no scenario or URL")
 					}
-					cfg.Sizes = append(cfg.Sizes, n)
+					return writeCost(s.stdout, work)
 				}
-				start := time.Now()
-				cfg.Progress = func(name string) {
-					fmt.Fprintf(s.stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), name)
+				if load.Mode, err = bench.ParseMode(mode); err != nil {
+					return usagef("--mode: %v", err)
 				}
-				res, err := bench.GCSRapid(ctx, cfg)
-				if err != nil {
+				if err := load.Validate(); err != nil {
+					return usagef("%v", err)
+				}
+				if profile != "published" && profile != "zero" {
+					return usagef("--profile %q: want published or zero", profile)
+				}
+				env := &bench.Env{Load: load, Zero: profile == "zero", Seed: seed}
+				if env.Sizes, err = parseSizes(sizes); err != nil {
+					return usagef("--size: %v", err)
+				}
+				names := args
+				if scenarios != "" {
+					names = append(names, strings.Split(scenarios, ",")...)
+				}
+				var run []bench.Scenario
+				if len(urls) > 0 {
+					if len(names) > 0 {
+						return usagef("--url runs Put and Create on the URL's store; it takes no scenario")
+					}
+					for _, u := range urls {
+						run = append(run, bench.URLScenario(u))
+					}
+				} else if run, err = bench.SelectScenarios(names); err != nil {
+					return usagef("%v", err)
+				}
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					return fmt.Errorf("--out: %w", err)
+				}
+
+				bar := newBenchProgress(s.stderr, showProgress.resolve(isTerminal(s.stderr)))
+				env.Progress = bar.step
+				rep, runErr := bench.Run(ctx, env, run)
+				bar.stop()
+				if runErr != nil && len(rep.Results) == 0 {
+					return runErr
+				}
+				var table bytes.Buffer
+				if err := writeBenchReport(&table, rep, len(urls) > 0); err != nil {
 					return err
 				}
-				fmt.Fprintf(s.stdout, "GCS Rapid on the in-process emulator, profile %q (emulator figures modelled on published numbers, not cloud measurements)\n\n", cfg.Profile)
-				if err := bench.WriteTable(s.stdout, res); err != nil {
+				fmt.Fprintln(&table)
+				if err := writeCost(&table, work); err != nil {
 					return err
 				}
-				writeSpeedups(s, res)
-				if jsonPath != "" {
-					b, err := json.MarshalIndent(res, "", "  ")
-					if err != nil {
-						return err
-					}
-					if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
-						return err
-					}
+				s.stdout.Write(table.Bytes())
+				if err := writeBenchFiles(out, rep, table.Bytes(), len(urls) > 0); err != nil {
+					return err
 				}
-				return nil
+				fmt.Fprintf(s.stdout, "\nWrote %s, %s and %s in %.1fs.\n",
+					filepath.Join(out, benchTable), filepath.Join(out, benchPlot), filepath.Join(out, benchJSON), rep.Wall.Seconds())
+				return runErr
 			}
 		},
 	}
 }
 
-// writeSpeedups prints each zonalblob scenario's p50 and p99 against the
-// gocloud peer of the same size.
-func writeSpeedups(s streams, res []bench.Result) {
-	peer := map[int]bench.Result{}
-	for _, r := range res {
-		if r.Scenario == "gocloud-zonal" {
-			peer[r.Size] = r
+func scenarioList() string {
+	var b strings.Builder
+	for _, s := range bench.Scenarios() {
+		fmt.Fprintf(&b, "  %-12s %s", s.Name, s.Summary)
+		if s.Pending != "" {
+			fmt.Fprintf(&b, " (not yet: %s)", s.Pending)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// parseSizes parses "10,64KiB,1MiB".
+func parseSizes(list string) ([]int, error) {
+	var sizes []int
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		mult := 1
+		for _, u := range []struct {
+			suffix string
+			mult   int
+		}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"B", 1}} {
+			if v, ok := strings.CutSuffix(f, u.suffix); ok {
+				f, mult = v, u.mult
+				break
+			}
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 || n*mult > 64<<20 {
+			return nil, fmt.Errorf("%q is not a size up to 64MiB (bytes, or with a KiB or MiB suffix)", f)
+		}
+		sizes = append(sizes, n*mult)
+	}
+	return sizes, nil
+}
+
+// writeBenchReport writes the table and what goes with it, in Markdown that
+// also reads well on a terminal.
+func writeBenchReport(w io.Writer, rep *bench.Report, live bool) error {
+	if live {
+		fmt.Fprintf(w, "zonalblob bench against real stores: %s load, live figures from this machine (no latency profile)\n\n", rep.Load.Mode)
+	} else {
+		fmt.Fprintf(w, "zonalblob bench on in-process emulators, %s load, seed %d: %s.\n\n", rep.Load.Mode, rep.Seed, bench.EmulatorNote)
+	}
+	fmt.Fprintln(w, "```")
+	if err := bench.WriteTable(w, rep.Results); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "```")
+	if sp := bench.Speedups(rep.Results); len(sp) > 0 {
+		fmt.Fprintln(w)
+		for _, x := range sp {
+			fmt.Fprintf(w, "- %s %s: %.1fx faster than %s at p50, %.1fx at p99\n", x.Path, bench.SizeString(x.Size), x.P50, x.Baseline, x.P99)
 		}
 	}
-	fmt.Fprintln(s.stdout)
-	for _, r := range res {
-		p, ok := peer[r.Size]
-		if !ok || r.Scenario == p.Scenario || r.P50 <= 0 || r.P99 <= 0 {
-			continue
+	var errs []string
+	for _, r := range rep.Results {
+		if r.Errors > 0 {
+			errs = append(errs, fmt.Sprintf("- %s: %d errors, first: %s", r.Label(), r.Errors, r.FirstError))
 		}
-		fmt.Fprintf(s.stdout, "%-26s %8d B: %5.1fx faster than gocloud-zonal at p50, %5.1fx at p99\n",
-			r.Scenario, r.Size, float64(p.P50)/float64(r.P50), float64(p.P99)/float64(r.P99))
 	}
+	if len(errs) > 0 {
+		fmt.Fprintf(w, "\nErrors:\n%s\n", strings.Join(errs, "\n"))
+	}
+	if len(rep.Skipped) > 0 {
+		fmt.Fprintln(w, "\nNot run:")
+		for _, sk := range rep.Skipped {
+			fmt.Fprintf(w, "- %s: %s\n", sk.Scenario, sk.Reason)
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "\nNote: %s\n", n)
+	}
+	return nil
+}
+
+// writeBenchFiles writes the table, the plot and the JSON into dir.
+func writeBenchFiles(dir string, rep *bench.Report, table []byte, live bool) error {
+	md := append([]byte(nil), table...)
+	md = fmt.Appendf(md, "\n![write latency CDF per scenario](%s)\n", benchPlot)
+	if err := os.WriteFile(filepath.Join(dir, benchTable), md, 0o644); err != nil {
+		return err
+	}
+	title := "published profiles, emulators"
+	if live {
+		title = "live"
+	} else if len(rep.Results) > 0 && rep.Results[0].Profile == "zero" {
+		title = "zero profile, emulators"
+	}
+	var png bytes.Buffer
+	if err := bench.WritePlot(&png, rep.Results, title); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, benchPlot), png.Bytes(), 0o644); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, benchJSON), append(js, '\n'), 0o644)
+}
+
+func parseWorkload(w bench.Workload, size, retention, hot string) (bench.Workload, error) {
+	sizes, err := parseSizes(size)
+	if err != nil || len(sizes) != 1 {
+		return w, fmt.Errorf("--cost-size %q: want one size", size)
+	}
+	w.ObjectSize = sizes[0]
+	if w.Retention, err = bench.ParseDays(retention); err != nil {
+		return w, fmt.Errorf("--cost-retention: %v", err)
+	}
+	if w.HotWindow, err = bench.ParseDays(hot); err != nil {
+		return w, fmt.Errorf("--cost-hot: %v", err)
+	}
+	if err := w.Validate(); err != nil {
+		return w, fmt.Errorf("cost workload: %v", err)
+	}
+	return w, nil
+}
+
+// writeCost writes the price table and the monthly estimate for w.
+func writeCost(out io.Writer, w bench.Workload) error {
+	fmt.Fprintf(out, "Cost: list prices (%s; GCS us-central1, AWS us-east-1, Azure East US)\n\n```\n", bench.PricesChecked)
+	if err := bench.WritePrices(out); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "```\n\n```")
+	if err := bench.WriteEstimates(out, w); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "```")
+	fmt.Fprintln(out, "\nTiered: every write goes to each zonal replica, the compactor reads it once and writes it once to the regional bucket; deletes are free. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
+	return nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+// benchProgress shows which row runs: a bar redrawn in place on a terminal,
+// else a line per row.
+type benchProgress struct {
+	w     io.Writer
+	bar   bool
+	start time.Time
+
+	mu       sync.Mutex
+	cur      bench.Step
+	rowStart time.Time
+	lastLen  int
+	done     chan struct{}
+	stopped  chan struct{}
+}
+
+func newBenchProgress(w io.Writer, bar bool) *benchProgress {
+	p := &benchProgress{w: w, bar: bar, start: time.Now(), done: make(chan struct{}), stopped: make(chan struct{})}
+	if !bar {
+		close(p.stopped)
+		return p
+	}
+	go func() {
+		defer close(p.stopped)
+		t := time.NewTicker(progressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				p.mu.Lock()
+				p.draw(now)
+				p.mu.Unlock()
+			case <-p.done:
+				return
+			}
+		}
+	}()
+	return p
+}
+
+func (p *benchProgress) step(st bench.Step) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur, p.rowStart = st, time.Now()
+	if p.bar {
+		p.draw(p.rowStart)
+		return
+	}
+	if st.Row != "" {
+		fmt.Fprintf(p.w, "[%5.1fs] %d/%d %s\n", time.Since(p.start).Seconds(), st.Done+1, st.Total, st.Row)
+	}
+}
+
+func (p *benchProgress) draw(now time.Time) {
+	st := p.cur
+	if st.Total == 0 {
+		return
+	}
+	frac := float64(st.Done)
+	if st.Expected > 0 && st.Done < st.Total {
+		frac += min(float64(now.Sub(p.rowStart))/float64(st.Expected), 0.99)
+	}
+	frac /= float64(st.Total)
+	filled := int(frac * progressBarWidth)
+	line := fmt.Sprintf("[%s%s] %3d%%  %d/%d  %4.0fs  %s", strings.Repeat("=", filled), strings.Repeat(" ", progressBarWidth-filled),
+		int(frac*100), min(st.Done+1, st.Total), st.Total, now.Sub(p.start).Seconds(), st.Row)
+	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", max(p.lastLen-len(line), 0)))
+	p.lastLen = len(line)
+}
+
+func (p *benchProgress) stop() {
+	if !p.bar {
+		return
+	}
+	close(p.done)
+	<-p.stopped
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.draw(time.Now())
+	fmt.Fprintln(p.w)
 }

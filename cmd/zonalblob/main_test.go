@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/url"
 	"os"
@@ -433,30 +432,5 @@ func TestKeyBeginningWithDash(t *testing.T) {
 	mustZB(t, "dash", "put", s, "--", "-k")
 	if got := mustZB(t, "", "cat", s, "--", "-k"); got != "dash" {
 		t.Errorf("cat -- -k = %q", got)
-	}
-}
-
-func TestBenchRunsOnTheEmbeddedEmulator(t *testing.T) {
-	dir := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "gcsrapid", "--profile", "zero", "--ops", "20", "--rate", "400", "--size", "10", "--json", dir + "/r.json"}, nil, &stdout, &stderr)
-	if code != exitOK {
-		t.Fatalf("bench exit %d: %s", code, stderr.String())
-	}
-	for _, want := range []string{`profile "zero"`, "gocloud-zonal", "zonalblob-put", "zonalblob-create (pooled)", "p99.9", "faster than gocloud-zonal"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("bench output lacks %q:\n%s", want, stdout.String())
-		}
-	}
-	b, err := os.ReadFile(dir + "/r.json")
-	if err != nil || !bytes.Contains(b, []byte(`"p50_ns"`)) {
-		t.Errorf("JSON results: %v\n%s", err, b)
-	}
-	for _, args := range [][]string{{"bench", "nosuch"}, {"bench", "--ops", "0"}, {"bench", "--size", "ten"}, {"bench", "--profile", "fast"}} {
-		stdout.Reset()
-		stderr.Reset()
-		if code := run(args, nil, &stdout, &stderr); code == exitOK {
-			t.Errorf("%v: exit 0", args)
-		}
 	}
 }

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/bench"
+)
+
+// quickBench is a bench command line that runs in well under a second per
+// scenario: zero profile, few operations.
+func quickBench(out string, args ...string) []string {
+	return append([]string{"bench", "--profile", "zero", "--duration", "50ms", "--warmup", "10ms", "--rate", "400", "--out", out}, args...)
+}
+
+// readReport checks the three files of a run and returns its report.
+func readReport(t *testing.T, dir string) bench.Report {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, benchPlot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("%s is not a PNG: %v", benchPlot, err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, benchTable))
+	if err != nil || !bytes.Contains(md, []byte("p99.9")) || !bytes.Contains(md, []byte("]("+benchPlot+")")) {
+		t.Errorf("%s: %v\n%s", benchTable, err, md)
+	}
+	js, err := os.ReadFile(filepath.Join(dir, benchJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatalf("%s: %v", benchJSON, err)
+	}
+	return rep
+}
+
+func TestBenchRunsEveryScenario(t *testing.T) {
+	dir := t.TempDir()
+	out := mustZB(t, "", quickBench(dir, "--size", "10,4KiB")...)
+	for _, want := range []string{bench.EmulatorNote, "gocloud-zonal", "zonalblob-put", "zonalblob-create-pooled", "gocloud-regional",
+		"s3express-put", "s3-standard-put", "p99.9", "req/op", "faster than gocloud-zonal", "quorum: package quorum has not landed yet",
+		"tiered: package tiered has not landed yet", "Wrote ", "Cost: list prices"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+	azure := !strings.Contains(out, "azure: Azurite unavailable")
+	if azure && !strings.Contains(out, "azpremium-put") {
+		t.Errorf("Azure neither ran nor said why:\n%s", out)
+	}
+	rep := readReport(t, dir)
+	want := 2 * (3 + 1 + 2)
+	if azure {
+		want += 2 * 2
+	}
+	if len(rep.Results) != want {
+		t.Errorf("%d rows in JSON, want %d", len(rep.Results), want)
+	}
+	for _, r := range rep.Results {
+		if r.Ops == 0 || r.Errors != 0 || r.Profile != "zero" || len(r.Latencies) != r.Ops || r.Mode != bench.ModeOpen {
+			t.Errorf("%s: ops %d errors %d (%s) profile %q samples %d mode %q", r.Label(), r.Ops, r.Errors, r.FirstError, r.Profile, len(r.Latencies), r.Mode)
+		}
+	}
+}
+
+func TestBenchClosedLoop(t *testing.T) {
+	dir := t.TempDir()
+	out := mustZB(t, "", quickBench(dir, "s3", "--mode", "closed", "--concurrency", "2", "--size", "10")...)
+	if !strings.Contains(out, "closed load") || !strings.Contains(out, "closed") {
+		t.Errorf("output does not say closed loop:\n%s", out)
+	}
+	rep := readReport(t, dir)
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d rows, want 2", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Mode != bench.ModeClosed || r.Workers != 2 || r.Rate != 0 || r.Ops == 0 {
+			t.Errorf("%s: mode %q workers %d rate %v ops %d", r.Label(), r.Mode, r.Workers, r.Rate, r.Ops)
+		}
+	}
+}
+
+func TestBenchURLMem(t *testing.T) {
+	dir := t.TempDir()
+	out := mustZB(t, "", quickBench(dir, "--url", "mem://", "--size", "10,1KiB")...)
+	for _, want := range []string{"mem:// Put", "mem:// Create", "live"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if rep := readReport(t, dir); len(rep.Results) != 4 {
+		t.Errorf("%d rows, want 4", len(rep.Results))
+	}
+}
+
+// A URL whose server accepts connections and never answers must fail at
+// --timeout, with a message naming the URL, not hang.
+func TestBenchUnreachableURLFailsWithinTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	u := "s3://bucket?region=us-east-1&use_path_style=true&endpoint=http://" + l.Addr().String()
+	start := time.Now()
+	r := zb(t, "", quickBench(t.TempDir(), "--url", u, "--timeout", "300ms")...)
+	wantFail(t, r, exitFailed, "cannot write to s3://bucket")
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v to fail", d)
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "nosuch"}, `unknown scenario "nosuch"`},
+		{[]string{"bench", "--scenario", "gcsrapid,nosuch"}, `unknown scenario "nosuch"`},
+		{[]string{"bench", "--rate", "0"}, "rate 0"},
+		{[]string{"bench", "--duration", "0s"}, "duration"},
+		{[]string{"bench", "--duration", "soon"}, "invalid value"},
+		{[]string{"bench", "--concurrency", "0"}, "concurrency 0"},
+		{[]string{"bench", "--size", "ten"}, `--size: "ten"`},
+		{[]string{"bench", "--size", "65MiB"}, "--size"},
+		{[]string{"bench", "--profile", "fast"}, `--profile "fast"`},
+		{[]string{"bench", "--mode", "half"}, "--mode"},
+		{[]string{"bench", "--url", "mem://", "gcsrapid"}, "takes no scenario"},
+		{[]string{"bench", "--nosuchflag"}, "flag provided but not defined"},
+		{[]string{"bench", "--cost-size", "big"}, "--cost-size"},
+		{[]string{"bench", "--cost-retention", "xd"}, "--cost-retention"},
+		{[]string{"bench", "--cost-hot", "60d"}, "hot window"},
+		{[]string{"bench", "--cost-replicas", "0"}, "replicas 0"},
+		{[]string{"bench", "--cost", "s3"}, "--cost measures nothing"},
+	} {
+		r := zb(t, "", append(tc.args, "--out", dir)...)
+		wantFail(t, r, exitUsage, tc.want)
+	}
+	r := zb(t, "", "bench", "--url", "nosuch://b", "--out", dir)
+	wantFail(t, r, exitUsage, "cannot open nosuch://b")
+}
+
+func TestParseSizes(t *testing.T) {
+	got, err := parseSizes("10, 4KiB,1MiB,7B")
+	if err != nil || len(got) != 4 || got[0] != 10 || got[1] != 4096 || got[2] != 1<<20 || got[3] != 7 {
+		t.Errorf("%v, %v", got, err)
+	}
+}
+
+func TestBenchCost(t *testing.T) {
+	out := mustZB(t, "", "bench", "--cost", "--cost-writes", "10", "--cost-size", "1MiB", "--cost-retention", "7d", "--cost-hot", "1h")
+	for _, want := range []string{"as published, checked 2026-11", "https://cloud.google.com/storage/pricing", "https://aws.amazon.com/s3/pricing/",
+		"https://azure.microsoft.com/en-us/pricing/details/storage/blobs/", "Assumptions:", "10 writes/s of 1MiB, kept 7d, compacted after 1h",
+		"regional only", "tiered: quorum of 3 zonal for 1h", "$0.00113"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cost output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "p50") {
+		t.Errorf("--cost measured something:\n%s", out)
+	}
+}
+
+func TestBenchProgress(t *testing.T) {
+	var lines bytes.Buffer
+	p := newBenchProgress(&lines, false)
+	p.step(bench.Step{Done: 0, Total: 2, Row: "a 10B", Expected: time.Second})
+	p.step(bench.Step{Done: 1, Total: 2, Row: "b 10B", Expected: time.Second})
+	p.step(bench.Step{Done: 2, Total: 2})
+	p.stop()
+	if got := lines.String(); !strings.Contains(got, "1/2 a 10B\n") || !strings.Contains(got, "2/2 b 10B\n") || strings.Count(got, "\n") != 2 {
+		t.Errorf("line progress:\n%s", got)
+	}
+
+	var bar bytes.Buffer
+	p = newBenchProgress(&bar, true)
+	p.step(bench.Step{Done: 1, Total: 4, Row: "b 10B", Expected: time.Hour})
+	p.step(bench.Step{Done: 4, Total: 4})
+	p.stop()
+	got := bar.String()
+	if !strings.Contains(got, "\r[") || !strings.Contains(got, " 25%  2/4") || !strings.Contains(got, "100%  4/4") || !strings.HasSuffix(got, "\n") {
+		t.Errorf("bar progress: %q", got)
+	}
+}
