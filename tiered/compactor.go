@@ -228,7 +228,11 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 	}
 	// 4. Verify the cold copy and learn its generation c1.
 	ca, err := s.cold.Stat(ctx, key)
-	if err != nil {
+	if errors.Is(err, blob.ErrNotFound) {
+		// Only a delete removes a cold copy, and a delete removes hot too.
+		s.stats.conflicts.Add(1)
+		return conflict, 0, nil
+	} else if err != nil {
 		return none, 0, fmt.Errorf("tiered: verify %q: %w", key, err)
 	}
 	c1 := ca.Generation
@@ -292,7 +296,13 @@ func (s *Store) copyToCold(ctx context.Context, key string, a *blob.Attributes) 
 		}
 		return err
 	}
-	return w.Close()
+	err = w.Close()
+	if errors.Is(err, blob.ErrPrecondition) {
+		// The copy carries hot's MD5 from the Stat; bytes that do not match it
+		// are a newer generation read after the Stat.
+		return errGenerationChanged
+	}
+	return err
 }
 
 // removeStale deletes the cold copy of generation c1 that a move left behind,

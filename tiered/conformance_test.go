@@ -65,11 +65,6 @@ func (harness) SupportsCopy() bool               { return true }
 func (harness) SupportsNonSlashDelimiters() bool { return true }
 func (h harness) Close()                         { h.s.Close() }
 
-// nopClose lets drivertest open several buckets on one store.
-type nopClose struct{ blob.Store }
-
-func (nopClose) Close() error { return nil }
-
 func TestGocloudDrivertest(t *testing.T) {
 	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
 		return harness{openAggressive(ctx, t)}, nil
