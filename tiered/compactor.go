@@ -33,8 +33,8 @@ type Stats struct {
 	// them; the next pass moves them.
 	Busy   int64
 	Errors int64 // moves that failed; the object stays in hot for the next pass
-	// Lag is, at the last pass, how much older than After the oldest object
-	// still waiting in hot was: how far compaction is behind.
+	// Lag is how much older than After the oldest object that the last pass
+	// failed to move (or found busy) was: how far compaction is behind.
 	Lag time.Duration
 	// PendingCleanups are stale cold copies whose removal failed and will be
 	// retried.
@@ -139,9 +139,6 @@ func (s *Store) CompactOnce(ctx context.Context) PassResult {
 		if obj.IsDir || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
 			continue
 		}
-		if oldest.IsZero() || obj.ModTime.Before(oldest) {
-			oldest = obj.ModTime
-		}
 		if err := s.limiter.wait(ctx, obj.Size); err != nil {
 			break
 		}
@@ -161,6 +158,13 @@ func (s *Store) CompactOnce(ctx context.Context) PassResult {
 				err = nil // cancelled by Close: not a failure of the move
 			}
 			note(o, size, err)
+			if o == busy || err != nil {
+				mu.Lock()
+				if oldest.IsZero() || obj.ModTime.Before(oldest) {
+					oldest = obj.ModTime
+				}
+				mu.Unlock()
+			}
 		})
 	}
 	wg.Wait()
