@@ -36,16 +36,16 @@ type Stats struct {
 	// Lag is how much older than After the oldest object that the last pass
 	// failed to move (or found busy) was: how far compaction is behind.
 	Lag time.Duration
-	// PendingCleanups are stale cold copies whose removal failed and will be
-	// retried.
-	PendingCleanups int
+	// Recovered counts move markers examined by recovery: moves that failed
+	// or whose process crashed, finished by a later pass.
+	Recovered int64
 	LastPass        time.Time
 	LastPassTook    time.Duration
 	LastError       string
 }
 
 type statsCounters struct {
-	passes, moved, bytes, conflicts, busy, errs atomic.Int64
+	passes, moved, bytes, conflicts, busy, errs, recovered atomic.Int64
 	mu                                          sync.Mutex
 	lag                                         time.Duration
 	lastPass                                    time.Time
@@ -59,13 +59,11 @@ func (s *Store) Stats() Stats {
 	st := Stats{
 		Passes: c.passes.Load(), MovedObjects: c.moved.Load(), MovedBytes: c.bytes.Load(),
 		Conflicts: c.conflicts.Load(), Busy: c.busy.Load(), Errors: c.errs.Load(),
+		Recovered: c.recovered.Load(),
 	}
 	c.mu.Lock()
 	st.Lag, st.LastPass, st.LastPassTook, st.LastError = c.lag, c.lastPass, c.lastTook, c.lastErr
 	c.mu.Unlock()
-	s.cleanupMu.Lock()
-	st.PendingCleanups = len(s.cleanups)
-	s.cleanupMu.Unlock()
 	return st
 }
 
@@ -124,7 +122,7 @@ func (s *Store) CompactOnce(ctx context.Context) PassResult {
 			}
 		}
 	}
-	s.retryCleanups(ctx)
+	s.recoverMarkers(ctx)
 	sem := make(chan struct{}, s.opts.Concurrency)
 	var wg sync.WaitGroup
 	var oldest time.Time
@@ -136,7 +134,7 @@ func (s *Store) CompactOnce(ctx context.Context) PassResult {
 			}
 			break
 		}
-		if obj.IsDir || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
+		if obj.IsDir || isMarker(obj.Key) || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
 			continue
 		}
 		if err := s.limiter.wait(ctx, obj.Size); err != nil {
@@ -223,19 +221,49 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 	if g1 == "" {
 		return none, 0, fmt.Errorf("tiered: hot store gives no generation for %q: cannot move it safely", key)
 	}
-	// 3. Copy to cold, recording g1.
-	if err := s.copyToCold(ctx, key, a); errors.Is(err, errGenerationChanged) {
-		s.stats.conflicts.Add(1)
-		return conflict, 0, nil
+	// 3. The marker, then hot again: a user who deletes g1 from now on finds
+	// the marker; one who deleted it before is seen here.
+	mgen, err := s.writeMarker(ctx, key, g1)
+	if errors.Is(err, blob.ErrExists) {
+		s.stats.busy.Add(1)
+		return busy, 0, nil
 	} else if err != nil {
 		return none, 0, err
 	}
-	// 4. Verify the cold copy and learn its generation c1.
+	// Until the copy may have landed, the marker can simply go.
+	abandon := func(o moveOutcome, err error) (moveOutcome, int64, error) {
+		rerr := s.removeMarker(ctx, key, mgen)
+		if errors.Is(rerr, blob.ErrPrecondition) {
+			// A user deleted g1 and marked the marker; no copy of ours is in
+			// cold, so there is nothing left for the mark to do.
+			rerr = s.dropMarker(ctx, key)
+		}
+		if rerr != nil && err == nil {
+			err = rerr
+		}
+		if o == conflict {
+			s.stats.conflicts.Add(1)
+		}
+		return o, 0, err
+	}
+	if a2, err := s.hot.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) || (err == nil && a2.Generation != g1) {
+		return abandon(conflict, nil)
+	} else if err != nil {
+		return abandon(none, err)
+	}
+	// 4. Copy to cold, recording g1.
+	if err := s.copyToCold(ctx, key, a); errors.Is(err, errGenerationChanged) {
+		return abandon(conflict, nil)
+	} else if err != nil {
+		// The commit may have happened though it failed: the marker stays,
+		// and recovery decides about the copy.
+		return none, 0, err
+	}
+	// 5. Verify the cold copy and learn its generation c1.
 	ca, err := s.cold.Stat(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
 		// Only a delete removes a cold copy, and a delete removes hot too.
-		s.stats.conflicts.Add(1)
-		return conflict, 0, nil
+		return abandon(conflict, nil)
 	} else if err != nil {
 		return none, 0, fmt.Errorf("tiered: verify %q: %w", key, err)
 	}
@@ -243,26 +271,42 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 	if ca.Size != a.Size || ca.Metadata[generationKey] != g1 || (len(a.MD5) > 0 && len(ca.MD5) > 0 && !bytes.Equal(a.MD5, ca.MD5)) {
 		// Not ours, or not intact: hot still has the object, so removing the
 		// copy loses nothing.
-		s.removeStale(ctx, key, c1)
-		return none, 0, fmt.Errorf("tiered: verify %q: cold copy differs (size %d vs %d)", key, ca.Size, a.Size)
+		if err := s.removeCopy(ctx, key, c1); err != nil {
+			return none, 0, err
+		}
+		return abandon(none, fmt.Errorf("tiered: verify %q: cold copy differs (size %d vs %d)", key, ca.Size, a.Size))
 	}
-	// 5. Delete hot, only if it is still generation g1.
+	// 6. Delete hot, only if it is still generation g1.
 	err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g1})
 	switch {
 	case err == nil:
+		// 7. Remove the marker. If a user deleted g1 meanwhile (after step 6
+		// their hot delete found nothing, but their cold delete may have run
+		// before the copy landed), they marked it: the copy goes.
+		if rerr := s.removeMarker(ctx, key, mgen); errors.Is(rerr, blob.ErrPrecondition) {
+			if err := s.removeCopy(ctx, key, c1); err != nil {
+				return none, 0, err
+			}
+			s.stats.conflicts.Add(1)
+			return conflict, 0, s.dropMarker(ctx, key)
+		} else if rerr != nil {
+			return none, 0, rerr // recovery will find hot gone and keep the copy
+		}
 		s.recent.add(key)
 		s.stats.moved.Add(1)
 		s.stats.bytes.Add(a.Size)
 		return moved, a.Size, nil
 	case errors.Is(err, blob.ErrPrecondition), errors.Is(err, blob.ErrNotFound):
-		// Overwritten (hot's newer version shadows the copy) or deleted by
-		// someone who could not see the copy: either way it must go.
-		s.removeStale(ctx, key, c1)
+		// Overwritten (hot's newer version shadows the copy) or deleted by a
+		// user who could not see the copy: either way it goes.
+		if err := s.removeCopy(ctx, key, c1); err != nil {
+			return none, 0, err
+		}
 		s.stats.conflicts.Add(1)
-		return conflict, 0, nil
+		return conflict, 0, s.dropMarker(ctx, key)
 	default:
-		// Ambiguous (the delete may have happened): keep the copy, which is
-		// either the object itself or shadowed by it; the next pass decides.
+		// Ambiguous (the delete may have happened): the marker stays and
+		// recovery, seeing whether hot still has g1, decides.
 		return none, 0, err
 	}
 }
@@ -309,35 +353,25 @@ func (s *Store) copyToCold(ctx context.Context, key string, a *blob.Attributes) 
 	return err
 }
 
-// removeStale deletes the cold copy of generation c1 that a move left behind,
-// conditional on c1 so that a newer copy is never touched. A failure is
-// remembered and retried by later passes: until then a deleted object's copy
-// could be read.
-func (s *Store) removeStale(ctx context.Context, key, c1 string) {
+// removeCopy deletes the cold copy of generation c1 that a move made,
+// conditional on c1 so that a newer copy is never touched. On failure the
+// move's marker stays, so recovery removes the copy later.
+func (s *Store) removeCopy(ctx context.Context, key, c1 string) error {
 	err := s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: c1})
 	if err == nil || errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
-		return
+		return nil
 	}
-	s.fail(err)
-	s.cleanupMu.Lock()
-	s.cleanups[key] = c1
-	s.cleanupMu.Unlock()
+	return err
 }
 
-func (s *Store) retryCleanups(ctx context.Context) {
-	s.cleanupMu.Lock()
-	todo := maps.Clone(s.cleanups)
-	s.cleanupMu.Unlock()
-	for key, c1 := range todo {
-		err := s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: c1})
-		if err == nil || errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
-			s.cleanupMu.Lock()
-			if s.cleanups[key] == c1 {
-				delete(s.cleanups, key)
-			}
-			s.cleanupMu.Unlock()
-		}
+// dropMarker removes key's marker whatever its state, once the move has
+// dealt with its copy.
+func (s *Store) dropMarker(ctx context.Context, key string) error {
+	err := s.hot.Delete(ctx, markerKey(key), nil)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil
 	}
+	return err
 }
 
 // pacer spaces moves so that neither objects/s nor bytes/s exceeds its limits.

@@ -96,7 +96,8 @@ func TestCrashAtEveryStep(t *testing.T) {
 	}
 }
 
-// A failed cleanup of a stale cold copy is retried until it succeeds.
+// A stale copy whose removal failed is removed by the next pass, which finds
+// the move's marker.
 func TestFailedCleanupIsRetried(t *testing.T) {
 	hot, cold := memPair(t)
 	coldF := fault.Wrap(cold, fault.Options{Seed: 3})
@@ -114,17 +115,73 @@ func TestFailedCleanupIsRetried(t *testing.T) {
 		}
 	}
 	s := manual(t, hot, coldH)
-	s.CompactOnce(ctxT(t))
+	if res := s.CompactOnce(ctxT(t)); res.Failed != 1 {
+		t.Fatalf("pass %+v: want the failed removal reported", res)
+	}
 	coldH.at = nil
-	if st := s.Stats(); st.PendingCleanups != 1 || st.Conflicts != 1 {
-		t.Fatalf("stats %+v: want 1 pending cleanup after 1 conflict", st)
+	if _, err := cold.Stat(ctxT(t), "k"); err != nil {
+		t.Fatalf("the copy is not in cold after the failed removal (%v): the test does not test", err)
 	}
 	s.CompactOnce(ctxT(t))
-	if st := s.Stats(); st.PendingCleanups != 0 {
-		t.Fatalf("stats %+v: cleanup not retried", st)
+	if st := s.Stats(); st.Recovered != 1 {
+		t.Errorf("stats %+v: want 1 marker recovered", st)
 	}
 	checkModel(t, user, nil, []string{"k"})
 	if _, err := cold.Stat(ctxT(t), "k"); err == nil {
 		t.Error("the stale copy is still in cold")
+	}
+	if left := listKeys(t, hot); len(left) != 0 {
+		t.Errorf("hot holds %q", left)
+	}
+}
+
+// The case a marker exists for: another process deletes the object after
+// the compactor read it, and the compactor dies right after its copy landed
+// (or at a later step), so it never learns of the delete. The restarted
+// compactor must remove the copy.
+func TestDeleteRacingACrashedMove(t *testing.T) {
+	for _, crash := range []struct {
+		name   string
+		tier   string
+		op     fault.Op
+		effect fault.Effect
+	}{
+		{"after the commit", "cold", fault.OpCommit, fault.FailAfter},
+		{"at the verify", "cold", fault.OpStat, fault.FailBefore},
+		{"at the hot delete", "hot", fault.OpDelete, fault.FailBefore},
+	} {
+		t.Run(crash.name, func(t *testing.T) {
+			hot, cold := memPair(t)
+			hotF := fault.Wrap(hot, fault.Options{Seed: 1})
+			coldF := fault.Wrap(cold, fault.Options{Seed: 2})
+			user := manual(t, hot, cold)
+			mustPut(t, user, "k", "v")
+			mustPut(t, user, "other", "stays")
+			coldH := &hooked{Store: coldF, name: "cold", at: func(step, key string) {
+				if step == "cold:write" && key == "k" {
+					if err := user.Delete(ctxT(t), key, nil); err != nil {
+						t.Error(err)
+					}
+					f := map[string]*fault.Store{"hot": hotF, "cold": coldF}[crash.tier]
+					// Only the compactor's own calls reach f from here on.
+					f.Add(fault.Rule{Op: crash.op, KeyPrefix: "k", Count: 1, Effect: crash.effect})
+				}
+			}}
+			crashed := manual(t, hotF, coldH)
+			if res := crashed.CompactOnce(ctxT(t)); res.Failed != 1 {
+				t.Fatalf("pass %+v: want the injected failure", res)
+			}
+			restarted := manual(t, hot, cold)
+			if res := restarted.CompactOnce(ctxT(t)); res.Failed != 0 {
+				t.Fatalf("restarted pass %+v", res)
+			}
+			checkModel(t, user, map[string]string{"other": "stays"}, []string{"k"})
+			if got := listKeys(t, cold); !slices.Equal(got, []string{"other"}) {
+				t.Errorf("cold holds %q", got)
+			}
+			if got := listKeys(t, hot); len(got) != 0 {
+				t.Errorf("hot holds %q (markers included)", got)
+			}
+		})
 	}
 }

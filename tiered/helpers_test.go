@@ -88,10 +88,13 @@ func memPair(t *testing.T) (hot, cold blob.Store) {
 }
 
 // manual returns a tiered store over hot and cold whose compactor runs only
-// when asked, one move at a time, moving everything.
+// when asked, one move at a time, moving everything. Its Owner is the same
+// for every store a test makes, so a store made after a "crash" finishes the
+// moves of the one before at once, as a restarted process with a stable name
+// would. (Stores that only serve users never run passes, so they may share it.)
 func manual(t *testing.T, hot, cold blob.Store) *tiered.Store {
 	t.Helper()
-	s, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1})
+	s, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, Owner: "test-compactor"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,12 @@ type Options struct {
 	Manual bool
 	// Now is the clock used for ages (default time.Now); tests move it.
 	Now func() time.Time
+	// Owner names this process in move markers (default: random per Store).
+	// A Store recovers the markers of its own Owner at once, and those of
+	// others only after 2*MoveTimeout. Give a restarted process the Owner it
+	// had (a stable, unique name such as a pod name) so it finishes its
+	// crashed moves on its first pass; never give two live processes one Owner.
+	Owner string
 }
 
 func (o Options) withDefaults() Options {
@@ -77,6 +83,9 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Owner == "" {
+		o.Owner = newOwner()
+	}
 	return o
 }
 
@@ -94,9 +103,7 @@ type Store struct {
 	done    chan struct{}
 	limiter *pacer
 
-	stats     statsCounters
-	cleanupMu sync.Mutex
-	cleanups  map[string]string // cold key -> generation of a stale copy still to remove
+	stats statsCounters
 }
 
 var (
@@ -120,7 +127,6 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		cancel:   cancel,
 		done:     make(chan struct{}),
 		limiter:  newPacer(opts.MaxObjectsPerSecond, opts.MaxBytesPerSecond),
-		cleanups: map[string]string{},
 	}
 	s.recent.init(opts.Remember)
 	if opts.Manual {
@@ -138,6 +144,9 @@ func (s *Store) Cold() blob.Store { return s.cold }
 func (s *Store) check(op, key string) error {
 	if s.closed.Load() {
 		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
+	}
+	if isMarker(key) {
+		return blob.Errorf(op, key, blob.ErrInvalidKey, "keys starting with U+10FFFD U+10FFFD are reserved for move markers")
 	}
 	return blob.ValidateKey(op, key)
 }
@@ -296,6 +305,9 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 	if s.closed.Load() {
 		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
 	}
+	if isMarker(prefix) {
+		return "", nil, blob.Errorf("create", prefix, blob.ErrInvalidKey, "prefix reserved for move markers")
+	}
 	return blob.Create(ctx, s.hot, prefix, opts)
 }
 
@@ -426,18 +438,40 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	if size <= 0 {
 		size = blob.DefaultPageSize
 	}
-	inner := &blob.ListOptions{Prefix: o.Prefix, Delimiter: o.Delimiter, StartAfter: after, PageSize: size}
+	for {
+		page, bound, err := s.listOnce(ctx, &blob.ListOptions{Prefix: o.Prefix, Delimiter: o.Delimiter, StartAfter: after, PageSize: size})
+		if err != nil || len(page.Objects) > 0 || bound == "" {
+			return page, err
+		}
+		// A page of markers only: go on after them rather than return an
+		// empty page that is not the last.
+		after = bound
+	}
+}
+
+// listOnce merges one page of each tier. bound, when not empty, is the last
+// key a tier listed before it cut its page: entries after it are unknown for
+// that tier, so the merged page stops there.
+func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *blob.ListPage, bound string, err error) {
 	hp, err := s.hot.List(ctx, inner)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	cp, err := s.cold.List(ctx, inner)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	page := &blob.ListPage{Objects: make([]blob.ListObject, 0, min(size, len(hp.Objects)+len(cp.Objects)))}
+	for _, p := range []*blob.ListPage{hp, cp} {
+		if p.NextPageToken != "" && len(p.Objects) > 0 {
+			if last := p.Objects[len(p.Objects)-1].Key; bound == "" || last < bound {
+				bound = last
+			}
+		}
+	}
+	size := inner.PageSize
+	page = &blob.ListPage{Objects: make([]blob.ListObject, 0, min(size, len(hp.Objects)+len(cp.Objects)))}
 	h, c := hp.Objects, cp.Objects
-	more := hp.NextPageToken != "" || cp.NextPageToken != ""
+	more := false
 	for len(h) > 0 || len(c) > 0 {
 		var next blob.ListObject
 		switch {
@@ -449,23 +483,35 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		default:
 			next, h, c = h[0], h[1:], c[1:]
 		}
+		if bound != "" && next.Key > bound {
+			more = true
+			break
+		}
+		if isMarker(next.Key) {
+			continue
+		}
 		if len(page.Objects) == size {
 			more = true
 			break
 		}
 		page.Objects = append(page.Objects, next)
 	}
+	if bound != "" {
+		more = true
+	}
 	if more && len(page.Objects) > 0 {
 		page.NextPageToken = blob.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
 	}
-	return page, nil
+	return page, bound, nil
 }
 
 // Delete removes key from both tiers, under the key's lock so that this
 // process's compactor is not moving it meanwhile. Cold is deleted first, so a
-// reader never sees an older cold version once hot's is gone. If hot no
-// longer had the object, a compactor in another process may have moved it
-// between the two deletes, so cold is deleted once more.
+// reader never sees an older cold version once hot's is gone. Hot is deleted
+// at the generation it has (Stat, then a conditional delete), so that a move
+// of that generation by a compactor in another process can be told through
+// its marker (noteDelete). If hot no longer had the object, such a compactor
+// may have moved it between the two deletes, so cold is deleted once more.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	if err := s.check("delete", key); err != nil {
 		return err
@@ -479,25 +525,37 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if opts != nil && opts.IfGenerationMatch != "" {
 		return s.deleteIfGeneration(ctx, key, opts.IfGenerationMatch)
 	}
-	return s.deleteBoth(ctx, key, nil)
-}
-
-// deleteBoth deletes cold, then hot (with hotOpts), then cold again if hot
-// was already gone. It fails with ErrNotFound only if no tier had key.
-func (s *Store) deleteBoth(ctx context.Context, key string, hotOpts *blob.DeleteOptions) error {
 	found := false
 	if err := s.cold.Delete(ctx, key, nil); err == nil {
 		found = true
 	} else if !errors.Is(err, blob.ErrNotFound) {
 		return err
 	}
-	err := s.hot.Delete(ctx, key, hotOpts)
-	switch {
-	case err == nil:
-		return nil
-	case !errors.Is(err, blob.ErrNotFound):
-		return err
+	for range 10 {
+		a, err := s.hot.Stat(ctx, key)
+		if errors.Is(err, blob.ErrNotFound) {
+			break
+		} else if err != nil {
+			return err
+		}
+		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: a.Generation})
+		switch {
+		case err == nil:
+			return s.noteDelete(ctx, key, a.Generation)
+		case errors.Is(err, blob.ErrNotFound):
+		case errors.Is(err, blob.ErrPrecondition):
+			continue // overwritten meanwhile: delete the new version
+		default:
+			return err
+		}
+		break
 	}
+	return s.deleteColdAgain(ctx, key, found)
+}
+
+// deleteColdAgain ends a Delete that found hot empty: a compactor elsewhere
+// may have copied the object to cold after the first cold delete.
+func (s *Store) deleteColdAgain(ctx context.Context, key string, found bool) error {
 	if err := s.cold.Delete(ctx, key, nil); err == nil {
 		found = true
 	} else if !errors.Is(err, blob.ErrNotFound) {
@@ -517,9 +575,22 @@ func (s *Store) deleteIfGeneration(ctx context.Context, key, want string) error 
 			return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrPrecondition}
 		}
 		// What cold holds is an older version, shadowed by hot's: it goes too.
-		err := s.deleteBoth(ctx, key, &blob.DeleteOptions{IfGenerationMatch: want})
-		if errors.Is(err, blob.ErrNotFound) {
-			return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrPrecondition, Err: err}
+		if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+		err := s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: want})
+		switch {
+		case err == nil:
+			return s.noteDelete(ctx, key, want)
+		case errors.Is(err, blob.ErrNotFound):
+			// Moved to cold by another process since the Stat: it is the
+			// generation asked for, and its copy goes.
+			if err := s.deleteColdAgain(ctx, key, false); errors.Is(err, blob.ErrNotFound) {
+				return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrPrecondition, Err: err}
+			} else if err != nil {
+				return err
+			}
+			return nil
 		}
 		return err
 	case !errors.Is(err, blob.ErrNotFound):
