@@ -38,19 +38,19 @@ type Stats struct {
 	Lag time.Duration
 	// Recovered counts move markers examined by recovery: moves that failed
 	// or whose process crashed, finished by a later pass.
-	Recovered int64
-	LastPass        time.Time
-	LastPassTook    time.Duration
-	LastError       string
+	Recovered    int64
+	LastPass     time.Time
+	LastPassTook time.Duration
+	LastError    string
 }
 
 type statsCounters struct {
 	passes, moved, bytes, conflicts, busy, errs, recovered atomic.Int64
-	mu                                          sync.Mutex
-	lag                                         time.Duration
-	lastPass                                    time.Time
-	lastTook                                    time.Duration
-	lastErr                                     string
+	mu                                                     sync.Mutex
+	lag                                                    time.Duration
+	lastPass                                               time.Time
+	lastTook                                               time.Duration
+	lastErr                                                string
 }
 
 // Stats returns the compactor's counters.

@@ -51,7 +51,7 @@ type sim struct {
 	// such keys until no marker is left.
 	moving   string
 	settling map[string]bool
-	seq        int
+	seq      int
 }
 
 const simGrace = 30 * time.Second

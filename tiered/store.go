@@ -124,9 +124,9 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		hot: hot, cold: cold, opts: opts,
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		limiter:  newPacer(opts.MaxObjectsPerSecond, opts.MaxBytesPerSecond),
+		cancel:  cancel,
+		done:    make(chan struct{}),
+		limiter: newPacer(opts.MaxObjectsPerSecond, opts.MaxBytesPerSecond),
 	}
 	s.recent.init(opts.Remember)
 	if opts.Manual {
