@@ -102,6 +102,10 @@ type PassResult struct {
 func (s *Store) CompactOnce(ctx context.Context) PassResult {
 	start := s.opts.Now()
 	var res PassResult
+	if s.closed.Load() {
+		res.Err = &blob.Error{Op: "compact", Kind: blob.ErrClosed}
+		return res
+	}
 	var mu sync.Mutex
 	note := func(o moveOutcome, size int64, err error) {
 		mu.Lock()

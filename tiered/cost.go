@@ -82,8 +82,8 @@ func (c Cost) Total() float64 { return c.Storage + c.Requests + c.Transfer }
 //
 // Requests counted per compacted object: in hot, the two Stats, the marker's
 // write (to every copy) and the Stat that follows it, and the read; in cold,
-// the write and the verifying Stat. Deletes are free. Each pass lists hot:
-// one list (Class A on GCS) per 1000 objects held there.
+// the write and the verifying Stat. Deletes are free. Each pass lists hot's
+// markers and then its objects: one list (Class A on GCS) per 1000 objects.
 func Estimate(w Workload, hot, cold Price) (allHot, tiered Cost) {
 	const gib = 1 << 30
 	copies := float64(max(w.HotCopies, 1))
@@ -101,7 +101,8 @@ func Estimate(w Workload, hot, cold Price) (allHot, tiered Cost) {
 		interval = Options{After: w.After}.withDefaults().Interval
 	}
 	passes := float64(hoursPerMonth*time.Hour) / float64(interval)
-	lists := passes * math.Max(1, math.Ceil(w.WritesPerSecond*after.Seconds()/1000))
+	// Each pass lists the markers of unfinished moves, then the objects.
+	lists := passes * (1 + math.Max(1, math.Ceil(w.WritesPerSecond*after.Seconds()/1000)))
 	tiered.Storage = held(after)*copies*hot.StoragePerGiBMonth + held(w.Retention-after)*cold.StoragePerGiBMonth
 	tiered.Requests = allHot.Requests +
 		writes*(copies*hot.WritePer1000+4*hot.ReadPer1000)/1000 +
