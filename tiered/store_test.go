@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -241,4 +242,45 @@ func TestRememberedKeysReadBothTiers(t *testing.T) {
 	}
 	mustPut(t, s, "k", "v2")
 	checkModel(t, s, map[string]string{"k": "v2"}, nil)
+}
+
+// Markers are invisible: a listing made while a move holds one shows only
+// users' keys, with any page size, and users cannot name a marker.
+func TestMarkersAreHidden(t *testing.T) {
+	hot, cold := memPair(t)
+	user := manual(t, hot, cold)
+	for _, k := range []string{"a", "b", "c"} {
+		mustPut(t, user, k, k)
+	}
+	listed := false
+	at := func(step, key string) {
+		if step != "cold:write" || listed {
+			return
+		}
+		listed = true
+		for _, size := range []int{1, 2, 1000} {
+			var got []string
+			for o, err := range blob.All(ctxT(t), user, &blob.ListOptions{PageSize: size}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, o.Key)
+			}
+			if !slices.Equal(got, []string{"a", "b", "c"}) {
+				t.Errorf("page size %d: listed %q mid-move", size, got)
+			}
+		}
+	}
+	s := manual(t, hot, &hooked{Store: cold, name: "cold", at: at})
+	s.CompactOnce(ctxT(t))
+	if !listed {
+		t.Fatal("no move reached its copy")
+	}
+	reserved := "\U0010FFFD\U0010FFFDmine"
+	if err := blob.Put(ctxT(t), user, reserved, []byte("x"), nil); !errors.Is(err, blob.ErrInvalidKey) {
+		t.Errorf("write of a marker name: %v, want ErrInvalidKey", err)
+	}
+	if _, err := user.Stat(ctxT(t), reserved); !errors.Is(err, blob.ErrInvalidKey) {
+		t.Errorf("stat of a marker name: %v, want ErrInvalidKey", err)
+	}
 }
