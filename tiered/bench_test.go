@@ -1,0 +1,143 @@
+package tiered_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/tiered"
+)
+
+// Latency profiles of the benchmarks: every call of the tier is delayed by a
+// sample (reads, commits, stats, deletes, lists).
+var (
+	hotProfile = latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond,
+		Source: "zonal bucket: pooled write+flush 2-3 ms (DESIGN.md, seed blog)"}
+	coldProfile = latency.Dist{P50: 20 * time.Millisecond, P99: 40 * time.Millisecond,
+		Source: "regional bucket: get p50 18 ms, p99 37 ms (DESIGN.md, log spike report)"}
+)
+
+// slowMem returns a mem:// store behind a fault wrapper that delays every
+// call by d, and the mem store itself (to fill without delay).
+func slowMem(b *testing.B, d latency.Dist, seed uint64) (*fault.Store, blob.Store) {
+	m, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := fault.Wrap(m, fault.Options{Seed: seed})
+	for _, op := range []fault.Op{fault.OpRead, fault.OpCommit, fault.OpStat, fault.OpDelete, fault.OpList} {
+		f.AddLatency(op, d)
+	}
+	return f, m
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(int(q*float64(len(s))), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkWriteLatency interleaves writes to a hot store alone and to a
+// tiered store over an identical hot store (and a cold one), whose compactor
+// moves objects 50 ms after they are written, so it works throughout. It
+// reports both medians and their ratio (the target is at most 1.05).
+//
+//	go test ./tiered -run '^$' -bench WriteLatency -benchtime 400x
+func BenchmarkWriteLatency(b *testing.B) {
+	for _, mode := range []string{"Put", "Create"} {
+		b.Run(mode, func(b *testing.B) {
+			alone, _ := slowMem(b, hotProfile, 1)
+			hot, _ := slowMem(b, hotProfile, 2)
+			cold, _ := slowMem(b, coldProfile, 3)
+			ts, err := tiered.New(hot, cold, tiered.Options{After: 50 * time.Millisecond, Interval: 10 * time.Millisecond})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ts.Close()
+			defer alone.Close()
+			ctx := context.Background()
+			data := make([]byte, 4<<10)
+			write := func(s blob.Store, i int) time.Duration {
+				start := time.Now()
+				var err error
+				if mode == "Put" {
+					err = blob.Put(ctx, s, fmt.Sprintf("w/%08d", i), data, nil)
+				} else {
+					_, err = blob.CreateBytes(ctx, s, "c/", data, nil)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}
+			var la, lt []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				// Alternate which goes first, so drift in the machine's load
+				// falls on both alike.
+				if i%2 == 0 {
+					la = append(la, write(alone, i))
+					lt = append(lt, write(ts, i))
+				} else {
+					lt = append(lt, write(ts, i))
+					la = append(la, write(alone, i))
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(ms(quantile(la, 0.5)), "hot-p50-ms")
+			b.ReportMetric(ms(quantile(lt, 0.5)), "tiered-p50-ms")
+			b.ReportMetric(ms(quantile(la, 0.99)), "hot-p99-ms")
+			b.ReportMetric(ms(quantile(lt, 0.99)), "tiered-p99-ms")
+			b.ReportMetric(float64(quantile(lt, 0.5))/float64(quantile(la, 0.5)), "p50-ratio")
+			b.ReportMetric(float64(ts.Stats().MovedObjects), "moved-during")
+		})
+	}
+}
+
+// BenchmarkCompaction measures a pass that moves 200 objects of 256 KiB at
+// several concurrency bounds, over the same latency profiles.
+//
+//	go test ./tiered -run '^$' -bench Compaction -benchtime 3x
+func BenchmarkCompaction(b *testing.B) {
+	const n, size = 200, 256 << 10
+	for _, conc := range []int{1, 4, 16, 64} {
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
+			hot, rawHot := slowMem(b, hotProfile, 4)
+			cold, _ := slowMem(b, coldProfile, 5)
+			ts, err := tiered.New(hot, cold, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: conc})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ts.Close()
+			ctx := context.Background()
+			data := make([]byte, size)
+			var took time.Duration
+			var moved int
+			for i := range b.N {
+				b.StopTimer()
+				for k := range n {
+					if err := blob.Put(ctx, rawHot, fmt.Sprintf("%d/%04d", i, k), data, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				start := time.Now()
+				res := ts.CompactOnce(ctx)
+				took += time.Since(start)
+				if res.Moved != n || res.Failed != 0 {
+					b.Fatalf("pass %+v", res)
+				}
+				moved += res.Moved
+			}
+			b.ReportMetric(float64(moved)/took.Seconds(), "objects/s")
+			b.ReportMetric(float64(moved)*size/(1<<20)/took.Seconds(), "MiB/s")
+		})
+	}
+}

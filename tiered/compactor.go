@@ -1,0 +1,419 @@
+package tiered
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// Finalizer is a hot store that seals an object explicitly (gcsrapid leaves
+// appendable objects unfinalized on the write path). The compactor finalizes
+// an object before it copies it, so the copy is of the object's final bytes.
+type Finalizer interface {
+	Finalize(ctx context.Context, key string) error
+}
+
+// Stats is the compactor's progress since the Store was made.
+type Stats struct {
+	Passes       int64 // compaction passes completed
+	MovedObjects int64 // objects moved to cold and deleted from hot
+	MovedBytes   int64
+	// Conflicts counts moves abandoned because the user overwrote or deleted
+	// the object meanwhile; the copy made for them was removed from cold.
+	Conflicts int64
+	// Busy counts objects skipped because a conditional write or delete held
+	// them; the next pass moves them.
+	Busy   int64
+	Errors int64 // moves that failed; the object stays in hot for the next pass
+	// Lag is how much older than After the oldest object that the last pass
+	// failed to move (or found busy) was: how far compaction is behind.
+	Lag time.Duration
+	// Recovered counts move markers examined by recovery: moves that failed
+	// or whose process crashed, finished by a later pass.
+	Recovered    int64
+	LastPass     time.Time
+	LastPassTook time.Duration
+	LastError    string
+}
+
+type statsCounters struct {
+	passes, moved, bytes, conflicts, busy, errs, recovered atomic.Int64
+	mu                                                     sync.Mutex
+	lag                                                    time.Duration
+	lastPass                                               time.Time
+	lastTook                                               time.Duration
+	lastErr                                                string
+}
+
+// Stats returns the compactor's counters.
+func (s *Store) Stats() Stats {
+	c := &s.stats
+	st := Stats{
+		Passes: c.passes.Load(), MovedObjects: c.moved.Load(), MovedBytes: c.bytes.Load(),
+		Conflicts: c.conflicts.Load(), Busy: c.busy.Load(), Errors: c.errs.Load(),
+		Recovered: c.recovered.Load(),
+	}
+	c.mu.Lock()
+	st.Lag, st.LastPass, st.LastPassTook, st.LastError = c.lag, c.lastPass, c.lastTook, c.lastErr
+	c.mu.Unlock()
+	return st
+}
+
+func (s *Store) fail(err error) {
+	s.stats.errs.Add(1)
+	s.stats.mu.Lock()
+	s.stats.lastErr = err.Error()
+	s.stats.mu.Unlock()
+}
+
+func (s *Store) run(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.opts.Interval)
+	defer t.Stop()
+	for {
+		s.CompactOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// PassResult reports one compaction pass.
+type PassResult struct {
+	Moved, Bytes, Conflicts, Busy, Failed int
+	// Err is the first failure (listing or a move), nil if none.
+	Err error
+}
+
+// CompactOnce runs one compaction pass now: every hot object older than After
+// is moved to cold, at most Concurrency at a time and within the rate limits.
+// It is safe to call while the background compactor runs (a key being moved
+// by one is skipped by the other).
+func (s *Store) CompactOnce(ctx context.Context) PassResult {
+	start := s.opts.Now()
+	var res PassResult
+	if s.closed.Load() {
+		res.Err = &blob.Error{Op: "compact", Kind: blob.ErrClosed}
+		return res
+	}
+	var mu sync.Mutex
+	note := func(o moveOutcome, size int64, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch o {
+		case moved:
+			res.Moved++
+			res.Bytes += int(size)
+		case conflict:
+			res.Conflicts++
+		case busy:
+			res.Busy++
+		}
+		if err != nil {
+			res.Failed++
+			if res.Err == nil {
+				res.Err = err
+			}
+		}
+	}
+	s.recoverMarkers(ctx)
+	sem := make(chan struct{}, s.opts.Concurrency)
+	var wg sync.WaitGroup
+	var oldest time.Time
+	for obj, err := range blob.All(ctx, s.hot, nil) {
+		if err != nil {
+			if ctx.Err() == nil {
+				s.fail(err)
+				note(none, 0, err)
+			}
+			break
+		}
+		if obj.IsDir || isMarker(obj.Key) || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
+			continue
+		}
+		if err := s.limiter.wait(ctx, obj.Size); err != nil {
+			break
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			o, size, err := s.moveKey(ctx, obj.Key)
+			if err != nil && ctx.Err() == nil {
+				s.fail(err)
+			} else if err != nil {
+				err = nil // cancelled by Close: not a failure of the move
+			}
+			note(o, size, err)
+			if o == busy || err != nil {
+				mu.Lock()
+				if oldest.IsZero() || obj.ModTime.Before(oldest) {
+					oldest = obj.ModTime
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	s.stats.passes.Add(1)
+	s.stats.mu.Lock()
+	s.stats.lastPass, s.stats.lastTook = start, s.opts.Now().Sub(start)
+	s.stats.lag = 0
+	if !oldest.IsZero() {
+		s.stats.lag = max(start.Sub(oldest)-s.opts.After, 0)
+	}
+	s.stats.mu.Unlock()
+	return res
+}
+
+type moveOutcome int
+
+const (
+	none moveOutcome = iota
+	moved
+	conflict
+	busy
+)
+
+// moveKey moves key from hot to cold. The steps, and what a crash or a
+// concurrent user does between them, are described in the package doc.
+func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, error) {
+	unlock, ok := s.locks.tryLock(key)
+	if !ok {
+		s.stats.busy.Add(1)
+		return busy, 0, nil
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
+	defer cancel()
+
+	// 1. Finalize, where the hot store needs it.
+	if f, ok := s.hot.(Finalizer); ok {
+		if err := f.Finalize(ctx, key); errors.Is(err, blob.ErrNotFound) {
+			return none, 0, nil
+		} else if err != nil {
+			return none, 0, fmt.Errorf("tiered: finalize %q: %w", key, err)
+		}
+	}
+	// 2. Stat hot: the generation g1 is what we move and what the hot delete
+	// is conditional on.
+	a, err := s.hot.Stat(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return none, 0, nil
+	} else if err != nil {
+		return none, 0, err
+	}
+	if s.opts.Now().Sub(a.ModTime) < s.opts.After {
+		return none, 0, nil // overwritten since it was listed
+	}
+	g1 := a.Generation
+	if g1 == "" {
+		return none, 0, fmt.Errorf("tiered: hot store gives no generation for %q: cannot move it safely", key)
+	}
+	// 3. The marker, then hot again: a user who deletes g1 from now on finds
+	// the marker; one who deleted it before is seen here.
+	mgen, err := s.writeMarker(ctx, key, g1)
+	if errors.Is(err, blob.ErrExists) {
+		s.stats.busy.Add(1)
+		return busy, 0, nil
+	} else if err != nil {
+		return none, 0, err
+	}
+	// Until the copy may have landed, the marker can simply go.
+	abandon := func(o moveOutcome, err error) (moveOutcome, int64, error) {
+		rerr := s.removeMarker(ctx, key, mgen)
+		if errors.Is(rerr, blob.ErrPrecondition) {
+			// A user deleted g1 and marked the marker; no copy of ours is in
+			// cold, so there is nothing left for the mark to do.
+			rerr = s.dropMarker(ctx, key)
+		}
+		if rerr != nil && err == nil {
+			err = rerr
+		}
+		if o == conflict {
+			s.stats.conflicts.Add(1)
+		}
+		return o, 0, err
+	}
+	if a2, err := s.hot.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) || (err == nil && a2.Generation != g1) {
+		return abandon(conflict, nil)
+	} else if err != nil {
+		return abandon(none, err)
+	}
+	// 4. Copy to cold, recording g1.
+	if err := s.copyToCold(ctx, key, a); errors.Is(err, errGenerationChanged) {
+		return abandon(conflict, nil)
+	} else if err != nil {
+		// The commit may have happened though it failed: the marker stays,
+		// and recovery decides about the copy.
+		return none, 0, err
+	}
+	// 5. Verify the cold copy and learn its generation c1.
+	ca, err := s.cold.Stat(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		// Only a delete removes a cold copy, and a delete removes hot too.
+		return abandon(conflict, nil)
+	} else if err != nil {
+		return none, 0, fmt.Errorf("tiered: verify %q: %w", key, err)
+	}
+	c1 := ca.Generation
+	if ca.Size != a.Size || ca.Metadata[generationKey] != g1 || (len(a.MD5) > 0 && len(ca.MD5) > 0 && !bytes.Equal(a.MD5, ca.MD5)) {
+		// Not ours, or not intact: hot still has the object, so removing the
+		// copy loses nothing.
+		if err := s.removeCopy(ctx, key, c1); err != nil {
+			return none, 0, err
+		}
+		return abandon(none, fmt.Errorf("tiered: verify %q: cold copy differs (size %d vs %d)", key, ca.Size, a.Size))
+	}
+	// 6. Delete hot, only if it is still generation g1.
+	err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g1})
+	switch {
+	case err == nil:
+		// 7. Remove the marker. If a user deleted g1 meanwhile (after step 6
+		// their hot delete found nothing, but their cold delete may have run
+		// before the copy landed), they marked it: the copy goes.
+		if rerr := s.removeMarker(ctx, key, mgen); errors.Is(rerr, blob.ErrPrecondition) {
+			if err := s.removeCopy(ctx, key, c1); err != nil {
+				return none, 0, err
+			}
+			s.stats.conflicts.Add(1)
+			return conflict, 0, s.dropMarker(ctx, key)
+		} else if rerr != nil {
+			return none, 0, rerr // recovery will find hot gone and keep the copy
+		}
+		s.recent.add(key)
+		s.stats.moved.Add(1)
+		s.stats.bytes.Add(a.Size)
+		return moved, a.Size, nil
+	case errors.Is(err, blob.ErrPrecondition), errors.Is(err, blob.ErrNotFound):
+		// Overwritten (hot's newer version shadows the copy) or deleted by a
+		// user who could not see the copy: either way it goes.
+		if err := s.removeCopy(ctx, key, c1); err != nil {
+			return none, 0, err
+		}
+		s.stats.conflicts.Add(1)
+		return conflict, 0, s.dropMarker(ctx, key)
+	default:
+		// Ambiguous (the delete may have happened): the marker stays and
+		// recovery, seeing whether hot still has g1, decides.
+		return none, 0, err
+	}
+}
+
+var errGenerationChanged = errors.New("tiered: hot object changed during the copy")
+
+func (s *Store) copyToCold(ctx context.Context, key string, a *blob.Attributes) error {
+	r, err := s.hot.NewRangeReader(ctx, key, 0, -1)
+	if errors.Is(err, blob.ErrNotFound) {
+		return errGenerationChanged
+	} else if err != nil {
+		return err
+	}
+	defer r.Close()
+	if g := r.Attributes().Generation; g != "" && g != a.Generation {
+		return errGenerationChanged
+	}
+	wo := blob.WriterOptionsFrom(a)
+	wo.Metadata = maps.Clone(a.Metadata)
+	if wo.Metadata == nil {
+		wo.Metadata = map[string]string{}
+	}
+	wo.Metadata[generationKey] = a.Generation
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.cold.NewWriter(wctx, key, &wo)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		cancel()
+		w.Close()
+		if errors.Is(err, blob.ErrNotFound) {
+			return errGenerationChanged
+		}
+		return err
+	}
+	err = w.Close()
+	if errors.Is(err, blob.ErrPrecondition) {
+		// The copy carries hot's MD5 from the Stat; bytes that do not match it
+		// are a newer generation read after the Stat.
+		return errGenerationChanged
+	}
+	return err
+}
+
+// removeCopy deletes the cold copy of generation c1 that a move made,
+// conditional on c1 so that a newer copy is never touched. On failure the
+// move's marker stays, so recovery removes the copy later.
+func (s *Store) removeCopy(ctx context.Context, key, c1 string) error {
+	err := s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: c1})
+	if err == nil || errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
+		return nil
+	}
+	return err
+}
+
+// dropMarker removes key's marker whatever its state, once the move has
+// dealt with its copy.
+func (s *Store) dropMarker(ctx context.Context, key string) error {
+	err := s.hot.Delete(ctx, markerKey(key), nil)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// pacer spaces moves so that neither objects/s nor bytes/s exceeds its limits.
+type pacer struct {
+	objs, bytes float64
+	mu          sync.Mutex
+	next        time.Time
+}
+
+func newPacer(objs, bytes float64) *pacer { return &pacer{objs: objs, bytes: bytes} }
+
+func (p *pacer) wait(ctx context.Context, size int64) error {
+	if p.objs <= 0 && p.bytes <= 0 {
+		return ctx.Err()
+	}
+	var cost time.Duration
+	if p.objs > 0 {
+		cost = max(cost, time.Duration(float64(time.Second)/p.objs))
+	}
+	if p.bytes > 0 {
+		cost = max(cost, time.Duration(float64(size)*float64(time.Second)/p.bytes))
+	}
+	p.mu.Lock()
+	now := time.Now()
+	at := now
+	if p.next.After(now) {
+		at = p.next
+	}
+	p.next = at.Add(cost)
+	p.mu.Unlock()
+	if d := at.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package tiered_test
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/zonalblob/zonalblob/blob/fault"
+)
+
+// TestCrashAtEveryStep fails each call a move makes, in turn, before and
+// after it reaches the store (after: the call happened but the compactor was
+// told it failed, as when a process dies before it hears the answer). The
+// calls are counted from a clean move first, so every step is covered: the
+// listings, the marker's write, stat and delete, the stats, the read, the
+// copy's write and commit, the verify and the hot delete. The failed
+// compactor is then dropped and a new one, as after a restart, runs over the
+// same tiers. Throughout, every acknowledged object must read back with its
+// bytes, and nothing deleted may come back.
+func TestCrashAtEveryStep(t *testing.T) {
+	type step struct {
+		tier string
+		op   fault.Op
+		nth  int
+	}
+	var steps []step
+	{
+		hot, cold := memPair(t)
+		hotF := fault.Wrap(hot, fault.Options{Name: "hot"})
+		coldF := fault.Wrap(cold, fault.Options{Name: "cold"})
+		mustPut(t, hot, "a", "alpha")
+		if res := manual(t, hotF, coldF).CompactOnce(ctxT(t)); res.Moved != 1 {
+			t.Fatalf("clean pass %+v", res)
+		}
+		for tier, f := range map[string]*fault.Store{"hot": hotF, "cold": coldF} {
+			for op, st := range f.Stats() {
+				for n := 1; n <= int(st.Calls); n++ {
+					steps = append(steps, step{tier, op, n})
+				}
+			}
+		}
+		slices.SortFunc(steps, func(a, b step) int {
+			return cmp.Or(cmp.Compare(a.tier, b.tier), cmp.Compare(a.op, b.op), cmp.Compare(a.nth, b.nth))
+		})
+		if len(steps) < 12 {
+			t.Fatalf("a move made only %d calls: %v", len(steps), steps)
+		}
+	}
+	for _, step := range steps {
+		for _, effect := range []fault.Effect{fault.FailBefore, fault.FailAfter} {
+			name := fmt.Sprintf("%s-%s-%d-%s", step.tier, step.op, step.nth, map[fault.Effect]string{fault.FailBefore: "before", fault.FailAfter: "after"}[effect])
+			t.Run(name, func(t *testing.T) {
+				hot, cold := memPair(t)
+				hotF := fault.Wrap(hot, fault.Options{Seed: 1, Name: "hot"})
+				coldF := fault.Wrap(cold, fault.Options{Seed: 2, Name: "cold"})
+				user := manual(t, hot, cold) // the application, in its own process
+				model := map[string]string{"a": "alpha", "b": "bravo-1", "c": "charlie", "d": "delta"}
+				for k, v := range model {
+					mustPut(t, user, k, v)
+				}
+				// Reads through the user's store at every step of every
+				// move: the object is always in at least one tier.
+				hotH := &hooked{Store: hotF, name: "hot"}
+				hotH.at = func(string, string) { checkModel(t, user, model, nil) }
+				crashed := manual(t, hotH, coldF)
+				f := map[string]*fault.Store{"hot": hotF, "cold": coldF}[step.tier]
+				f.Add(fault.Rule{Op: step.op, Skip: step.nth - 1, Count: 1, Effect: effect})
+				res := crashed.CompactOnce(ctxT(t))
+				if st := f.Stats()[step.op]; st.Failures != 1 {
+					t.Fatalf("fault fired %d times, want 1 (pass %+v)", st.Failures, res)
+				}
+				hotH.at = nil
+				checkModel(t, user, model, nil)
+
+				// While the crashed compactor is down the user overwrites
+				// one object and deletes another, either of which may have
+				// a copy in cold from the failed move.
+				model["b"] = "bravo-2"
+				mustPut(t, user, "b", model["b"])
+				if err := user.Delete(ctxT(t), "c", nil); err != nil {
+					t.Fatal(err)
+				}
+				delete(model, "c")
+				checkModel(t, user, model, []string{"c"})
+
+				restarted := manual(t, hot, cold)
+				if res := restarted.CompactOnce(ctxT(t)); res.Failed != 0 {
+					t.Fatalf("restarted pass failed: %+v", res)
+				}
+				checkModel(t, user, model, []string{"c"})
+				if left := listKeys(t, hot); len(left) != 0 {
+					t.Errorf("hot still holds %q after the rerun (markers included)", left)
+				}
+				got := listKeys(t, cold)
+				want := []string{"a", "b", "d"}
+				if !slices.Equal(got, want) {
+					t.Errorf("cold holds %q, want %q", got, want)
+				}
+				// Cold copies carry the generation the object had in hot,
+				// stripped from what users see.
+				for _, k := range want {
+					a, err := user.Stat(ctxT(t), k)
+					if err != nil || a.Generation == "" || len(a.Metadata) != 0 {
+						t.Errorf("%s: attributes %+v, %v", k, a, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A stale copy whose removal failed is removed by the next pass, which finds
+// the move's marker.
+func TestFailedCleanupIsRetried(t *testing.T) {
+	hot, cold := memPair(t)
+	coldF := fault.Wrap(cold, fault.Options{Seed: 3})
+	user := manual(t, hot, cold)
+	mustPut(t, user, "k", "v")
+	coldH := &hooked{Store: coldF, name: "cold"}
+	coldH.at = func(step, key string) {
+		if step == "cold:write" {
+			// Another process deletes k after the compactor read it and before
+			// its copy lands; the compactor's removal of the copy fails once.
+			if err := user.Delete(ctxT(t), key, nil); err != nil {
+				t.Error(err)
+			}
+			coldF.FailNth(fault.OpDelete, 1, nil)
+		}
+	}
+	s := manual(t, hot, coldH)
+	if res := s.CompactOnce(ctxT(t)); res.Failed != 1 {
+		t.Fatalf("pass %+v: want the failed removal reported", res)
+	}
+	coldH.at = nil
+	if _, err := cold.Stat(ctxT(t), "k"); err != nil {
+		t.Fatalf("the copy is not in cold after the failed removal (%v): the test does not test", err)
+	}
+	s.CompactOnce(ctxT(t))
+	if st := s.Stats(); st.Recovered != 1 {
+		t.Errorf("stats %+v: want 1 marker recovered", st)
+	}
+	checkModel(t, user, nil, []string{"k"})
+	if _, err := cold.Stat(ctxT(t), "k"); err == nil {
+		t.Error("the stale copy is still in cold")
+	}
+	if left := listKeys(t, hot); len(left) != 0 {
+		t.Errorf("hot holds %q", left)
+	}
+}
+
+// The case a marker exists for: another process deletes the object after
+// the compactor read it, and the compactor dies right after its copy landed
+// (or at a later step), so it never learns of the delete. The restarted
+// compactor must remove the copy.
+func TestDeleteRacingACrashedMove(t *testing.T) {
+	for _, crash := range []struct {
+		name   string
+		tier   string
+		op     fault.Op
+		effect fault.Effect
+	}{
+		{"after the commit", "cold", fault.OpCommit, fault.FailAfter},
+		{"at the verify", "cold", fault.OpStat, fault.FailBefore},
+		{"at the hot delete", "hot", fault.OpDelete, fault.FailBefore},
+	} {
+		t.Run(crash.name, func(t *testing.T) {
+			hot, cold := memPair(t)
+			hotF := fault.Wrap(hot, fault.Options{Seed: 1})
+			coldF := fault.Wrap(cold, fault.Options{Seed: 2})
+			user := manual(t, hot, cold)
+			mustPut(t, user, "k", "v")
+			mustPut(t, user, "other", "stays")
+			coldH := &hooked{Store: coldF, name: "cold", at: func(step, key string) {
+				if step == "cold:write" && key == "k" {
+					if err := user.Delete(ctxT(t), key, nil); err != nil {
+						t.Error(err)
+					}
+					f := map[string]*fault.Store{"hot": hotF, "cold": coldF}[crash.tier]
+					// Only the compactor's own calls reach f from here on.
+					f.Add(fault.Rule{Op: crash.op, KeyPrefix: "k", Count: 1, Effect: crash.effect})
+				}
+			}}
+			crashed := manual(t, hotF, coldH)
+			if res := crashed.CompactOnce(ctxT(t)); res.Failed != 1 {
+				t.Fatalf("pass %+v: want the injected failure", res)
+			}
+			restarted := manual(t, hot, cold)
+			if res := restarted.CompactOnce(ctxT(t)); res.Failed != 0 {
+				t.Fatalf("restarted pass %+v", res)
+			}
+			checkModel(t, user, map[string]string{"other": "stays"}, []string{"k"})
+			if got := listKeys(t, cold); !slices.Equal(got, []string{"other"}) {
+				t.Errorf("cold holds %q", got)
+			}
+			if got := listKeys(t, hot); len(got) != 0 {
+				t.Errorf("hot holds %q (markers included)", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,93 @@
+// Package tiered puts a hot store (a zonal bucket, or a quorum of them) in
+// front of a cold one (a regional bucket): writes land hot, and a background
+// compactor moves each object to cold once it is older than After. Zonal
+// storage costs about five times as much per GiB, and a quorum keeps it two or
+// three times, so data should stay hot for minutes, not months.
+//
+//	s, err := tiered.New(hot, cold, tiered.Options{After: 5 * time.Minute})
+//	s, err := blob.Open(ctx, "tiered://?hot=URL&cold=URL&after=5m")
+//
+// URL parameters (hot and cold are URLs of registered schemes, query-escaped;
+// unknown parameters are an error): hot, cold, after (0 moves at once),
+// interval, concurrency, max_objects_per_second, max_bytes_per_second,
+// move_timeout, remember, manual. The scheme is registered on blob.Open and
+// on gocloud's blob.DefaultURLMux.
+//
+// # Operations
+//
+// Unconditional writes are the hot store's writer, unchanged, and Create is
+// the hot store's Create (its names are new, so cold need not be asked): the
+// write path costs what the hot store costs. Writes with IfNotExist or
+// IfGenerationMatch also consult cold (one cold Stat) and are committed
+// under a per-key lock. Reads and Stat try hot, then cold; a key this Store
+// moved recently is asked of both at once. List merges both tiers, hot's
+// attributes winning; objects listed from cold only have an empty Generation
+// (Stat has it). Delete removes the key from both tiers. An object keeps its
+// generation when it moves (the cold copy records it in metadata key
+// zonalblob-tiered-generation, hidden from users), so a generation read
+// before a move still matches after it. Close stops the compactor, waits for
+// its moves and closes both tiers. Stats reports objects and bytes moved,
+// conflicts with users, failures, and lag.
+//
+// # A move
+//
+// For each hot object older than After, at most Concurrency at a time and
+// within the rate limits, holding the key's lock in this process:
+//
+//  1. Finalize it, if hot is a Finalizer (gcsrapid leaves objects unfinalized).
+//  2. Stat hot: generation g1.
+//  3. Write a marker (hot, IfNotExist) naming the key and g1, and Stat hot
+//     again: it must still be g1.
+//  4. Copy to cold, with hot's attributes, its MD5 as a precondition of the
+//     copy, and g1 in metadata.
+//  5. Verify: Stat cold (size, MD5, g1); its generation is c1.
+//  6. Delete hot if it is still g1.
+//  7. Delete the marker.
+//
+// A crash between any two steps leaves the object readable: until step 6 it
+// is in hot, and cold was written before. A rerun finishes the move: the
+// marker is recovered at the start of the next pass (at once by a Store with
+// the same Owner, after 2*MoveTimeout by any other): if hot still has the
+// copy's generation the move is simply made again; if hot is gone and no one
+// marked the marker, step 6 happened and the copy is the object; if hot has
+// another generation, the copy is stale and removed.
+//
+// # Races, and how each is closed
+//
+//   - Reader during a move: hot is read first, and cold is written (4) before
+//     hot is deleted (6), so a reader always finds the object. List lists hot
+//     before cold for the same reason.
+//   - Overwrite during a move: the hot delete is conditional on g1 (6), so a
+//     newer version in hot is never deleted; it shadows the copy, which is
+//     removed (conditional on c1, so a newer copy is never touched). An
+//     overwrite between steps 2 and 4 is caught by the MD5 precondition of
+//     the copy, or by step 6.
+//   - Delete in this process: Delete takes the key's lock, so it runs before
+//     or after a move, never inside one.
+//   - Delete in another process: Delete removes cold, then hot at the
+//     generation it saw (Stat, then a conditional delete), then, if it
+//     deleted generation g of hot, marks any marker naming g as deleted.
+//     A move whose step 6 finds hot gone removes its copy. A move that dies
+//     after its copy landed leaves its marker, and recovery removes a copy
+//     whose marker is marked deleted. The marker is written before the
+//     second Stat (3), so a Delete that removed g1 after that Stat always
+//     finds it; one that removed g1 before it stops the move at step 3. A
+//     move of a later generation is never marked, so a Delete cannot remove
+//     a version written after it. If hot was already gone, Delete removes
+//     cold once more (the move may have finished in between).
+//   - Conditional writes (IfNotExist, IfGenerationMatch): in this process the
+//     key's lock excludes a move between the check of both tiers and the
+//     commit. In another process, an object absent from hot when the check
+//     began would have to be created and moved within one write to fool it,
+//     and objects younger than After are never moved.
+//   - Two compactors: a marker is written IfNotExist, so two never move one
+//     key at once; Owner must differ between live processes.
+//
+// One window remains, by design: while a move runs (or, if it failed, until
+// the next pass recovers its marker), an object deleted by another process
+// can be read from the move's copy. Nothing acknowledged is lost, and the
+// copy never outlives the recovery.
+//
+// Finalize is found by type assertion on the hot store itself: wrappers
+// between the tiered store and gcsrapid must pass it through.
+package tiered

@@ -1,0 +1,146 @@
+package tiered_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/tiered"
+)
+
+// nopClose lets several tiered stores (a compactor that "crashes" and the one
+// that replaces it, or two "processes") share the same tiers.
+type nopClose struct{ blob.Store }
+
+func (nopClose) Close() error { return nil }
+
+// hooked calls at(step, key) around the calls a move makes, so a test can act
+// (as another process would) at an exact point of a move. Steps are
+// "stat", "read", "write", "delete" before the call and "committed" after a
+// writer's Close succeeded, each prefixed by the tier's name and a colon.
+type hooked struct {
+	blob.Store
+	name string
+	at   func(step, key string)
+}
+
+func (h *hooked) call(step, key string) {
+	if h.at != nil {
+		h.at(h.name+":"+step, key)
+	}
+}
+
+func (h *hooked) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
+	h.call("stat", key)
+	return h.Store.Stat(ctx, key)
+}
+
+func (h *hooked) NewRangeReader(ctx context.Context, key string, off, n int64) (blob.Reader, error) {
+	h.call("read", key)
+	return h.Store.NewRangeReader(ctx, key, off, n)
+}
+
+func (h *hooked) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	h.call("write", key)
+	w, err := h.Store.NewWriter(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &hookedWriter{Writer: w, h: h, key: key}, nil
+}
+
+func (h *hooked) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
+	h.call("delete", key)
+	return h.Store.Delete(ctx, key, opts)
+}
+
+func (h *hooked) Close() error { return nil }
+
+type hookedWriter struct {
+	blob.Writer
+	h   *hooked
+	key string
+}
+
+func (w *hookedWriter) Close() error {
+	err := w.Writer.Close()
+	if err == nil {
+		w.h.call("committed", w.key)
+	}
+	return err
+}
+
+func memPair(t *testing.T) (hot, cold blob.Store) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	if hot, err = blob.Open(ctx, "mem://"); err != nil {
+		t.Fatal(err)
+	}
+	if cold, err = blob.Open(ctx, "mem://"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hot.Close(); cold.Close() })
+	return hot, cold
+}
+
+// manual returns a tiered store over hot and cold whose compactor runs only
+// when asked, one move at a time, moving everything. Its Owner is the same
+// for every store a test makes, so a store made after a "crash" finishes the
+// moves of the one before at once, as a restarted process with a stable name
+// would. (Stores that only serve users never run passes, so they may share it.)
+func manual(t *testing.T, hot, cold blob.Store) *tiered.Store {
+	t.Helper()
+	s, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, Owner: "test-compactor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustPut(t *testing.T, s blob.Store, key, val string) {
+	t.Helper()
+	if err := blob.Put(ctxT(t), s, key, []byte(val), nil); err != nil {
+		t.Fatalf("put %s: %v", key, err)
+	}
+}
+
+// checkModel fails t for every key whose content through s is not model's,
+// and for every key of gone that s still returns.
+func checkModel(t *testing.T, s blob.Store, model map[string]string, gone []string) {
+	t.Helper()
+	for k, v := range model {
+		got, err := blob.ReadAll(ctxT(t), s, k)
+		if err != nil || !bytes.Equal(got, []byte(v)) {
+			t.Errorf("%s: read %q, %v; want %q", k, got, err, v)
+		}
+	}
+	for _, k := range gone {
+		if _, err := s.Stat(ctxT(t), k); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("%s: deleted, but Stat gives %v", k, err)
+		}
+	}
+}
+
+// listKeys lists every key of s.
+func listKeys(t *testing.T, s blob.Store) []string {
+	t.Helper()
+	var out []string
+	for o, err := range blob.All(ctxT(t), s, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o.Key)
+	}
+	return out
+}

@@ -1,0 +1,393 @@
+package tiered_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/reconcile"
+	"github.com/zonalblob/zonalblob/tiered"
+)
+
+var (
+	simSeed  = flag.Uint64("tiered.seed", 0, "replay TestSimulation with this seed (0: a new one)")
+	simSteps = flag.Int("tiered.steps", 2000, "steps of TestSimulation")
+)
+
+// sim is a seeded, single-threaded model check: a user process puts,
+// overwrites, deletes and creates objects through one tiered store, while a
+// second store over the same tiers compacts with injected faults, crashes and
+// restarts, and a reconciler removes orphans. User actions also run inside
+// moves, at hooked calls, to hit every race. The model is what the user was
+// acknowledged; any difference is a violation.
+type sim struct {
+	t          *testing.T
+	rng        *rand.Rand
+	hot, cold  blob.Store
+	hotF       *fault.Store
+	coldF      *fault.Store
+	user       *tiered.Store
+	compactor  *tiered.Store
+	model      map[string]string // acknowledged content
+	gone       map[string]bool   // acknowledged deletes not since rewritten
+	referenced map[string]bool   // tmp/ objects someone still refers to
+	offset     time.Duration     // the reconciler's clock runs ahead of real time
+	violations []string
+	counts     map[string]int
+	total      tiered.Stats // of the compactors before the current one
+	quiet      bool         // no user actions inside moves
+	// moving is the key of the move under way. A key another process deletes
+	// while it moves may be read from the move's copy until the move (or, if
+	// it failed, the recovery of its marker) removes the copy: settling holds
+	// such keys until no marker is left.
+	moving   string
+	settling map[string]bool
+	seq      int
+}
+
+const simGrace = 30 * time.Second
+
+// markerPrefix is tiered's prefix of move markers in the hot store.
+const markerPrefix = "\U0010FFFD\U0010FFFD"
+
+func TestSimulation(t *testing.T) {
+	seed := *simSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay: go test ./tiered -run TestSimulation -tiered.seed=%d)", seed, seed)
+	hot, cold := memPair(t)
+	s := &sim{
+		t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), hot: hot, cold: cold,
+		hotF:  fault.Wrap(hot, fault.Options{Seed: seed, Name: "hot"}),
+		coldF: fault.Wrap(cold, fault.Options{Seed: seed + 1, Name: "cold"}),
+		model: map[string]string{}, gone: map[string]bool{}, referenced: map[string]bool{}, counts: map[string]int{},
+		settling: map[string]bool{},
+	}
+	s.user = manual(t, hot, cold)
+	s.restart()
+	for step := 0; step < *simSteps && len(s.violations) < 20; step++ {
+		s.offset += time.Duration(s.rng.IntN(3)) * time.Second
+		switch r := s.rng.IntN(100); {
+		case r < 30:
+			s.put(s.randomKey())
+		case r < 40:
+			s.conditionalPut(s.randomKey())
+		case r < 52:
+			s.delete(s.randomKey())
+		case r < 62:
+			s.create()
+		case r < 67:
+			s.dropReference()
+		case r < 90:
+			s.compact()
+		case r < 94:
+			s.restart()
+		default:
+			s.reconcile()
+		}
+		if step%50 == 0 {
+			s.checkAll("step " + fmt.Sprint(step))
+		}
+	}
+	// With faults and users gone, one pass moves everything and the model
+	// still holds.
+	s.quiet = true
+	s.hotF.Reset()
+	s.coldF.Reset()
+	if res := s.compactor.CompactOnce(ctxT(t)); res.Failed != 0 {
+		s.violate("final pass failed: %+v", res)
+	}
+	if s.markers() == 0 {
+		clear(s.settling)
+	}
+	s.checkAll("end")
+	if left := listKeys(t, hot); len(left) != 0 {
+		s.violate("hot holds %q after the final pass", left)
+	}
+	if len(s.settling) != 0 {
+		s.violate("keys still settling after the final pass: %v", s.settling)
+	}
+	s.addStats()
+	t.Logf("actions %v; %d deletes raced a move of their key", s.counts, s.counts["delete racing its move"])
+	t.Logf("compactors moved %d objects (%d bytes), %d conflicts with users, %d failed moves",
+		s.total.MovedObjects, s.total.MovedBytes, s.total.Conflicts, s.total.Errors)
+	if len(s.violations) > 0 {
+		t.Fatalf("%d violations with seed %d:\n%s", len(s.violations), seed, joinLines(s.violations))
+	}
+	t.Logf("0 violations")
+}
+
+func joinLines(ss []string) string {
+	var b bytes.Buffer
+	for _, s := range ss {
+		b.WriteString(s)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func (s *sim) violate(format string, args ...any) {
+	s.violations = append(s.violations, fmt.Sprintf(format, args...))
+}
+
+func (s *sim) randomKey() string { return fmt.Sprintf("k%02d", s.rng.IntN(16)) }
+
+func (s *sim) value(key string) string {
+	s.seq++
+	return fmt.Sprintf("%s#%d%s", key, s.seq, bytes.Repeat([]byte{'.'}, s.rng.IntN(64)))
+}
+
+func (s *sim) put(key string) {
+	s.counts["put"]++
+	v := s.value(key)
+	if err := blob.Put(ctxT(s.t), s.user, key, []byte(v), nil); err != nil {
+		s.violate("put %s: %v", key, err)
+		return
+	}
+	s.model[key] = v
+	delete(s.gone, key)
+	delete(s.settling, key)
+}
+
+func (s *sim) conditionalPut(key string) {
+	s.counts["conditional put"]++
+	v := s.value(key)
+	old, exists := s.model[key]
+	if !exists {
+		err := blob.Put(ctxT(s.t), s.user, key, []byte(v), &blob.WriterOptions{IfNotExist: true})
+		if errors.Is(err, blob.ErrExists) && s.settling[key] {
+			return // the copy of a move still settling is seen
+		}
+		if err != nil {
+			s.violate("IfNotExist put of absent %s: %v", key, err)
+			return
+		}
+		s.model[key] = v
+		delete(s.gone, key)
+		return
+	}
+	a, err := s.user.Stat(ctxT(s.t), key)
+	if err != nil {
+		s.violate("stat %s (holding %q): %v", key, old, err)
+		return
+	}
+	if err := blob.Put(ctxT(s.t), s.user, key, []byte("never"), &blob.WriterOptions{IfNotExist: true}); !errors.Is(err, blob.ErrExists) {
+		s.violate("IfNotExist put of existing %s: %v, want ErrExists", key, err)
+	}
+	if err := blob.Put(ctxT(s.t), s.user, key, []byte(v), &blob.WriterOptions{IfGenerationMatch: a.Generation}); err != nil {
+		s.violate("IfGenerationMatch put of %s at its current generation: %v", key, err)
+		return
+	}
+	s.model[key] = v
+}
+
+func (s *sim) delete(key string) {
+	s.counts["delete"]++
+	err := s.user.Delete(ctxT(s.t), key, nil)
+	_, exists := s.model[key]
+	switch {
+	case exists && err != nil:
+		s.violate("delete of %s: %v", key, err)
+	case !exists && !errors.Is(err, blob.ErrNotFound) && !(err == nil && s.settling[key]):
+		s.violate("delete of absent %s: %v, want ErrNotFound", key, err)
+	}
+	delete(s.model, key)
+	delete(s.referenced, key)
+	s.gone[key] = true
+}
+
+func (s *sim) create() {
+	s.counts["create"]++
+	v := s.value("tmp")
+	key, err := blob.CreateBytes(ctxT(s.t), s.user, "tmp/", []byte(v), nil)
+	if err != nil {
+		s.violate("create: %v", err)
+		return
+	}
+	s.model[key] = v
+	s.referenced[key] = s.rng.IntN(3) > 0
+}
+
+func (s *sim) dropReference() {
+	var live []string
+	for k, ref := range s.referenced {
+		if ref {
+			live = append(live, k)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	slices.Sort(live) // map order is random; the seed must replay
+	s.referenced[live[s.rng.IntN(len(live))]] = false
+}
+
+// compact runs one pass of the compactor with faults armed, and user actions
+// at hooked calls inside the moves.
+func (s *sim) compact() {
+	s.counts["compaction pass"]++
+	ops := []fault.Op{fault.OpStat, fault.OpRead, fault.OpReadData, fault.OpWrite, fault.OpWriteData, fault.OpCommit, fault.OpDelete, fault.OpList}
+	for range s.rng.IntN(3) {
+		f := s.hotF
+		if s.rng.IntN(2) == 0 {
+			f = s.coldF
+		}
+		f.Add(fault.Rule{Op: ops[s.rng.IntN(len(ops))], Probability: 0.3, Effect: fault.Effect(s.rng.IntN(2))})
+	}
+	s.compactor.CompactOnce(ctxT(s.t))
+	s.moving = ""
+	s.hotF.Reset()
+	s.coldF.Reset()
+	if s.markers() == 0 {
+		clear(s.settling)
+	}
+}
+
+func (s *sim) markers() int {
+	n := 0
+	for _, k := range listKeys(s.t, s.hot) {
+		if strings.HasPrefix(k, markerPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// during runs at every hooked call of a move: sometimes the user acts on the
+// key being moved (or another), and reads must always find acknowledged data.
+func (s *sim) during(step, key string) {
+	if !strings.HasPrefix(key, markerPrefix) {
+		s.moving = key
+	}
+	if s.quiet || s.rng.IntN(100) >= 8 {
+		return
+	}
+	s.counts["action inside a move"]++
+	if s.rng.IntN(10) < 3 || key == "" || len(key) > 3 {
+		key = s.randomKey()
+	}
+	switch s.rng.IntN(4) {
+	case 0:
+		s.put(key)
+	case 1:
+		s.conditionalPut(key)
+	case 2:
+		s.delete(key)
+		if key == s.moving {
+			s.counts["delete racing its move"]++
+			s.settling[key] = true
+		}
+	case 3:
+		s.checkKey(key, "inside a move at "+step)
+	}
+}
+
+// restart drops the compactor as a crash would and starts a new one.
+func (s *sim) restart() {
+	s.counts["compactor restart"]++
+	if s.compactor != nil {
+		s.addStats()
+	}
+	at := func(step, key string) { s.during(step, key) }
+	c, err := tiered.New(&hooked{Store: s.hotF, name: "hot", at: at}, &hooked{Store: s.coldF, name: "cold", at: at},
+		tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, Owner: "sim-compactor"})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.compactor = c
+}
+
+func (s *sim) reconcile() {
+	s.counts["reconciler run"]++
+	dry := s.rng.IntN(4) == 0
+	now := time.Now().Add(s.offset)
+	r, err := reconcile.New(s.user, reconcile.Options{
+		Prefix: "tmp/", GraceWindow: simGrace, MaxItemAge: 10 * time.Second, WriteTimeout: 10 * time.Second,
+		DryRun: dry, Concurrency: 1, Now: func() time.Time { return now },
+		IsLive: func(_ context.Context, k string) (bool, error) { return s.referenced[k], nil },
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	rep, err := r.Run(ctxT(s.t))
+	if err != nil || len(rep.Errors) > 0 {
+		s.violate("reconciler: %v %v", err, rep.Errors)
+		return
+	}
+	deleted := map[string]bool{}
+	for _, k := range rep.Deleted {
+		deleted[k] = true
+	}
+	for k := range s.model {
+		born, ok := blob.NameTime(k)
+		if !ok {
+			continue
+		}
+		orphan := !s.referenced[k] && now.Sub(born) > simGrace
+		switch {
+		case deleted[k] && !orphan:
+			s.violate("reconciler deleted %s (referenced %v, age %v)", k, s.referenced[k], now.Sub(born))
+		case !deleted[k] && orphan:
+			s.violate("reconciler kept orphan %s (age %v)", k, now.Sub(born))
+		}
+		if deleted[k] && !dry {
+			delete(s.model, k)
+			delete(s.referenced, k)
+			s.gone[k] = true
+		}
+	}
+	s.checkAll("after reconcile")
+}
+
+func (s *sim) checkKey(key, when string) {
+	got, err := blob.ReadAll(ctxT(s.t), s.user, key)
+	want, exists := s.model[key]
+	switch {
+	case exists && (err != nil || string(got) != want):
+		s.violate("%s: %s reads %.20q, %v; want %.20q", when, key, got, err, want)
+	case !exists && s.gone[key] && !s.settling[key] && !errors.Is(err, blob.ErrNotFound):
+		s.violate("%s: deleted %s came back: %.20q, %v", when, key, got, err)
+	}
+}
+
+func (s *sim) checkAll(when string) {
+	keys := make([]string, 0, len(s.model)+len(s.gone))
+	for k := range s.model {
+		keys = append(keys, k)
+	}
+	for k := range s.gone {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		s.checkKey(k, when)
+	}
+	// The merged listing is exactly the model.
+	var want []string
+	for k := range s.model {
+		want = append(want, k)
+	}
+	slices.Sort(want)
+	got := slices.DeleteFunc(listKeys(s.t, s.user), func(k string) bool { _, ok := s.model[k]; return !ok && s.settling[k] })
+	if !slices.Equal(got, want) {
+		s.violate("%s: listing %q, want %q", when, got, want)
+	}
+}
+
+func (s *sim) addStats() {
+	st := s.compactor.Stats()
+	s.total.MovedObjects += st.MovedObjects
+	s.total.MovedBytes += st.MovedBytes
+	s.total.Conflicts += st.Conflicts
+	s.total.Errors += st.Errors
+}

@@ -1,0 +1,64 @@
+package tiered
+
+import (
+	"context"
+	"errors"
+	"net/url"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// Scheme is the URL scheme of a tiered store.
+const Scheme = "tiered"
+
+func init() { blob.RegisterWithGocloud(Scheme, Open) }
+
+// Open opens a tiered store from a URL of the form
+//
+//	tiered://?hot=URL&cold=URL&after=5m
+//
+// hot and cold are URLs of registered schemes, query-escaped. Other
+// parameters: interval, concurrency, max_objects_per_second,
+// max_bytes_per_second, move_timeout, remember, manual (see Options).
+// Unknown parameters are an error.
+func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
+	q := blob.NewQuery(u)
+	hotURL := q.String("hot", "")
+	coldURL := q.String("cold", "")
+	opts := Options{
+		After:               q.Duration("after", DefaultAfter),
+		Interval:            q.Duration("interval", 0),
+		Concurrency:         q.Int("concurrency", 0),
+		MaxObjectsPerSecond: float64(q.Int("max_objects_per_second", 0)),
+		MaxBytesPerSecond:   float64(q.Int("max_bytes_per_second", 0)),
+		MoveTimeout:         q.Duration("move_timeout", 0),
+		Remember:            q.Int("remember", 0),
+		Manual:              q.Bool("manual", false),
+	}
+	if err := q.Err(); err != nil {
+		return nil, err
+	}
+	if u.Host != "" || (u.Path != "" && u.Path != "/") {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tiered: the URL takes no host or path, only ?hot=...&cold=...")
+	}
+	if hotURL == "" || coldURL == "" {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tiered: both hot and cold URLs are required")
+	}
+	if opts.After == 0 {
+		// after=0 asks for immediate moves; zero in Options means the default.
+		opts.After = 1
+	}
+	hot, err := blob.Open(ctx, hotURL)
+	if err != nil {
+		return nil, err
+	}
+	cold, err := blob.Open(ctx, coldURL)
+	if err != nil {
+		return nil, errors.Join(err, hot.Close())
+	}
+	s, err := New(hot, cold, opts)
+	if err != nil {
+		return nil, errors.Join(err, hot.Close(), cold.Close())
+	}
+	return s, nil
+}
