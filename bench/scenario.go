@@ -71,9 +71,8 @@ func Scenarios() []Scenario {
 		{Name: "quorum", Paths: 2,
 			Summary: "quorum 2-of-3 pooled Create over three GCS Rapid zones, healthy and with one slow zone",
 			Pending: "package quorum has not landed yet"},
-		{Name: "tiered", Paths: 2,
-			Summary: "tiered store: write latency into the hot quorum and compaction throughput into the regional tier",
-			Pending: "package tiered has not landed yet"},
+		{Name: "tiered", Paths: 1, Run: runTiered,
+			Summary: "tiered store: pooled creates into a GCS Rapid zone while the compactor moves them to a regional bucket"},
 	}
 }
 

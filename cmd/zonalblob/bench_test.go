@@ -51,7 +51,7 @@ func TestBenchRunsEveryScenario(t *testing.T) {
 	out := mustZB(t, "", quickBench(dir, "--size", "10,4KiB")...)
 	for _, want := range []string{bench.EmulatorNote, "gocloud-zonal", "zonalblob-put", "zonalblob-create-pooled", "gocloud-regional",
 		"s3express-put", "s3-standard-put", "p99.9", "req/op", "faster than gocloud-zonal", "quorum: package quorum has not landed yet",
-		"tiered: package tiered has not landed yet", "Wrote ", "Cost: list prices"} {
+		"tiered-create-pooled", "Wrote ", "Cost: list prices"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
