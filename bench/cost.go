@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+
+	"github.com/zonalblob/zonalblob/tiered"
 	"io"
 	"strconv"
 	"strings"
@@ -35,40 +37,28 @@ type Price struct {
 	Checked              string  `json:"checked"`
 	// Assumption says which figures are not read off the page as such.
 	Assumption string `json:"assumption,omitempty"`
+
+	tiered tiered.Price
 }
 
-const (
-	gcsPricing   = "https://cloud.google.com/storage/pricing"
-	s3Pricing    = "https://aws.amazon.com/s3/pricing/"
-	azurePricing = "https://azure.microsoft.com/en-us/pricing/details/storage/blobs/"
-)
-
 // Prices are the zonal class and the regional class it is compared with,
-// per cloud, zonal first.
+// per cloud, zonal first. The figures are package tiered's, whose cost model
+// prices the compactor's own requests: one table for both.
 func Prices() [][2]Price {
 	return [][2]Price{
-		{
-			{Backend: "GCS", Class: "Rapid (zonal)", Zonal: true, StorageGiBMonth: 0.110, Write1000: 0.005, Read1000: 0.0004,
-				Source: gcsPricing, Checked: PricesChecked,
-				Assumption: "storage about $0.110/GiB-month (Rapid Storage, us-central1 zone); operations assumed priced as Standard Class A/B"},
-			{Backend: "GCS", Class: "Standard (regional)", StorageGiBMonth: 0.020, Write1000: 0.005, Read1000: 0.0004,
-				Source: gcsPricing, Checked: PricesChecked},
-		},
-		{
-			{Backend: "S3", Class: "Express One Zone", Zonal: true, StorageGiBMonth: 0.11, Write1000: 0.00113, Read1000: 0.00003,
-				TransferGiBAbove: 0.0032, TransferReadGiBAbove: 0.0006, TransferFreeBytes: 512 << 10,
-				Source: s3Pricing, Checked: PricesChecked},
-			{Backend: "S3", Class: "Standard", StorageGiBMonth: 0.023, Write1000: 0.005, Read1000: 0.0004,
-				Source: s3Pricing, Checked: PricesChecked, Assumption: "storage is the first-50-TB tier"},
-		},
-		{
-			{Backend: "Azure", Class: "Premium block blob (LRS)", Zonal: true, StorageGiBMonth: 0.15, Write1000: 0.00228, Read1000: 0.000182,
-				Source: azurePricing, Checked: PricesChecked,
-				Assumption: "storage ~$0.15/GiB-month; operations ($0.0228 writes, $0.00182 reads per 10,000) as listed for East US, check your region"},
-			{Backend: "Azure", Class: "Hot (LRS)", StorageGiBMonth: 0.018, Write1000: 0.0065, Read1000: 0.0005,
-				Source: azurePricing, Checked: PricesChecked,
-				Assumption: "storage ~$0.018/GiB-month (first 50 TB); operations ($0.065 writes, $0.005 reads per 10,000) as listed for East US, check your region"},
-		},
+		{view("GCS", "Rapid (zonal)", true, tiered.GCSRapid), view("GCS", "Standard (regional)", false, tiered.GCSStandard)},
+		{view("S3", "Express One Zone", true, tiered.S3ExpressOneZone), view("S3", "Standard", false, tiered.S3Standard)},
+		{view("Azure", "Premium block blob (LRS)", true, tiered.AzurePremium), view("Azure", "Hot (LRS)", false, tiered.AzureHot)},
+	}
+}
+
+func view(backend, class string, zonal bool, p tiered.Price) Price {
+	source, _, _ := strings.Cut(p.Source, " ")
+	return Price{
+		Backend: backend, Class: class, Zonal: zonal,
+		StorageGiBMonth: p.StoragePerGiBMonth, Write1000: p.WritePer1000, Read1000: p.ReadPer1000,
+		TransferGiBAbove: p.UploadPerGiB, TransferReadGiBAbove: p.RetrievalPerGiB, TransferFreeBytes: int(p.TransferFreeBytes),
+		Source: source, Checked: PricesChecked, Assumption: p.Assumption, tiered: p,
 	}
 }
 
@@ -136,20 +126,26 @@ func Estimates(w Workload) []Estimate {
 		put := func(p Price) float64 {
 			return writes * (p.Write1000/1000 + p.transfer(w.ObjectSize, p.TransferGiBAbove))
 		}
-		get := func(p Price) float64 {
-			return writes * (p.Read1000/1000 + p.transfer(w.ObjectSize, p.TransferReadGiBAbove))
-		}
 		n := float64(w.Replicas)
 		out = append(out,
 			Estimate{zonal.Backend, "regional only: " + regional.Class, stored(w.Retention) * regional.StorageGiBMonth, put(regional)},
 			Estimate{zonal.Backend, "one zonal bucket: " + zonal.Class, stored(w.Retention) * zonal.StorageGiBMonth, put(zonal)},
 			Estimate{zonal.Backend, fmt.Sprintf("quorum of %d zonal, no tiering", w.Replicas), n * stored(w.Retention) * zonal.StorageGiBMonth, n * put(zonal)},
-			Estimate{zonal.Backend, fmt.Sprintf("tiered: quorum of %d zonal for %s, then regional", w.Replicas, Days(w.HotWindow)),
-				n*stored(w.HotWindow)*zonal.StorageGiBMonth + stored(w.Retention-w.HotWindow)*regional.StorageGiBMonth,
-				n*put(zonal) + get(zonal) + put(regional)},
+			tieredEstimate(w, zonal, regional),
 		)
 	}
 	return out
+}
+
+// tieredEstimate prices the tiered layout with package tiered's model, which
+// counts the compactor's requests (its Stats, move marker, read and verify).
+func tieredEstimate(w Workload, zonal, regional Price) Estimate {
+	_, t := tiered.Estimate(tiered.Workload{
+		WritesPerSecond: w.WritesPerSec, ObjectBytes: int64(w.ObjectSize), Retention: w.Retention,
+		After: w.HotWindow, HotCopies: w.Replicas,
+	}, zonal.tiered, regional.tiered)
+	return Estimate{zonal.Backend, fmt.Sprintf("tiered: quorum of %d zonal for %s, then regional", w.Replicas, Days(w.HotWindow)),
+		t.Storage, t.Requests + t.Transfer}
 }
 
 // transfer is the per-request charge for the bytes of one object above the

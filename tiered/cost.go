@@ -14,6 +14,12 @@ type Price struct {
 	ReadPer1000        float64 // GET and HEAD, or GCS Class B
 	UploadPerGiB       float64 // per byte written (S3 Express)
 	RetrievalPerGiB    float64 // per byte read (S3 Express)
+	// TransferFreeBytes of each request are not charged per byte: S3 Express
+	// One Zone charges UploadPerGiB and RetrievalPerGiB only for the part of
+	// a request above 512 KB.
+	TransferFreeBytes int64
+	// Assumption names the figures that are not read off the source as such.
+	Assumption string
 	// Source and AsOf say where the figures were read and when they took
 	// effect (or, failing that, when they were read).
 	Source string
@@ -28,8 +34,9 @@ var (
 		// Not found in a published table at the time of writing: Rapid
 		// operations are assumed to cost what Standard's do.
 		WritePer1000: 0.005, ReadPer1000: 0.0004,
-		Source: "storage: the project's issue (GCS Rapid about $0.110/GiB-month); operations: assumed equal to GCS Standard",
-		AsOf:   "2026-11 (unverified)",
+		Source:     "https://cloud.google.com/storage/pricing (Rapid Storage, us-central1 zone; operations assumed equal to GCS Standard)",
+		AsOf:       "2026-11 (unverified)",
+		Assumption: "storage about $0.110/GiB-month (Rapid Storage, us-central1 zone); operations assumed priced as Standard Class A/B",
 	}
 	GCSStandard = Price{
 		Name: "GCS Standard (regional)", StoragePerGiBMonth: 0.020,
@@ -40,17 +47,37 @@ var (
 	S3ExpressOneZone = Price{
 		Name: "S3 Express One Zone", StoragePerGiBMonth: 0.11,
 		WritePer1000: 0.00113, ReadPer1000: 0.00003,
-		UploadPerGiB: 0.0032, RetrievalPerGiB: 0.0006,
+		UploadPerGiB: 0.0032, RetrievalPerGiB: 0.0006, TransferFreeBytes: 512 << 10,
 		Source: "https://aws.amazon.com/s3/faqs/ (S3 Express One Zone pricing examples, us-east-1)",
 		AsOf:   "price cut effective 2025-04-10",
 	}
 	S3Standard = Price{
 		Name: "S3 Standard", StoragePerGiBMonth: 0.023,
 		WritePer1000: 0.005, ReadPer1000: 0.0004,
-		Source: "https://aws.amazon.com/s3/pricing/ (first 50 TB/month, us-east-1)",
-		AsOf:   "unchanged since 2016-12-01",
+		Source:     "https://aws.amazon.com/s3/pricing/ (first 50 TB/month, us-east-1)",
+		AsOf:       "unchanged since 2016-12-01",
+		Assumption: "storage is the first-50-TB tier",
+	}
+	AzurePremium = Price{
+		Name: "Azure Premium block blob (LRS)", StoragePerGiBMonth: 0.15,
+		WritePer1000: 0.00228, ReadPer1000: 0.000182,
+		Source:     "https://azure.microsoft.com/en-us/pricing/details/storage/blobs/ (East US)",
+		AsOf:       "read 2026-11",
+		Assumption: "storage ~$0.15/GiB-month; operations ($0.0228 writes, $0.00182 reads per 10,000) as listed for East US, check your region",
+	}
+	AzureHot = Price{
+		Name: "Azure Hot (LRS)", StoragePerGiBMonth: 0.018,
+		WritePer1000: 0.0065, ReadPer1000: 0.0005,
+		Source:     "https://azure.microsoft.com/en-us/pricing/details/storage/blobs/ (East US)",
+		AsOf:       "read 2026-11",
+		Assumption: "storage ~$0.018/GiB-month (first 50 TB); operations ($0.065 writes, $0.005 reads per 10,000) as listed for East US, check your region",
 	}
 )
+
+// transferGiB is the per-byte-charged GiB of one request of size bytes.
+func (p Price) transferGiB(size int64) float64 {
+	return float64(max(size-p.TransferFreeBytes, 0)) / (1 << 30)
+}
 
 // hoursPerMonth is the month both providers bill storage over.
 const hoursPerMonth = 730
@@ -93,7 +120,7 @@ func Estimate(w Workload, hot, cold Price) (allHot, tiered Cost) {
 
 	allHot.Storage = held(w.Retention) * copies * hot.StoragePerGiBMonth
 	allHot.Requests = writes * copies * hot.WritePer1000 / 1000
-	allHot.Transfer = writes * size / gib * copies * hot.UploadPerGiB
+	allHot.Transfer = writes * hot.transferGiB(w.ObjectBytes) * copies * hot.UploadPerGiB
 
 	after := min(w.After, w.Retention)
 	interval := w.Interval
@@ -109,6 +136,6 @@ func Estimate(w Workload, hot, cold Price) (allHot, tiered Cost) {
 		writes*(cold.WritePer1000+cold.ReadPer1000)/1000 +
 		lists*hot.WritePer1000/1000
 	tiered.Transfer = allHot.Transfer +
-		writes*size/gib*(hot.RetrievalPerGiB+cold.UploadPerGiB)
+		writes*(hot.transferGiB(w.ObjectBytes)*hot.RetrievalPerGiB+cold.transferGiB(w.ObjectBytes)*cold.UploadPerGiB)
 	return allHot, tiered
 }

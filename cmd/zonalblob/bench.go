@@ -298,7 +298,7 @@ func writeCost(out io.Writer, w bench.Workload) error {
 		return err
 	}
 	fmt.Fprintln(out, "```")
-	fmt.Fprintln(out, "\nTiered: every write goes to each zonal replica, the compactor reads it once and writes it once to the regional bucket; deletes are free. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
+	fmt.Fprintln(out, "\nTiered is priced with package tiered's model of the compactor: every write goes to each zonal replica, and each move costs two Stats, a move marker on each replica, a read, the regional write and its verifying Stat, plus the listing of each pass; deletes are free. For small objects those requests can cost more than the storage tiering saves. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
 	return nil
 }
 
