@@ -1,0 +1,344 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// repairQueue holds keys whose replicas may disagree, each with the time its
+// next repair attempt is due.
+type repairQueue struct {
+	mu      sync.Mutex
+	due     map[string]time.Time
+	backoff map[string]time.Duration
+	wake    chan struct{}
+	ae      chan struct{}
+}
+
+func (q *repairQueue) init() {
+	q.due = map[string]time.Time{}
+	q.backoff = map[string]time.Duration{}
+	q.wake = make(chan struct{}, 1)
+	q.ae = make(chan struct{}, 1)
+}
+
+func (q *repairQueue) add(key string) { q.addAt(key, time.Now()) }
+
+func (q *repairQueue) addAt(key string, t time.Time) {
+	q.mu.Lock()
+	if old, ok := q.due[key]; !ok || t.Before(old) {
+		q.due[key] = t
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *repairQueue) remove(key string) {
+	q.mu.Lock()
+	delete(q.due, key)
+	delete(q.backoff, key)
+	q.mu.Unlock()
+}
+
+func (q *repairQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.due)
+}
+
+// retry schedules key again with a doubling backoff.
+func (q *repairQueue) retry(key string, first time.Duration) {
+	q.mu.Lock()
+	b := q.backoff[key]
+	b = min(max(2*b, first), 5*time.Second)
+	q.backoff[key] = b
+	q.due[key] = time.Now().Add(b)
+	q.mu.Unlock()
+}
+
+// soon makes every queued key due now (a replica came back).
+func (q *repairQueue) soon() {
+	q.mu.Lock()
+	now := time.Now()
+	for k := range q.due {
+		q.due[k] = now
+		delete(q.backoff, k)
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *repairQueue) kickAntiEntropy() {
+	q.soon()
+	select {
+	case q.ae <- struct{}{}:
+	default:
+	}
+}
+
+// takeDue removes and returns the keys due now, and when the next one is due.
+func (q *repairQueue) takeDue() ([]string, time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := time.Now()
+	var keys []string
+	next := time.Hour
+	for k, t := range q.due {
+		if !t.After(now) {
+			keys = append(keys, k)
+			delete(q.due, k)
+		} else {
+			next = min(next, t.Sub(now))
+		}
+	}
+	return keys, next
+}
+
+// drain tries every queued key once, due or not (Close).
+func (q *repairQueue) drain(ctx context.Context, fn func(context.Context, string) bool) {
+	q.mu.Lock()
+	keys := make([]string, 0, len(q.due))
+	for k := range q.due {
+		keys = append(keys, k)
+	}
+	q.mu.Unlock()
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			return
+		}
+		if fn(ctx, k) {
+			q.remove(k)
+		}
+	}
+}
+
+func (s *Store) repairer() {
+	defer s.workers.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		keys, next := s.rq.takeDue()
+		for _, k := range keys {
+			if s.bg.Err() != nil {
+				return
+			}
+			ctx, cancel := context.WithTimeout(s.bg, min(s.opts.StragglerTimeout, 10*time.Second))
+			ok := s.repairKey(ctx, k)
+			cancel()
+			if ok {
+				s.rq.remove(k)
+			} else {
+				s.rq.retry(k, s.opts.RepairRetry)
+			}
+		}
+		if len(keys) > 0 {
+			continue
+		}
+		t.Reset(next)
+		select {
+		case <-s.bg.Done():
+			return
+		case <-s.rq.wake:
+		case <-t.C:
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+	}
+}
+
+// repairKey makes the replicas of key agree and reports whether they now do.
+// The target is what this process last acknowledged (a delete included), or
+// else the newest version any replica holds that is not a failed write. A
+// replica is changed only on condition of the replica generation just read,
+// so repair never overwrites a copy written meanwhile, and never replaces a
+// version with an older one. With nothing but failed copies left, they are
+// deleted, once every replica has answered.
+func (s *Store) repairKey(ctx context.Context, key string) bool {
+	st := s.snapshot(key)
+	if st != nil && st.flying > 0 {
+		return false
+	}
+	ans := s.statAll(ctx, key, s.reps)
+	all := true
+	var newest *statAnswer
+	for i := range ans {
+		a := &ans[i]
+		switch {
+		case a.err == nil:
+			t := tokenOf(a.attrs)
+			if st.failedTok(t) {
+				continue
+			}
+			if newest == nil || t > tokenOf(newest.attrs) {
+				newest = a
+			}
+		case errors.Is(a.err, blob.ErrNotFound):
+		default:
+			all = false
+		}
+	}
+	deleteTo := "" // remove versions up to this token
+	switch {
+	case st != nil && st.deleted && (newest == nil || tokenOf(newest.attrs) <= st.latest):
+		deleteTo, newest = st.latest, nil
+	case newest == nil && !all:
+		return false
+	case newest == nil:
+		deleteTo = "\xff" // only failed copies: remove them all
+	}
+	done := all
+	var data []byte
+	for _, a := range ans {
+		if a.err != nil && !errors.Is(a.err, blob.ErrNotFound) {
+			continue
+		}
+		if newest == nil {
+			if a.err == nil && (tokenOf(a.attrs) <= deleteTo || st.failedTok(tokenOf(a.attrs))) {
+				err := a.r.s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: a.attrs.Generation})
+				if err != nil && !errors.Is(err, blob.ErrNotFound) {
+					done = false
+					continue
+				}
+				s.stats.repairs.Add(1)
+			} else if a.err == nil {
+				done = false // a newer version appeared; the next pass decides
+			}
+			continue
+		}
+		if a.err == nil && tokenOf(a.attrs) == tokenOf(newest.attrs) {
+			s.landed(key, tokenOf(newest.attrs), a.r.idx)
+			continue
+		}
+		if data == nil {
+			b, err := blob.ReadAll(ctx, newest.r.s, key)
+			if err != nil || int64(len(b)) != newest.attrs.Size {
+				return false
+			}
+			data = b
+		}
+		o := blob.WriterOptionsFrom(newest.attrs)
+		if a.err == nil {
+			o.IfGenerationMatch = a.attrs.Generation
+		} else {
+			o.IfNotExist = true
+		}
+		if err := blob.Put(ctx, a.r.s, key, data, &o); err != nil {
+			if errors.Is(err, blob.ErrUnsupported) && o.IfGenerationMatch != "" {
+				// A replica without generation preconditions: the version was
+				// checked just above, which is the best it allows.
+				o.IfGenerationMatch = ""
+				err = blob.Put(ctx, a.r.s, key, data, &o)
+			}
+			if err != nil {
+				done = false
+				continue
+			}
+		}
+		s.stats.repairs.Add(1)
+		s.landed(key, tokenOf(newest.attrs), a.r.idx)
+	}
+	if done {
+		s.update(key, func(cur *keyState) {
+			if st != nil {
+				for t := range st.failed {
+					delete(cur.failed, t)
+				}
+				if cur.latest == st.latest {
+					cur.have = s.all()
+				}
+			}
+		})
+	}
+	return done
+}
+
+// antiEntropy periodically lists every replica and queues the keys they
+// disagree on (present on some and not others, or differing in size or MD5).
+func (s *Store) antiEntropy() {
+	defer s.workers.Done()
+	period := s.opts.AntiEntropyInterval
+	var tc <-chan time.Time
+	if period > 0 {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		tc = t.C
+	}
+	for {
+		select {
+		case <-s.bg.Done():
+			return
+		case <-tc:
+		case <-s.rq.ae:
+		}
+		s.antiEntropyPass(s.bg)
+	}
+}
+
+// AntiEntropy runs one anti-entropy pass now and queues what it finds for
+// the repairer. It returns the number of keys queued.
+func (s *Store) AntiEntropy(ctx context.Context) (int, error) {
+	return s.antiEntropyPass(ctx)
+}
+
+func (s *Store) antiEntropyPass(ctx context.Context) (int, error) {
+	type seen struct {
+		n      int
+		size   int64
+		md5    string
+		differ bool
+		young  bool
+	}
+	keys := map[string]*seen{}
+	listed := 0
+	var firstErr error
+	for _, r := range s.reps {
+		if r.h.isDown() {
+			continue
+		}
+		ok := true
+		for obj, err := range blob.All(ctx, r.s, nil) {
+			if err != nil {
+				ok, firstErr = false, err
+				break
+			}
+			k := keys[obj.Key]
+			if k == nil {
+				k = &seen{size: obj.Size, md5: string(obj.MD5)}
+				keys[obj.Key] = k
+			}
+			k.n++
+			if k.size != obj.Size || k.md5 != string(obj.MD5) {
+				k.differ = true
+			}
+			if time.Since(obj.ModTime) < s.opts.RepairGrace {
+				k.young = true
+			}
+		}
+		if ok {
+			listed++
+		}
+	}
+	queued := 0
+	for key, k := range keys {
+		if (k.n < listed || k.differ) && !k.young {
+			s.rq.add(key)
+			queued++
+		}
+	}
+	s.stats.antiEntropy.Add(1)
+	return queued, firstErr
+}
