@@ -22,8 +22,17 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		g = opts.IfGenerationMatch
 	}
 	tok := s.newToken(g)
-	s.update(key, func(st *keyState) { st.flying++ })
-	defer s.update(key, func(st *keyState) { st.flying-- })
+	s.update(key, func(st *keyState) { st.starting() })
+	defer func() {
+		contended := false
+		s.update(key, func(st *keyState) {
+			st.flying--
+			contended = st.contended
+		})
+		if contended {
+			s.rq.add(key)
+		}
+	}()
 	st := s.snapshot(key)
 	rs := s.upReplicas(s.w)
 	type plan struct {

@@ -195,16 +195,16 @@ type ReplicaStats struct {
 
 // Stats describes the store's work so far.
 type Stats struct {
-	Replicas       []ReplicaStats
-	Writes         int64 // acknowledged writes
-	FailedWrites   int64
-	Hedges         int64 // reads that asked a second replica after a delay
-	Repairs        int64 // copies written or removed by repair
-	RepairPending  int   // keys queued for repair
-	MarkedDown     int64
-	CameBack       int64
-	AntiEntropy    int64 // completed anti-entropy passes
-	TrackedKeys    int   // keys whose replicas are known to disagree
+	Replicas      []ReplicaStats
+	Writes        int64 // acknowledged writes
+	FailedWrites  int64
+	Hedges        int64 // reads that asked a second replica after a delay
+	Repairs       int64 // copies written or removed by repair
+	RepairPending int   // keys queued for repair
+	MarkedDown    int64
+	CameBack      int64
+	AntiEntropy   int64 // completed anti-entropy passes
+	TrackedKeys   int   // keys whose replicas are known to disagree
 }
 
 type atomicInt = atomic.Int64

@@ -246,20 +246,24 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	}
 	rs, st := s.order(), s.snapshot(key)
 	var want map[*replica]*blob.Attributes
-	var floor string
 	if s.consistency(ctx) == ReadMajority {
-		newest, holders, err := s.statMajority(ctx, key)
+		_, holders, err := s.statMajority(ctx, key)
 		if err != nil {
 			return nil, err
 		}
-		want, floor = holders, tokenOf(newest)
-		var hs []*replica
+		// Holders of the newest version first; the others only if a write
+		// replaced it on every holder meanwhile (then the replica's version
+		// was written later in real time, and st still vets it).
+		want = holders
+		var hs, rest []*replica
 		for _, r := range rs {
 			if holders[r] != nil {
 				hs = append(hs, r)
+			} else {
+				rest = append(rest, r)
 			}
 		}
-		rs = hs
+		rs = append(hs, rest...)
 	}
 	release := func(v any) { v.(*reader).Close() }
 	v, _, err := s.hedged(ctx, "read", key, rs, st, func(ctx context.Context, r *replica) (any, string, error) {
@@ -278,7 +282,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 				if err != nil {
 					return nil, "", err
 				}
-				if !st.acceptFound(tokenOf(a)) || (want != nil && tokenOf(a) < floor) {
+				if !st.acceptFound(tokenOf(a)) {
 					return nil, "", blob.Errorf("read", key, nil, "replica %d holds a version this store must not serve", r.idx)
 				}
 				sa = a

@@ -260,6 +260,9 @@ func (s *Store) repairKey(ctx context.Context, key string) bool {
 				if cur.latest == st.latest {
 					cur.have = s.all()
 				}
+				if cur.flying == 0 {
+					cur.contended = false
+				}
 			}
 		})
 	}

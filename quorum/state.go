@@ -14,7 +14,11 @@ type keyState struct {
 	have    uint64 // replicas known to hold latest (bit i: replica i)
 	failed  map[string]bool
 	flying  int             // writes and deletes in flight
-	writing map[string]bool // tokens of the writes in flight
+	writing map[string]bool // tokens of writes not yet acknowledged or failed
+	// contended: writes overlapped since latest was acknowledged, so a
+	// straggler of an older one may have landed over it; only a repair that
+	// reads every replica may then say they agree.
+	contended bool
 }
 
 // acceptFound reports whether a replica answer with version tok may be served.
@@ -41,7 +45,7 @@ func (st *keyState) acceptNotFound() bool {
 }
 
 func (st *keyState) idle() bool {
-	return st.flying == 0 && len(st.failed) == 0 && st.latest == ""
+	return st.flying == 0 && len(st.failed) == 0 && st.latest == "" && !st.contended
 }
 
 // snapshot returns a copy of key's state, or nil.
@@ -68,7 +72,7 @@ func (s *Store) update(key string, fn func(st *keyState)) {
 		s.keys[key] = st
 	}
 	fn(st)
-	if st.latest != "" && st.have == s.all() {
+	if st.latest != "" && st.have == s.all() && st.flying == 0 && !st.contended {
 		st.latest, st.deleted, st.have = "", false, 0
 	}
 	if st.idle() {
@@ -84,6 +88,7 @@ func (s *Store) all() uint64 { return 1<<len(s.reps) - 1 }
 // one, and both are correct answers once both were acknowledged.
 func (s *Store) acked(key, tok string, deleted bool, have uint64) {
 	s.update(key, func(st *keyState) {
+		delete(st.writing, tok)
 		if tok != st.latest {
 			st.latest, st.deleted, st.have = tok, deleted, 0
 		}
@@ -101,3 +106,11 @@ func (s *Store) landed(key, tok string, i int) {
 }
 
 func (st *keyState) failedTok(tok string) bool { return st != nil && st.failed[tok] }
+
+// starting records a write or delete in flight.
+func (st *keyState) starting() {
+	if st.flying > 0 {
+		st.contended = true
+	}
+	st.flying++
+}

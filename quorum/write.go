@@ -164,7 +164,7 @@ func (w *writer) plain(data []byte) error {
 func (w *writer) conditional(data []byte) error {
 	s, g := w.s, w.opts.IfGenerationMatch
 	tok := s.newToken(g)
-	s.update(w.key, func(st *keyState) { st.flying++ })
+	s.update(w.key, func(st *keyState) { st.starting() })
 	flying := true
 	defer func() {
 		if flying {
@@ -327,7 +327,7 @@ func (s *Store) startFan(w *writer, tok string, data []byte, plans []plan) *fan 
 	f := &fan{s: s, w: w, tok: tok, results: make(chan outcome, len(plans)), errs: make([]error, len(s.reps))}
 	f.skipped = len(s.reps) - len(plans)
 	s.update(w.key, func(st *keyState) {
-		st.flying++
+		st.starting()
 		if st.writing == nil {
 			st.writing = map[string]bool{}
 		}
@@ -437,11 +437,13 @@ func (f *fan) stragglers(key string) {
 		}
 	}
 	f.w.wcancel()
+	contended := false
 	f.s.update(key, func(st *keyState) {
 		st.flying--
 		delete(st.writing, f.tok)
+		contended = st.contended
 	})
-	if f.oks() < len(f.s.reps) {
+	if f.oks() < len(f.s.reps) || contended {
 		f.s.rq.add(key)
 	}
 }
