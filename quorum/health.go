@@ -121,16 +121,23 @@ func (s *Store) order() []*replica {
 	return out
 }
 
-// hedgeDelay is how long to wait on r before asking the next replica.
+// hedgeDelay is how long to wait on r before asking the next replica: the
+// p95 a healthy replica shows (the lowest p95 among replicas with enough
+// samples). Using r's own p95 would wait longest exactly when r turned slow.
 func (s *Store) hedgeDelay(r *replica) time.Duration {
 	if s.opts.HedgeDelay != 0 {
 		return s.opts.HedgeDelay
 	}
-	_, p95, n := r.h.quantiles()
-	if n < 8 {
-		p95 = 10 * time.Millisecond
+	best := time.Duration(-1)
+	for _, x := range s.reps {
+		if _, p95, n := x.h.quantiles(); n >= 8 && !x.h.isDown() && (best < 0 || p95 < best) {
+			best = p95
+		}
 	}
-	return min(max(p95, s.opts.MinHedgeDelay), s.opts.MaxHedgeDelay)
+	if best < 0 {
+		best = 10 * time.Millisecond
+	}
+	return min(max(best, s.opts.MinHedgeDelay), s.opts.MaxHedgeDelay)
 }
 
 // upReplicas returns the replicas a write should go to: all that are not down,
