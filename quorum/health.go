@@ -217,7 +217,7 @@ type Stats struct {
 type atomicInt = atomic.Int64
 
 type statsCounters struct {
-	writes, failedWrites, createRetries, readRepairs, hedges, repairs, markedDown, cameBack, antiEntropy atomicInt
+	writes, failedWrites, createRetries, readRepairs, promoted, hedges, repairs, markedDown, cameBack, antiEntropy atomicInt
 }
 
 // Stats returns a snapshot of the store's counters and replica health.

@@ -61,6 +61,8 @@ func classify(err error) outcome {
 	switch {
 	case err == nil:
 		return acked
+	case errors.Is(err, quorum.ErrUncertain):
+		return ambiguous
 	case errors.Is(err, blob.ErrExists), errors.Is(err, blob.ErrPrecondition):
 		return refused
 	case errors.Is(err, quorum.ErrNoQuorum):
@@ -129,7 +131,11 @@ func (m *model) check(key string, start, end int64, found bool, value string) {
 				return
 			}
 		}
-		m.violationLocked("%s: NotFound at [%d,%d], but acknowledged write at [%d,%d] stands", key, start, end, last.start, last.end)
+		var hist []string
+		for _, o := range m.ops[key] {
+			hist = append(hist, fmt.Sprintf("{write:%v %d-%d out:%d}", o.write, o.start, o.end, o.out))
+		}
+		m.violationLocked("%s: NotFound at [%d,%d], but acknowledged write at [%d,%d] stands; history %v", key, start, end, last.start, last.end, hist)
 		return
 	}
 	for _, o := range m.ops[key] {

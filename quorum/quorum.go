@@ -27,6 +27,12 @@ const VersionKey = "zonalblob-quorum-version"
 // failing with it was not acknowledged and is being undone (see the package doc).
 var ErrNoQuorum = errors.New("quorum not reached")
 
+// ErrUncertain accompanies ErrNoQuorum when the failed write could not be
+// proven undone before Close returned: a replica was unreachable for the
+// cleanup, or replicas whose commits reported errors had in fact committed it
+// everywhere the previous version was. Such a write may take effect.
+var ErrUncertain = errors.New("outcome uncertain")
+
 // Consistency selects how a read chooses among replicas.
 type Consistency int
 

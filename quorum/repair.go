@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -168,9 +169,36 @@ func (s *Store) repairer() {
 // version with an older one. With nothing but failed copies left, they are
 // deleted, once every replica has answered.
 func (s *Store) repairKey(ctx context.Context, key string) bool {
-	st := s.snapshot(key)
-	if st != nil && st.flying > 0 {
-		return false
+	done, _ := s.repair(ctx, key)
+	return done
+}
+
+// repair is repairKey that also reports whether it had to promote a failed
+// write: when the failed version overwrote every copy of the one before it
+// (its commits had landed on W replicas though they reported errors), keeping
+// it is better than leaving nothing, and the write did take effect.
+func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
+	// A repair counts as an operation in flight, so that a write or delete
+	// overlapping it leaves the key contended and is checked again after.
+	var st *keyState
+	busy, s0 := false, 0
+	s.update(key, func(cur *keyState) {
+		if busy = cur.flying > 0; busy {
+			return
+		}
+		c := *cur
+		c.failed = maps.Clone(cur.failed)
+		c.writing = maps.Clone(cur.writing)
+		st = &c
+		cur.starting()
+		s0 = cur.starts
+	})
+	if busy {
+		return false, false
+	}
+	defer s.update(key, func(cur *keyState) { cur.flying-- })
+	if st.latest == "" && len(st.failed) == 0 && !st.contended {
+		st = nil // nothing known beyond the replicas
 	}
 	ans := s.statAll(ctx, key, s.reps)
 	all := true
@@ -196,11 +224,32 @@ func (s *Store) repairKey(ctx context.Context, key string) bool {
 	case st != nil && st.deleted && (newest == nil || tokenOf(newest.attrs) <= st.latest):
 		deleteTo, newest = st.latest, nil
 	case newest == nil && !all:
-		return false
+		return false, false
 	case newest == nil:
-		deleteTo = "\xff" // only failed copies: remove them all
+		// Only failed copies. On fewer than W replicas they were never a
+		// quorum: remove them. On W or more, promote the newest.
+		count := map[string]int{}
+		var top *statAnswer
+		for i := range ans {
+			if a := &ans[i]; a.err == nil {
+				t := tokenOf(a.attrs)
+				if count[t]++; count[t] >= s.w && (top == nil || t > tokenOf(top.attrs)) {
+					top = a
+				}
+			}
+		}
+		if top == nil {
+			deleteTo = "\xff"
+			break
+		}
+		newest, promoted = top, true
+		t := tokenOf(top.attrs)
+		st.failed = maps.Clone(st.failed)
+		delete(st.failed, t)
+		s.update(key, func(cur *keyState) { delete(cur.failed, t) })
+		s.stats.promoted.Add(1)
 	}
-	done := all
+	done = all
 	var data []byte
 	for _, a := range ans {
 		if a.err != nil && !errors.Is(a.err, blob.ErrNotFound) {
@@ -226,7 +275,7 @@ func (s *Store) repairKey(ctx context.Context, key string) bool {
 		if data == nil {
 			b, err := blob.ReadAll(ctx, newest.r.s, key)
 			if err != nil || int64(len(b)) != newest.attrs.Size {
-				return false
+				return false, promoted
 			}
 			data = b
 		}
@@ -253,20 +302,19 @@ func (s *Store) repairKey(ctx context.Context, key string) bool {
 	}
 	if done {
 		s.update(key, func(cur *keyState) {
-			if st != nil {
-				for t := range st.failed {
-					delete(cur.failed, t)
-				}
-				if cur.latest == st.latest {
-					cur.have = s.all()
-				}
-				if cur.flying == 0 {
-					cur.contended = false
-				}
+			if st == nil || cur.starts != s0 {
+				return // something overlapped: the next pass decides
 			}
+			for t := range st.failed {
+				delete(cur.failed, t)
+			}
+			if cur.latest == st.latest {
+				cur.have = s.all()
+			}
+			cur.contended = false
 		})
 	}
-	return done
+	return done, promoted
 }
 
 // antiEntropy periodically lists every replica and queues the keys they

@@ -19,6 +19,7 @@ type keyState struct {
 	// straggler of an older one may have landed over it; only a repair that
 	// reads every replica may then say they agree.
 	contended bool
+	starts    int // writes, deletes and repairs ever started
 }
 
 // acceptFound reports whether a replica answer with version tok may be served.
@@ -113,4 +114,5 @@ func (st *keyState) starting() {
 		st.contended = true
 	}
 	st.flying++
+	st.starts++
 }

@@ -488,12 +488,15 @@ func (f *fan) fail(cause, kindIfRefused error) error {
 	// Only a refusal proves that a commit left nothing behind.
 	mustRepair := f.ok != 0 || f.count(blob.ErrNotFound)+f.count(blob.ErrPrecondition)+f.count(blob.ErrExists) < f.got-f.oks()
 	f.finishFailed(mustRepair)
+	uncertain := false
 	if mustRepair {
 		ctx, cancel := context.WithTimeout(f.s.bg, f.s.opts.StragglerTimeout)
-		if f.s.repairKey(ctx, key) {
+		done, promoted := f.s.repair(ctx, key)
+		cancel()
+		if done {
 			f.s.rq.remove(key)
 		}
-		cancel()
+		uncertain = !done || promoted
 	}
 	if err := f.w.ctx.Err(); err != nil {
 		return blob.WrapError("write", key, err, nil)
@@ -501,6 +504,9 @@ func (f *fan) fail(cause, kindIfRefused error) error {
 	var kind error
 	if kindIfRefused != nil && f.count(kindIfRefused)+f.refused > len(f.s.reps)-f.s.w {
 		kind = kindIfRefused
+	}
+	if uncertain {
+		cause = fmt.Errorf("%w (%w)", cause, ErrUncertain)
 	}
 	return &blob.Error{Op: "write", Key: key, Kind: kind, Err: fmt.Errorf("%w: %d of %d replicas committed, %d needed: %v",
 		cause, f.oks(), len(f.s.reps), f.s.w, f.summary())}
