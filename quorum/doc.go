@@ -42,15 +42,21 @@
 // A write that fewer than W replicas committed fails with an error wrapping
 // ErrNoQuorum (or ErrPrecondition / ErrExists when the replicas refused it).
 // Its copies that did land, including ones whose commit reported an error,
-// are undone before Close returns when the replicas answer: a new key's copy
-// is deleted, an overwrite's copy is replaced by the version it overwrote,
-// each on condition of that replica's generation so that nothing written
-// meanwhile is touched. What cannot be undone then (a replica unreachable) is
-// left for the background repairer, and this Store never serves the failed
-// version in the meantime. So: after a write fails with ErrNoQuorum, reads
-// through this Store return the previous state (or an error while too few
-// replicas hold it), never the failed bytes. Only when Close fails because
-// the caller's ctx ended during Close is the outcome ambiguous (old or new).
+// are removed before Close returns (not left for a reconciler): a new key's
+// copy is deleted, an overwrite's copy is replaced by the version it
+// overwrote, each on condition of that replica's generation so that nothing
+// written meanwhile is touched. Precisely:
+//
+//   - ErrNoQuorum without ErrUncertain: the write is undone on every replica;
+//     no read, here or in another process, returns its bytes.
+//   - ErrNoQuorum with ErrUncertain: the undo could not be finished (a replica
+//     unreachable, or another write to the key in flight), or commits that
+//     reported errors had in fact replaced the previous version on W replicas,
+//     in which case the repairer keeps the new version rather than leave
+//     nothing. Old or new may be read later; this Store never serves the
+//     failed version while its undo is pending.
+//   - A context error from Close (ctx ended during Close): old or new.
+//   - ErrExists from IfNotExist: this creator's copies are gone or being removed.
 //
 // IfNotExist succeeds only when max(W, N/2+1) replicas created the object
 // with their own IfNotExist, so of any number of concurrent creators at most
@@ -66,9 +72,12 @@
 // # Reads
 //
 // Reads go to the fastest healthy replica (by observed p50 latency; replicas
-// in an error run and down replicas last) and hedge to the next after that
-// replica's observed p95 (clamped to [MinHedgeDelay, MaxHedgeDelay]); the
-// first good answer wins. A hedged read answers with its first 512 KiB in
+// in an error run and down replicas last) and hedge to the next after the p95
+// a healthy replica shows (the lowest observed p95, clamped to
+// [MinHedgeDelay, MaxHedgeDelay]: waiting for the slow replica's own p95
+// would wait longest exactly when it turned slow); the first good answer
+// wins. A hedge that loses still records how long its replica took, so a
+// replica that turns slow drops to the back of the order. A hedged read answers with its first 512 KiB in
 // hand, so small objects are hedged whole. NotFound is returned only after
 // N-W+1 replicas said it, since every acknowledged object is on W of them.
 //
@@ -106,6 +115,15 @@
 // Prewarm prewarms the key on every replica that is up (natively where the
 // replica is a blob.Prewarmer) and returns once an IfNotExist quorum is warm,
 // so a pool of prewarmed writers composes on top of a quorum.
+//
+// # Measured
+//
+// go test ./quorum -run XXX -bench . -benchtime 300x, 3 mem:// replicas each
+// delayed p50 2 ms / p99 5 ms per call by the fault wrapper, 4 KiB objects, on
+// a shared 2-core machine: Put p50/p99 single store 5.4/9.4 ms, quorum
+// 5.5/7.8 ms, quorum with one replica 10x slower 5.7/10.0 ms; Get p99 with
+// one replica turned 10x slower 9.5 ms hedged vs 35.4 ms unhedged (healthy
+// 5.4 ms).
 //
 // Guarantees hold with at most N-W replicas failed (down, slow or erring) at
 // a time, and replicas that do not lose what they acknowledged.
