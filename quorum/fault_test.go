@@ -124,8 +124,14 @@ func TestDownReplicaIsRepaired(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, _ := blob.Exists(ctx, fs[1].Unwrap(), "seg/000"); n {
+	if n, _ := blob.Exists(ctx, fs[1].Unwrap(), "seg/049"); n {
 		t.Fatal("a down replica received a write")
+	}
+	if !q.Stats().Replicas[1].Down {
+		t.Fatalf("replica 1 failed every call yet is not marked down: %+v", q.Stats())
+	}
+	if calls := fs[1].Stats()[fault.OpWrite].Calls; calls > 10 {
+		t.Errorf("writes kept waiting on the down replica: %d calls reached it", calls)
 	}
 	fs[1].SetDown(false)
 	deadline := time.Now().Add(10 * time.Second)
@@ -141,8 +147,8 @@ func TestDownReplicaIsRepaired(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if st := q.Stats(); st.Repairs < int64(len(want)) {
-		t.Errorf("repairs = %d, want at least %d", st.Repairs, len(want))
+	if st := q.Stats(); st.Repairs < int64(len(want)) || st.CameBack == 0 || st.Replicas[1].Down {
+		t.Errorf("repairs = %d (want at least %d), came back %d times, down now %v", st.Repairs, len(want), st.CameBack, st.Replicas[1].Down)
 	}
 }
 

@@ -39,7 +39,15 @@ func answered(err error) bool {
 func (s *Store) observe(r *replica, d time.Duration, err error, ourCancel bool) {
 	h := &r.h
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	back := false
+	defer func() {
+		h.mu.Unlock()
+		if back {
+			// What it missed while down is found by listing every replica.
+			s.stats.cameBack.Add(1)
+			s.rq.kickAntiEntropy()
+		}
+	}()
 	h.lat[h.pos] = d
 	h.pos = (h.pos + 1) % window
 	h.n = min(h.n+1, window)
@@ -48,8 +56,8 @@ func (s *Store) observe(r *replica, d time.Duration, err error, ourCancel bool) 
 	switch {
 	case ourCancel || answered(err):
 		h.errRun = 0
-		if err == nil || answered(err) {
-			h.down = false
+		if h.down && answered(err) {
+			h.down, back = false, true
 		}
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		// The caller gave up: says nothing about the replica.
@@ -173,7 +181,6 @@ func (s *Store) prober() {
 		var wg sync.WaitGroup
 		for _, r := range s.reps {
 			wg.Go(func() {
-				wasDown := r.h.isDown()
 				ctx, cancel := context.WithTimeout(s.bg, max(s.opts.ProbeInterval, time.Second))
 				defer cancel()
 				start := time.Now()
@@ -182,10 +189,6 @@ func (s *Store) prober() {
 					return
 				}
 				s.observe(r, time.Since(start), err, false)
-				if wasDown && answered(err) {
-					s.stats.cameBack.Add(1)
-					s.rq.kickAntiEntropy()
-				}
 			})
 		}
 		wg.Wait()
