@@ -22,11 +22,17 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		g = opts.IfGenerationMatch
 	}
 	tok := s.newToken(g)
-	s.update(key, func(st *keyState) { st.starting() })
+	started := 0
+	s.update(key, func(st *keyState) {
+		st.starting()
+		st.deleting++
+		started = st.seq
+	})
 	defer func() {
 		contended := false
 		s.update(key, func(st *keyState) {
 			st.flying--
+			st.deleting--
 			contended = st.contended
 		})
 		if contended {
@@ -108,10 +114,10 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	}
 	switch {
 	case deleted > 0 && deleted+nf >= s.w:
-		s.acked(key, tok, true, gone)
+		s.acked(key, tok, true, gone, started)
 		return nil
 	case deleted == 0 && nf >= s.nf && st.acceptNotFound():
-		s.acked(key, tok, true, gone)
+		s.acked(key, tok, true, gone, started)
 		return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrNotFound}
 	}
 	if err := ctx.Err(); err != nil {

@@ -20,6 +20,22 @@ type keyState struct {
 	// reads every replica may then say they agree.
 	contended bool
 	starts    int // writes, deletes and repairs ever started
+	// seq numbers starts and acknowledgements on this key; acks are the
+	// recent acknowledgements, and concurrent the tokens a read may return
+	// besides latest: writes in flight when latest was acknowledged or
+	// acknowledged while it was in flight (the model of linearizability:
+	// overlapping operations may take effect in either order).
+	seq        int
+	acks       []ackRec
+	concurrent map[string]bool
+	concDelete bool // a delete overlapped latest
+	deleting   int  // deletes in flight
+}
+
+type ackRec struct {
+	tok     string
+	seq     int
+	deleted bool
 }
 
 // acceptFound reports whether a replica answer with version tok may be served.
@@ -30,8 +46,8 @@ func (st *keyState) acceptFound(tok string) bool {
 	if st.failed[tok] {
 		return false
 	}
-	if st.latest == "" || st.writing[tok] {
-		// A write in flight is concurrent with this read: either answer is right.
+	if st.latest == "" || st.writing[tok] || st.concurrent[tok] {
+		// Overlapping writes may take effect in either order.
 		return true
 	}
 	if st.deleted {
@@ -42,7 +58,7 @@ func (st *keyState) acceptFound(tok string) bool {
 
 // acceptNotFound reports whether a replica's NotFound counts toward ErrNotFound.
 func (st *keyState) acceptNotFound() bool {
-	return st == nil || st.latest == "" || st.deleted
+	return st == nil || st.latest == "" || st.deleted || st.concDelete || st.deleting > 0
 }
 
 func (st *keyState) idle() bool {
@@ -60,6 +76,8 @@ func (s *Store) snapshot(key string) *keyState {
 	c := *st
 	c.failed = maps.Clone(st.failed)
 	c.writing = maps.Clone(st.writing)
+	c.concurrent = maps.Clone(st.concurrent)
+	c.acks = nil
 	return &c
 }
 
@@ -75,6 +93,7 @@ func (s *Store) update(key string, fn func(st *keyState)) {
 	fn(st)
 	if st.latest != "" && st.have == s.all() && st.flying == 0 && !st.contended {
 		st.latest, st.deleted, st.have = "", false, 0
+		st.acks, st.concurrent, st.concDelete = nil, nil, false
 	}
 	if st.idle() {
 		delete(s.keys, key)
@@ -83,16 +102,30 @@ func (s *Store) update(key string, fn func(st *keyState)) {
 
 func (s *Store) all() uint64 { return 1<<len(s.reps) - 1 }
 
-// acked records an acknowledged write or delete of version tok held by have.
-// The floor for reads becomes the version acknowledged last, not the highest
-// token: a concurrent write with a lower token may have landed over a higher
-// one, and both are correct answers once both were acknowledged.
-func (s *Store) acked(key, tok string, deleted bool, have uint64) {
+// acked records an acknowledged write or delete of version tok held by have;
+// started is the key's seq when it started. The floor for reads becomes the
+// version acknowledged last, not the highest token.
+func (s *Store) acked(key, tok string, deleted bool, have uint64, started int) {
 	s.update(key, func(st *keyState) {
 		delete(st.writing, tok)
+		st.seq++
 		if tok != st.latest {
 			st.latest, st.deleted, st.have = tok, deleted, 0
+			st.concurrent, st.concDelete = maps.Clone(st.writing), st.deleting > 0
+			kept := st.acks[:0]
+			for _, a := range st.acks {
+				if a.seq > started {
+					kept = append(kept, a)
+					if st.concurrent == nil {
+						st.concurrent = map[string]bool{}
+					}
+					st.concurrent[a.tok] = true
+					st.concDelete = st.concDelete || a.deleted
+				}
+			}
+			st.acks = kept
 		}
+		st.acks = append(st.acks, ackRec{tok, st.seq, deleted})
 		st.have |= have
 	})
 }
@@ -115,4 +148,5 @@ func (st *keyState) starting() {
 	}
 	st.flying++
 	st.starts++
+	st.seq++
 }

@@ -315,6 +315,7 @@ type fan struct {
 	errs    []error
 	skipped int
 	refused int // replicas a conditional write found changed, so never tried
+	started int // the key's seq when the write started
 	ackd    bool
 }
 
@@ -328,6 +329,7 @@ func (s *Store) startFan(w *writer, tok string, data []byte, plans []plan) *fan 
 	f.skipped = len(s.reps) - len(plans)
 	s.update(w.key, func(st *keyState) {
 		st.starting()
+		f.started = st.seq
 		if st.writing == nil {
 			st.writing = map[string]bool{}
 		}
@@ -416,7 +418,7 @@ func (f *fan) wait(need int) bool {
 	f.ackd = true
 	f.w.stopAfter()
 	f.s.stats.writes.Add(1)
-	f.s.acked(f.w.key, f.tok, false, f.ok)
+	f.s.acked(f.w.key, f.tok, false, f.ok, f.started)
 	key := f.w.key
 	if !f.s.goTask(func() { f.stragglers(key) }) {
 		f.stragglers(key)
