@@ -120,10 +120,10 @@
 //
 // go test ./quorum -run XXX -bench . -benchtime 300x, 3 mem:// replicas each
 // delayed p50 2 ms / p99 5 ms per call by the fault wrapper, 4 KiB objects, on
-// a shared 2-core machine: Put p50/p99 single store 5.4/9.4 ms, quorum
-// 5.5/7.8 ms, quorum with one replica 10x slower 5.7/10.0 ms; Get p99 with
-// one replica turned 10x slower 9.5 ms hedged vs 35.4 ms unhedged (healthy
-// 5.4 ms).
+// a shared 2-core machine (one run; they move by about 1 ms between runs):
+// Put p50/p99 single store 5.4/9.4 ms, quorum 5.6/8.5 ms, quorum with one
+// replica 10x slower 5.7/10.1 ms; Get p99 with one replica turned 10x slower
+// 8.7 ms hedged vs 32.4 ms unhedged (6.5 ms when all are healthy).
 //
 // Guarantees hold with at most N-W replicas failed (down, slow or erring) at
 // a time, and replicas that do not lose what they acknowledged.
