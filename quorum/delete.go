@@ -97,6 +97,9 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	var errs []error
 	for range plans {
 		o := <-ch
+		if !errors.Is(o.err, blob.ErrNotFound) {
+			s.changed(key, tok, true, o.i, o.err == nil)
+		}
 		switch {
 		case o.err == nil:
 			deleted++

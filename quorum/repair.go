@@ -202,13 +202,25 @@ func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
 	}
 	ans := s.statAll(ctx, key, s.reps)
 	all := true
-	var newest *statAnswer
+	// The target is never a version reads here reject: besides failed
+	// writes, that is one older than the write acknowledged last, left on a
+	// replica that missed it. When the replicas holding the latest do not
+	// answer, copying such a version (say, to undo a failed write that
+	// overwrote the latest on another replica) would put back what this store
+	// already replaced, on a replica have may still count as holding latest.
+	var newest, stale *statAnswer
 	for i := range ans {
 		a := &ans[i]
 		switch {
 		case a.err == nil:
 			t := tokenOf(a.attrs)
 			if st.failedTok(t) {
+				continue
+			}
+			if !st.acceptFound(t) {
+				if stale == nil || t > tokenOf(stale.attrs) {
+					stale = a
+				}
 				continue
 			}
 			if newest == nil || t > tokenOf(newest.attrs) {
@@ -227,7 +239,10 @@ func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
 		return false, false
 	case newest == nil:
 		// Only failed copies. On fewer than W replicas they were never a
-		// quorum: remove them. On W or more, promote the newest.
+		// quorum: remove them. On W or more, promote the newest. Older
+		// versions alongside are removed only where NotFound is a version
+		// reads here may serve (a delete overlapped latest); otherwise the
+		// key waits rather than go back to one.
 		count := map[string]int{}
 		var top *statAnswer
 		for i := range ans {
@@ -238,7 +253,10 @@ func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
 				}
 			}
 		}
-		if top == nil {
+		if top == nil || !st.failedTok(tokenOf(top.attrs)) {
+			if stale != nil && !st.acceptNotFound() {
+				return false, false
+			}
 			deleteTo = "\xff"
 			break
 		}
@@ -259,12 +277,18 @@ func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
 			if a.err == nil && (tokenOf(a.attrs) <= deleteTo || st.failedTok(tokenOf(a.attrs))) {
 				err := a.r.s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: a.attrs.Generation})
 				if err != nil && !errors.Is(err, blob.ErrNotFound) {
+					if !refusal(err) {
+						s.changed(key, deleteTo, true, a.r.idx, false)
+					}
 					done = false
 					continue
 				}
 				s.stats.repairs.Add(1)
+				s.changed(key, deleteTo, true, a.r.idx, true)
 			} else if a.err == nil {
 				done = false // a newer version appeared; the next pass decides
+			} else {
+				s.changed(key, deleteTo, true, a.r.idx, true)
 			}
 			continue
 		}
@@ -293,6 +317,9 @@ func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
 				err = blob.Put(ctx, a.r.s, key, data, &o)
 			}
 			if err != nil {
+				if !refusal(err) {
+					s.changed(key, tokenOf(newest.attrs), false, a.r.idx, false)
+				}
 				done = false
 				continue
 			}

@@ -1,6 +1,11 @@
 package quorum
 
-import "maps"
+import (
+	"errors"
+	"maps"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
 
 // keyState is what this process knows about a key beyond what any one replica
 // says: the newest version it acknowledged (or deleted) while some replica may
@@ -131,12 +136,35 @@ func (s *Store) acked(key, tok string, deleted bool, have uint64, started int) {
 }
 
 // landed records that replica i now holds version tok (a straggler or repair).
-func (s *Store) landed(key, tok string, i int) {
+func (s *Store) landed(key, tok string, i int) { s.changed(key, tok, false, i, true) }
+
+// changed records a call that changed replica i, or may have (sure false: it
+// reported an error after possibly taking effect), to hold version tok of a
+// write, or no copy (deleted). have counts only replicas known to hold
+// latest: a replica that received anything else since, be it a failed write,
+// a straggler or an undo's copy of an older version, drops out of it, so that
+// the entry is not dropped (and reads stop rejecting stale copies) while that
+// replica disagrees. The caller's operation sees to the repair that brings it
+// back: a write's stragglers or failure, a delete short of every replica, or
+// the repair itself.
+func (s *Store) changed(key, tok string, deleted bool, i int, sure bool) {
 	s.update(key, func(st *keyState) {
-		if st.latest == tok {
+		if st.latest == "" {
+			return
+		}
+		same := deleted && st.deleted || !deleted && !st.deleted && tok == st.latest
+		switch {
+		case same && sure:
 			st.have |= 1 << i
+		case !same:
+			st.have &^= 1 << i
 		}
 	})
+}
+
+// refusal reports whether a replica call's error proves it changed nothing.
+func refusal(err error) bool {
+	return errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrExists)
 }
 
 func (st *keyState) failedTok(tok string) bool { return st != nil && st.failed[tok] }

@@ -298,6 +298,9 @@ func (s *Store) removeOwn(ctx context.Context, key, tok string) bool {
 			if err != nil && !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, blob.ErrPrecondition) {
 				clean = false
 			}
+			if err == nil || errors.Is(err, blob.ErrNotFound) {
+				s.changed(key, tok, true, a.r.idx, true)
+			}
 		}
 	}
 	return clean
@@ -336,7 +339,16 @@ func (s *Store) startFan(w *writer, tok string, data []byte, plans []plan) *fan 
 		st.writing[tok] = true
 	})
 	for _, p := range plans {
-		if !s.goTask(func() { f.results <- outcome{p.r.idx, s.commitOne(w, p, data)} }) {
+		if !s.goTask(func() {
+			err := s.commitOne(w, p, data)
+			switch {
+			case err == nil:
+				s.landed(w.key, tok, p.r.idx)
+			case !refusal(err):
+				s.changed(w.key, tok, false, p.r.idx, false)
+			}
+			f.results <- outcome{p.r.idx, err}
+		}) {
 			f.results <- outcome{p.r.idx, &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}}
 		}
 		f.n++
