@@ -189,6 +189,8 @@ func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
 		c := *cur
 		c.failed = maps.Clone(cur.failed)
 		c.writing = maps.Clone(cur.writing)
+		c.refuse = maps.Clone(cur.refuse)
+		c.undo = nil
 		st = &c
 		cur.starting()
 		s0 = cur.starts
@@ -231,6 +233,30 @@ func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
 			all = false
 		}
 	}
+	// An operation that started since the snapshot may have left copies
+	// the snapshot cannot judge (an IfNotExist racer's, say): copying one
+	// over another's could undo an acknowledged write. The next pass decides.
+	overlapped := false
+	s.update(key, func(cur *keyState) { overlapped = cur.starts != s0 })
+	if overlapped {
+		return false, false
+	}
+	if st != nil && st.latest == "" && newest != nil {
+		// No version is tracked (the replicas agreed when the entry was
+		// dropped), so the version the failed writes replaced is the one
+		// left here: it becomes the floor, acknowledged as far as this Store
+		// knows. Reads then reject older copies, and should the failed
+		// writes overwrite it everywhere, NotFound is not served nor the key
+		// emptied.
+		t := tokenOf(newest.attrs)
+		s.update(key, func(cur *keyState) {
+			if cur.latest == "" {
+				cur.latest, cur.deleted, cur.have = t, false, 0
+				cur.concurrent, cur.concDelete, cur.acks = maps.Clone(cur.writing), cur.deleting > 0, nil
+			}
+		})
+		st.latest, st.deleted = t, false
+	}
 	deleteTo := "" // remove versions up to this token
 	switch {
 	case st != nil && st.deleted && (newest == nil || tokenOf(newest.attrs) <= st.latest):
@@ -254,17 +280,42 @@ func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
 			}
 		}
 		if top == nil || !st.failedTok(tokenOf(top.attrs)) {
-			if stale != nil && !st.acceptNotFound() {
+			top = nil
+			held := true // every replica holds a copy
+			for _, a := range ans {
+				held = held && a.err == nil
+			}
+			if !st.acceptNotFound() && stale != nil {
 				return false, false
 			}
-			deleteTo = "\xff"
-			break
+			if !st.acceptNotFound() || st != nil && st.latest == "" && held {
+				// The floor is on no replica, or no version is tracked and
+				// failed writes cover every replica: they overwrote what was
+				// there (acknowledged, as far as this Store knows) everywhere.
+				// Removing them would leave NotFound where a version may have
+				// been acknowledged, so the newest that may have taken effect
+				// (not an IfNotExist loser's) is kept instead.
+				for i := range ans {
+					if a := &ans[i]; a.err == nil && st.failedTok(tokenOf(a.attrs)) && !st.refuse[tokenOf(a.attrs)] && (top == nil || tokenOf(a.attrs) > tokenOf(top.attrs)) {
+						top = a
+					}
+				}
+			}
+			if top == nil {
+				deleteTo = "\xff"
+				break
+			}
 		}
 		newest, promoted = top, true
 		t := tokenOf(top.attrs)
 		st.failed = maps.Clone(st.failed)
 		delete(st.failed, t)
-		s.update(key, func(cur *keyState) { delete(cur.failed, t) })
+		s.update(key, func(cur *keyState) {
+			delete(cur.failed, t)
+			if _, ok := cur.undo[t]; ok {
+				cur.undo[t] = true
+			}
+		})
 		s.stats.promoted.Add(1)
 	}
 	done = all
@@ -334,6 +385,7 @@ func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
 			}
 			for t := range st.failed {
 				delete(cur.failed, t)
+				delete(cur.refuse, t)
 			}
 			if cur.latest == st.latest {
 				cur.have = s.all()

@@ -35,6 +35,13 @@ type keyState struct {
 	concurrent map[string]bool
 	concDelete bool // a delete overlapped latest
 	deleting   int  // deletes in flight
+	// undo: failed writes whose undo has not reported yet, true once a
+	// repair kept (promoted) the version, so that the write reports it may
+	// have taken effect. refuse: failed versions whose writes reported a
+	// refusal whatever became of their copies (IfNotExist losers): never
+	// promoted.
+	undo   map[string]bool
+	refuse map[string]bool
 }
 
 type ackRec struct {
@@ -67,7 +74,7 @@ func (st *keyState) acceptNotFound() bool {
 }
 
 func (st *keyState) idle() bool {
-	return st.flying == 0 && len(st.failed) == 0 && st.latest == "" && !st.contended
+	return st.flying == 0 && len(st.failed) == 0 && st.latest == "" && !st.contended && len(st.undo) == 0
 }
 
 // snapshot returns a copy of key's state, or nil.
@@ -82,6 +89,8 @@ func (s *Store) snapshot(key string) *keyState {
 	c.failed = maps.Clone(st.failed)
 	c.writing = maps.Clone(st.writing)
 	c.concurrent = maps.Clone(st.concurrent)
+	c.undo = nil
+	c.refuse = maps.Clone(st.refuse)
 	c.acks = nil
 	return &c
 }

@@ -167,8 +167,18 @@ func (w *writer) conditional(data []byte) error {
 	s.update(w.key, func(st *keyState) { st.starting() })
 	flying := true
 	defer func() {
-		if flying {
-			s.update(w.key, func(st *keyState) { st.flying-- })
+		if !flying {
+			return
+		}
+		// Giving up: an operation this one overlapped (a repair, say) left
+		// the key for a later pass to check.
+		contended := false
+		s.update(w.key, func(st *keyState) {
+			st.flying--
+			contended = st.contended
+		})
+		if contended {
+			s.rq.add(w.key)
 		}
 	}()
 	// Each replica is written only if it holds g (or an older version: it
@@ -254,7 +264,7 @@ func (w *writer) create(data []byte) error {
 		}
 		// Our own copies go (only those carrying our token, each removed on
 		// condition of its replica generation), so they cannot block the winner.
-		f.finishFailed(!s.removeOwn(w.ctx, w.key, tok))
+		f.finishFailed(!s.removeOwn(w.ctx, w.key, tok), false)
 		if attempt == createAttempts-1 || s.majorityHeld(w.ctx, w.key) {
 			return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrExists}
 		}
@@ -472,21 +482,36 @@ func (f *fan) abortAndWait() {
 
 // finishFailed records a failed write. When copies may have landed
 // (mustRepair), its version must never be served and the repairer restores
-// what it replaced.
-func (f *fan) finishFailed(mustRepair bool) {
+// what it replaced. undoing: the write undoes its copies before it reports
+// (fail), and learns whether a repair had to keep them instead; otherwise it
+// reports a refusal whatever becomes of its copies, and they are never kept.
+func (f *fan) finishFailed(mustRepair, undoing bool) {
 	key := f.w.key
 	f.s.stats.failedWrites.Add(1)
+	contended := false
 	f.s.update(key, func(st *keyState) {
 		st.flying--
 		delete(st.writing, f.tok)
+		contended = st.contended
 		if mustRepair {
 			if st.failed == nil {
 				st.failed = map[string]bool{}
 			}
 			st.failed[f.tok] = true
+			if undoing {
+				if st.undo == nil {
+					st.undo = map[string]bool{}
+				}
+				st.undo[f.tok] = false
+			} else {
+				if st.refuse == nil {
+					st.refuse = map[string]bool{}
+				}
+				st.refuse[f.tok] = true
+			}
 		}
 	})
-	if mustRepair {
+	if mustRepair || contended {
 		f.s.rq.add(key)
 	}
 }
@@ -501,7 +526,7 @@ func (f *fan) fail(cause, kindIfRefused error) error {
 	key := f.w.key
 	// Only a refusal proves that a commit left nothing behind.
 	mustRepair := f.ok != 0 || f.count(blob.ErrNotFound)+f.count(blob.ErrPrecondition)+f.count(blob.ErrExists) < f.got-f.oks()
-	f.finishFailed(mustRepair)
+	f.finishFailed(mustRepair, true)
 	uncertain := false
 	if mustRepair {
 		ctx, cancel := context.WithTimeout(f.s.bg, f.s.opts.StragglerTimeout)
@@ -510,7 +535,13 @@ func (f *fan) fail(cause, kindIfRefused error) error {
 		if done {
 			f.s.rq.remove(key)
 		}
-		uncertain = !done || promoted
+		// Another repair (the repairer's) may have kept this version.
+		kept := false
+		f.s.update(key, func(st *keyState) {
+			kept = st.undo[f.tok]
+			delete(st.undo, f.tok)
+		})
+		uncertain = !done || promoted || kept
 	}
 	if err := f.w.ctx.Err(); err != nil {
 		return blob.WrapError("write", key, err, nil)
