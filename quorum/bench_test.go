@@ -1,0 +1,123 @@
+package quorum_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/quorum"
+)
+
+// benchProfile is a zonal bucket's per-operation delay, in the range of
+// DESIGN.md's figures for GCS Rapid flushes and S3 Express ("single-digit
+// ms"): p50 2 ms, p99 5 ms on every call of the fault wrapper.
+var benchProfile = latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond, Source: "zonal write/read, DESIGN.md table (S3 Express single-digit ms; GCS Rapid pooled write 2-3 ms)"}
+
+var benchOps = []fault.Op{fault.OpRead, fault.OpWrite, fault.OpCommit, fault.OpStat}
+
+// latencyReplicas returns n mem:// stores delayed by d, the first by d*slow.
+func latencyReplicas(b *testing.B, n int, d latency.Dist, slow float64) []blob.Store {
+	reps, fs := faulted(b, n, 42)
+	for i, f := range fs {
+		dd := d
+		if i == 0 {
+			dd = d.Scale(slow)
+		}
+		for _, op := range benchOps {
+			f.AddLatency(op, dd)
+		}
+	}
+	return reps
+}
+
+// measure runs op b.N times and reports its p50 and p99 in ms.
+func measure(b *testing.B, op func(i int) error) {
+	b.Helper()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := op(i); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / 1e6 }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkPut compares a quorum Put (3 replicas, W=2) with a single store
+// Put, on healthy replicas and with one replica 10x slower. Profile: benchProfile.
+func BenchmarkPut(b *testing.B) {
+	b.Logf("latency profile: p50 %v p99 %v per call (%s)", benchProfile.P50, benchProfile.P99, benchProfile.Source)
+	data := make([]byte, 4<<10)
+	ctx := context.Background()
+	b.Run("single", func(b *testing.B) {
+		s := latencyReplicas(b, 1, benchProfile, 1)[0]
+		defer s.Close()
+		measure(b, func(i int) error { return blob.Put(ctx, s, fmt.Sprintf("k/%d", i), data, nil) })
+	})
+	for _, slow := range []float64{1, 10} {
+		b.Run(fmt.Sprintf("quorum-slowest-%gx", slow), func(b *testing.B) {
+			q := newQuorum(b, latencyReplicas(b, 3, benchProfile, slow), quorum.Options{StragglerTimeout: 10 * time.Second})
+			defer q.Close()
+			measure(b, func(i int) error { return blob.Put(ctx, q, fmt.Sprintf("k/%d", i), data, nil) })
+		})
+	}
+}
+
+// BenchmarkGet compares hedged and unhedged reads when one replica turns 10x
+// slower after a warm-up in which all looked alike: the case hedging is for.
+func BenchmarkGet(b *testing.B) {
+	b.Logf("latency profile: p50 %v p99 %v per call (%s)", benchProfile.P50, benchProfile.P99, benchProfile.Source)
+	ctx := context.Background()
+	data := make([]byte, 4<<10)
+	for _, tc := range []struct {
+		name  string
+		hedge time.Duration
+		slow  float64
+	}{
+		{"healthy-hedged", 0, 1},
+		{"slow-replica-hedged", 0, 10},
+		{"slow-replica-unhedged", -1, 10},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			reps, fs := faulted(b, 3, 42)
+			q := newQuorum(b, reps, quorum.Options{HedgeDelay: tc.hedge, ProbeInterval: time.Hour})
+			defer q.Close()
+			const keys = 64
+			for i := range keys {
+				if err := blob.Put(ctx, q, fmt.Sprintf("k/%d", i), data, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, f := range fs {
+				for _, op := range benchOps {
+					f.AddLatency(op, benchProfile)
+				}
+			}
+			for i := range 2 * keys {
+				if _, err := blob.ReadAll(ctx, q, fmt.Sprintf("k/%d", i%keys)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			fs[0].Reset()
+			for _, op := range benchOps {
+				fs[0].AddLatency(op, benchProfile.Scale(tc.slow))
+			}
+			measure(b, func(i int) error {
+				_, err := blob.ReadAll(ctx, q, fmt.Sprintf("k/%d", i%keys))
+				return err
+			})
+		})
+	}
+}

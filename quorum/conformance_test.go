@@ -1,0 +1,119 @@
+package quorum_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob/driver"
+	"gocloud.dev/blob/drivertest"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	_ "github.com/zonalblob/zonalblob/blob/regional"
+	"github.com/zonalblob/zonalblob/conformance"
+	"github.com/zonalblob/zonalblob/quorum"
+)
+
+// testOptions keep background work fast enough for tests to observe.
+func testOptions() quorum.Options {
+	return quorum.Options{
+		ProbeInterval:       20 * time.Millisecond,
+		AntiEntropyInterval: -1,
+		RepairGrace:         time.Millisecond,
+		RepairRetry:         10 * time.Millisecond,
+		StragglerTimeout:    5 * time.Second,
+		CloseTimeout:        5 * time.Second,
+	}
+}
+
+func memReplicas(t testing.TB, n int) []blob.Store {
+	t.Helper()
+	var rs []blob.Store
+	for range n {
+		s, err := blob.Open(context.Background(), "mem://")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, s)
+	}
+	return rs
+}
+
+// faulted wraps n mem:// stores with fault injection, one seed per replica.
+func faulted(t testing.TB, n int, seed uint64) ([]blob.Store, []*fault.Store) {
+	t.Helper()
+	var rs []blob.Store
+	var fs []*fault.Store
+	for i, m := range memReplicas(t, n) {
+		f := fault.Wrap(m, fault.Options{Seed: seed + uint64(i), Name: fmt.Sprintf("zone-%c", 'a'+i)})
+		rs = append(rs, f)
+		fs = append(fs, f)
+	}
+	return rs, fs
+}
+
+func newQuorum(t testing.TB, reps []blob.Store, opts quorum.Options) *quorum.Store {
+	t.Helper()
+	q, err := quorum.New(reps, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func TestConformanceMem(t *testing.T) {
+	conformance.Run(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			return newQuorum(t, memReplicas(t, 3), testOptions())
+		},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
+	})
+}
+
+func TestConformanceThroughFault(t *testing.T) {
+	conformance.Run(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			reps, _ := faulted(t, 3, 1)
+			return newQuorum(t, reps, testOptions())
+		},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
+	})
+}
+
+func TestConformanceMajorityReads(t *testing.T) {
+	conformance.Run(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			o := testOptions()
+			o.Consistency = quorum.ReadMajority
+			return newQuorum(t, memReplicas(t, 3), o)
+		},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
+	})
+}
+
+type harness struct{ s blob.Store }
+
+func (h harness) MakeDriver(context.Context) (driver.Bucket, error) {
+	return blob.Driver(nopClose{h.s}), nil
+}
+func (harness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
+	return nil, nil
+}
+func (harness) HTTPClient() *http.Client         { return nil }
+func (harness) SupportsCopy() bool               { return true }
+func (harness) SupportsNonSlashDelimiters() bool { return true }
+func (h harness) Close()                         { h.s.Close() }
+
+// nopClose lets drivertest open several buckets over one quorum.
+type nopClose struct{ blob.Store }
+
+func (nopClose) Close() error { return nil }
+
+func TestGocloudDrivertest(t *testing.T) {
+	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		return harness{newQuorum(t, memReplicas(t, 3), testOptions())}, nil
+	}, nil)
+}

@@ -1,0 +1,303 @@
+package quorum_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/quorum"
+)
+
+var (
+	seedFlag = flag.Uint64("seed", 0, "simulation seed (0: $QUORUM_SIM_SEED, else 1)")
+	longFlag = flag.Bool("long", false, "run the simulation 10 times longer")
+)
+
+var allOps = []fault.Op{fault.OpRead, fault.OpReadData, fault.OpWrite, fault.OpWriteData, fault.OpCommit, fault.OpStat, fault.OpList, fault.OpDelete}
+
+// runClients runs the model's random clients concurrently against q.
+func runClients(t *testing.T, m *model, q blob.Store, clients, ops int, seed uint64, during func(done <-chan struct{})) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan struct{})
+	var bg sync.WaitGroup
+	if during != nil {
+		bg.Go(func() { during(done) })
+	}
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() { m.client(ctx, q, c, seed, ops) })
+	}
+	wg.Wait()
+	close(done)
+	bg.Wait()
+}
+
+// Each scenario keeps at most N-W = 1 replica faulty and must lose no
+// acknowledged write and return no wrong bytes.
+func TestFaults(t *testing.T) {
+	slow := latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond}
+	cases := []struct {
+		name   string
+		setup  func(fs []*fault.Store)
+		during func(fs []*fault.Store, done <-chan struct{})
+	}{
+		{name: "one replica down throughout", setup: func(fs []*fault.Store) { fs[2].SetDown(true) }},
+		{name: "one replica down mid-run and back", during: func(fs []*fault.Store, done <-chan struct{}) {
+			time.Sleep(30 * time.Millisecond)
+			fs[1].SetDown(true)
+			select {
+			case <-done:
+			case <-time.After(150 * time.Millisecond):
+			}
+			fs[1].SetDown(false)
+		}},
+		{name: "one replica 10x slower", setup: func(fs []*fault.Store) {
+			for i, f := range fs {
+				d := slow.Scale(0.1)
+				if i == 0 {
+					d = slow
+				}
+				for _, op := range allOps {
+					f.AddLatency(op, d)
+				}
+			}
+		}},
+		{name: "10% random errors on every replica", setup: func(fs []*fault.Store) {
+			for _, f := range fs {
+				for _, op := range allOps {
+					f.FailRandom(op, 0.1, nil)
+				}
+				// Commits that happen although the caller hears they failed.
+				f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.03, Effect: fault.FailAfter})
+			}
+		}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			reps, fs := faulted(t, 3, uint64(100*i))
+			q := newQuorum(t, reps, testOptions())
+			defer q.Close()
+			if tc.setup != nil {
+				tc.setup(fs)
+			}
+			m := newModel()
+			var during func(<-chan struct{})
+			if tc.during != nil {
+				during = func(done <-chan struct{}) { tc.during(fs, done) }
+			}
+			runClients(t, m, q, 4, 150, uint64(i+1), during)
+			settle(t, m, q, fs)
+			m.report(t)
+			t.Logf("%d writes, %d reads (%d unavailable), %d violations; %+v", m.writes.Load(), m.reads.Load(), m.unavailable.Load(), m.violations.Load(), q.Stats())
+			if m.writes.Load() == 0 || m.reads.Load() == 0 {
+				t.Fatal("the workload did nothing")
+			}
+		})
+	}
+}
+
+// A replica down for part of a run holds everything written meanwhile once it
+// is back: writes skip it, the repairer fills it.
+func TestDownReplicaIsRepaired(t *testing.T) {
+	reps, fs := faulted(t, 3, 7)
+	q := newQuorum(t, reps, testOptions())
+	defer q.Close()
+	ctx := context.Background()
+	fs[1].SetDown(true)
+	want := map[string]string{}
+	for i := range 50 {
+		k := fmt.Sprintf("seg/%03d", i)
+		want[k] = "data " + k
+		if err := blob.Put(ctx, q, k, []byte(want[k]), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := blob.Exists(ctx, fs[1].Unwrap(), "seg/049"); n {
+		t.Fatal("a down replica received a write")
+	}
+	if !q.Stats().Replicas[1].Down {
+		t.Fatalf("replica 1 failed every call yet is not marked down: %+v", q.Stats())
+	}
+	if calls := fs[1].Stats()[fault.OpWrite].Calls; calls > 10 {
+		t.Errorf("writes kept waiting on the down replica: %d calls reached it", calls)
+	}
+	fs[1].SetDown(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for k, v := range want {
+		for {
+			b, err := blob.ReadAll(ctx, fs[1].Unwrap(), k)
+			if err == nil && string(b) == v {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica 1 was not repaired: %s: %q, %v; %+v", k, b, err, q.Stats())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if st := q.Stats(); st.Repairs < int64(len(want)) || st.CameBack == 0 || st.Replicas[1].Down {
+		t.Errorf("repairs = %d (want at least %d), came back %d times, down now %v", st.Repairs, len(want), st.CameBack, st.Replicas[1].Down)
+	}
+}
+
+// A writer whose context ends mid-write, or before Close, commits nothing on
+// any replica.
+func TestCanceledWriter(t *testing.T) {
+	reps, fs := faulted(t, 3, 3)
+	q := newQuorum(t, reps, testOptions())
+	defer q.Close()
+	for _, prewarm := range []bool{false, true} {
+		key := fmt.Sprintf("cancel/%v", prewarm)
+		ctx, cancel := context.WithCancel(context.Background())
+		var w blob.Writer
+		var err error
+		if prewarm {
+			w, err = q.Prewarm(ctx, key, nil)
+		} else {
+			w, err = q.NewWriter(ctx, key, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte("half of it"))
+		cancel()
+		if _, err := w.Write([]byte("the rest")); err == nil {
+			t.Errorf("%s: Write after cancel succeeded", key)
+		}
+		if err := w.Close(); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: Close after cancel: %v, want context.Canceled", key, err)
+		}
+		for i, f := range fs {
+			if a, err := f.Unwrap().Stat(context.Background(), key); err == nil && a.Size > 0 {
+				t.Errorf("%s: replica %d holds %d bytes of a canceled write", key, i, a.Size)
+			}
+		}
+	}
+}
+
+// Racing IfNotExist creators, with a slow replica and random failures: at
+// most one wins in every round, and the object holds the winner's bytes.
+func TestRacingCreators(t *testing.T) {
+	reps, fs := faulted(t, 3, 11)
+	fs[0].AddLatency(fault.OpCommit, latency.Fixed(time.Millisecond))
+	for _, f := range fs {
+		f.FailRandom(fault.OpCommit, 0.05, nil)
+	}
+	q := newQuorum(t, reps, testOptions())
+	defer q.Close()
+	ctx := context.Background()
+	wins, rounds := 0, 30
+	for round := range rounds {
+		key := fmt.Sprintf("race/%d", round)
+		const n = 12
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				errs[i] = blob.Put(ctx, q, key, fmt.Appendf(nil, "creator %d", i), &blob.WriterOptions{IfNotExist: true})
+			})
+		}
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			if err == nil {
+				if winner >= 0 {
+					t.Fatalf("%s: creators %d and %d both won", key, winner, i)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			continue
+		}
+		wins++
+		b, err := blob.ReadAll(quorum.WithConsistency(ctx, quorum.ReadMajority), q, key)
+		if err != nil || string(b) != fmt.Sprintf("creator %d", winner) {
+			t.Errorf("%s: read %q, %v; want creator %d", key, b, err, winner)
+		}
+	}
+	if wins < rounds/2 {
+		t.Errorf("only %d of %d rounds had a winner", wins, rounds)
+	}
+	t.Logf("%d of %d rounds had a winner; %+v", wins, rounds, q.Stats())
+}
+
+func simSeed() uint64 {
+	if *seedFlag != 0 {
+		return *seedFlag
+	}
+	if v := os.Getenv("QUORUM_SIM_SEED"); v != "" {
+		if s, err := strconv.ParseUint(v, 10, 64); err == nil {
+			return s
+		}
+	}
+	return 1
+}
+
+// TestSimulation runs random operations from concurrent clients against a
+// quorum whose replicas take turns failing (down, slow, error bursts, at most
+// one of three at a time), and checks every answer against the model. The
+// seed fixes the operations and the fault schedule; goroutine scheduling still
+// varies, so a failing seed replays the same run up to interleaving
+// (go test -run TestSimulation -seed N, or QUORUM_SIM_SEED=N).
+func TestSimulation(t *testing.T) {
+	seed := simSeed()
+	clients, ops := 8, 400
+	if *longFlag {
+		ops *= 10
+	}
+	t.Logf("simulation seed %d (replay: go test ./quorum -run TestSimulation -seed %d)", seed, seed)
+	reps, fs := faulted(t, 3, seed)
+	q := newQuorum(t, reps, testOptions())
+	defer q.Close()
+	m := newModel()
+	rng := rand.New(rand.NewPCG(seed, 99))
+	var faults []string
+	during := func(done <-chan struct{}) {
+		for {
+			victim := fs[rng.IntN(len(fs))]
+			kind := rng.IntN(4)
+			faults = append(faults, fmt.Sprintf("%d:%d", kind, rng.IntN(3)))
+			switch kind {
+			case 1:
+				victim.SetDown(true)
+			case 2:
+				for _, op := range allOps {
+					victim.AddLatency(op, latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond})
+				}
+			case 3:
+				for _, op := range allOps {
+					victim.FailRandom(op, 0.3, nil)
+				}
+				victim.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.1, Effect: fault.FailAfter})
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Duration(20+rng.IntN(60)) * time.Millisecond):
+			}
+			victim.Reset()
+			victim.SetDown(false)
+		}
+	}
+	runClients(t, m, q, clients, ops, seed, during)
+	settle(t, m, q, fs)
+	m.report(t)
+	t.Logf("seed %d: %d operations (%d writes, %d reads, %d reads unavailable), %d fault phases, %d violations; %+v",
+		seed, m.writes.Load()+m.reads.Load(), m.writes.Load(), m.reads.Load(), m.unavailable.Load(), len(faults), m.violations.Load(), q.Stats())
+	if m.violations.Load() != 0 {
+		t.Fatalf("seed %d: %d violations", seed, m.violations.Load())
+	}
+}

@@ -1,0 +1,353 @@
+package quorum
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// Scheme is the URL scheme of a quorum store.
+const Scheme = "quorum"
+
+// VersionKey is the reserved metadata key holding the quorum version token,
+// identical on every replica of one write. It is hidden from Attributes, and
+// writes that set it are refused.
+const VersionKey = "zonalblob-quorum-version"
+
+// ErrNoQuorum: fewer replicas than required committed (or answered). A write
+// failing with it was not acknowledged and is being undone (see the package doc).
+var ErrNoQuorum = errors.New("quorum not reached")
+
+// ErrUncertain accompanies ErrNoQuorum when the failed write could not be
+// proven undone before Close returned: a replica was unreachable for the
+// cleanup, or replicas whose commits reported errors had in fact committed it
+// everywhere the previous version was. Such a write may take effect.
+var ErrUncertain = errors.New("outcome uncertain")
+
+// Consistency selects how a read chooses among replicas.
+type Consistency int
+
+const (
+	// ReadFastest reads the fastest healthy replica and hedges to the next.
+	ReadFastest Consistency = iota
+	// ReadMajority reads the attributes of a read quorum (max(N-W+1, N/2+1)
+	// replicas), serves the newest version and repairs the others.
+	ReadMajority
+)
+
+func (c Consistency) String() string {
+	if c == ReadMajority {
+		return "majority"
+	}
+	return "fastest"
+}
+
+// Options configure New. Zero values take the defaults given.
+type Options struct {
+	// W is the write quorum; default N/2+1. IfNotExist needs max(W, N/2+1).
+	W int
+	// Consistency is the default read mode (see WithConsistency for one call).
+	Consistency Consistency
+	// HedgeDelay fixes the delay before a read is hedged to the next replica.
+	// 0 (default) adapts it to the replica's observed p95, clamped to
+	// [MinHedgeDelay, MaxHedgeDelay]; negative disables hedging (the next
+	// replica is tried only after an error).
+	HedgeDelay    time.Duration
+	MinHedgeDelay time.Duration // default 500µs
+	MaxHedgeDelay time.Duration // default 1s
+	// StragglerTimeout bounds the background completion of a write after it
+	// was acknowledged; default 30s.
+	StragglerTimeout time.Duration
+	// CloseTimeout bounds how long Close waits for stragglers and queued
+	// repairs; default 10s.
+	CloseTimeout time.Duration
+	// FailureThreshold consecutive failures mark a replica down; default 5.
+	FailureThreshold int
+	// ProbeInterval is how often replicas are probed (down ones to bring them
+	// back, all of them to refresh latency); default 1s.
+	ProbeInterval time.Duration
+	// AntiEntropyInterval is the period of the full-listing comparison of the
+	// replicas; default 5m, negative disables it.
+	AntiEntropyInterval time.Duration
+	// RepairGrace: anti-entropy leaves objects younger than this alone (they
+	// may be another process's writes in flight); default 1m.
+	RepairGrace time.Duration
+	// RepairRetry is the first backoff of a repair that could not finish
+	// (doubling up to 5s); default 100ms.
+	RepairRetry time.Duration
+}
+
+func (o *Options) defaults(n int) {
+	if o.W == 0 {
+		o.W = n/2 + 1
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.MinHedgeDelay, 500*time.Microsecond)
+	def(&o.MaxHedgeDelay, time.Second)
+	def(&o.StragglerTimeout, 30*time.Second)
+	def(&o.CloseTimeout, 10*time.Second)
+	def(&o.ProbeInterval, time.Second)
+	def(&o.AntiEntropyInterval, 5*time.Minute)
+	def(&o.RepairGrace, time.Minute)
+	def(&o.RepairRetry, 100*time.Millisecond)
+	if o.FailureThreshold == 0 {
+		o.FailureThreshold = 5
+	}
+}
+
+type ctxKey struct{}
+
+// WithConsistency returns ctx asking reads (NewRangeReader, Stat) made with it
+// for consistency c instead of the store's default.
+func WithConsistency(ctx context.Context, c Consistency) context.Context {
+	return context.WithValue(ctx, ctxKey{}, c)
+}
+
+func (s *Store) consistency(ctx context.Context) Consistency {
+	if c, ok := ctx.Value(ctxKey{}).(Consistency); ok {
+		return c
+	}
+	return s.opts.Consistency
+}
+
+// Store replicates objects over N stores. Create it with New or Open a
+// quorum:// URL.
+type Store struct {
+	reps []*replica
+	opts Options
+	w    int // write quorum
+	r    int // read quorum: max(N-W+1, N/2+1)
+	nf   int // NotFound answers needed for ErrNotFound: N-W+1
+	ine  int // IfNotExist quorum: max(W, N/2+1)
+
+	closed   atomic.Bool
+	bg       context.Context // cancelled at the end of Close
+	cancelBG context.CancelFunc
+	workers  sync.WaitGroup // prober, repairer, anti-entropy
+	tasks    sync.WaitGroup // stragglers and cleanups Close waits for
+
+	mu      sync.Mutex
+	closing bool // set under mu, so no task starts after Close waits for them
+	keys    map[string]*keyState
+
+	clock atomic.Int64 // last version time issued, for monotonic tokens
+
+	rq repairQueue
+
+	stats statsCounters
+}
+
+var (
+	_ blob.Store     = (*Store)(nil)
+	_ blob.Prewarmer = (*Store)(nil)
+)
+
+type replica struct {
+	idx int
+	s   blob.Store
+	h   health
+}
+
+// New returns a quorum over replicas (at least one; typically three stores in
+// three zones). The Store owns the replicas: its Close closes them.
+func New(replicas []blob.Store, opts Options) (*Store, error) {
+	n := len(replicas)
+	if n == 0 {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "quorum needs at least one replica")
+	}
+	opts.defaults(n)
+	if opts.W < 1 || opts.W > n {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "w=%d outside 1..%d", opts.W, n)
+	}
+	s := &Store{opts: opts, w: opts.W, keys: map[string]*keyState{}}
+	s.nf = n - s.w + 1
+	s.r = max(s.nf, n/2+1)
+	s.ine = max(s.w, n/2+1)
+	for i, r := range replicas {
+		s.reps = append(s.reps, &replica{idx: i, s: r})
+	}
+	s.bg, s.cancelBG = context.WithCancel(context.Background())
+	s.rq.init()
+	s.workers.Add(3)
+	go s.prober()
+	go s.repairer()
+	go s.antiEntropy()
+	return s, nil
+}
+
+func init() {
+	blob.RegisterWithGocloud(Scheme, openURL)
+}
+
+// openURL serves quorum://?w=2&replica=URL&replica=URL&replica=URL.
+func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
+	if u.Host != "" || (u.Path != "" && u.Path != "/") {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "quorum URL takes no host or path, only parameters")
+	}
+	q := blob.NewQuery(u)
+	urls := q.Strings("replica")
+	var o Options
+	o.W = q.Int("w", 0)
+	switch c := q.String("consistency", "fastest"); c {
+	case "fastest":
+	case "majority":
+		o.Consistency = ReadMajority
+	default:
+		q.Strings("consistency") // keep it known; the error names the value
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "consistency %q: want fastest or majority", c)
+	}
+	o.HedgeDelay = q.Duration("hedge_delay", 0)
+	o.StragglerTimeout = q.Duration("straggler_timeout", 0)
+	o.CloseTimeout = q.Duration("close_timeout", 0)
+	o.FailureThreshold = q.Int("failure_threshold", 0)
+	o.ProbeInterval = q.Duration("probe_interval", 0)
+	o.AntiEntropyInterval = q.Duration("anti_entropy_interval", 0)
+	o.RepairGrace = q.Duration("repair_grace", 0)
+	if err := q.Err(); err != nil {
+		return nil, err
+	}
+	if len(urls) == 0 {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "quorum URL needs replica=URL parameters")
+	}
+	if o.W < 0 || o.W > len(urls) {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "w=%d outside 1..%d", o.W, len(urls))
+	}
+	var reps []blob.Store
+	for i, ru := range urls {
+		r, err := blob.Open(ctx, ru)
+		if err != nil {
+			for _, o := range reps {
+				o.Close()
+			}
+			return nil, fmt.Errorf("quorum replica %d: %w", i, err)
+		}
+		reps = append(reps, r)
+	}
+	return New(reps, o)
+}
+
+// Close waits up to CloseTimeout for acknowledged writes to finish on their
+// stragglers and for queued repairs, stops every goroutine of the store and
+// closes the replicas.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	}
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.tasks.Wait()
+		s.rq.drain(s.bg, s.repairKey)
+		close(done)
+	}()
+	t := time.NewTimer(s.opts.CloseTimeout)
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	t.Stop()
+	s.cancelBG()
+	<-done
+	s.workers.Wait()
+	var errs []error
+	for _, r := range s.reps {
+		if err := r.s.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) check(op, key string) error {
+	if s.closed.Load() {
+		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
+	}
+	return blob.ValidateKey(op, key)
+}
+
+// Replicas returns the replica stores, in the order given to New.
+func (s *Store) Replicas() []blob.Store {
+	out := make([]blob.Store, len(s.reps))
+	for i, r := range s.reps {
+		out[i] = r.s
+	}
+	return out
+}
+
+// W returns the write quorum.
+func (s *Store) W() int { return s.w }
+
+// newToken returns a version token later than every token this process issued
+// and than after (a token the new version replaces). Tokens are fixed width,
+// so they order as strings: 16 hex digits of Unix nanoseconds, then random.
+func (s *Store) newToken(after string) string {
+	floor := tokenTime(after)
+	for {
+		last := s.clock.Load()
+		t := max(time.Now().UnixNano(), last+1, floor+1)
+		if s.clock.CompareAndSwap(last, t) {
+			var b [4]byte
+			rand.Read(b[:])
+			return fmt.Sprintf("%016x%s", uint64(t), hex.EncodeToString(b[:]))
+		}
+	}
+}
+
+func tokenTime(tok string) int64 {
+	if len(tok) < 16 {
+		return 0
+	}
+	v, err := strconv.ParseUint(tok[:16], 16, 64)
+	if err != nil {
+		return 0
+	}
+	return int64(v)
+}
+
+// tokenOf returns the quorum version of replica attributes and hides it.
+func tokenOf(a *blob.Attributes) string {
+	if a == nil {
+		return ""
+	}
+	return a.Metadata[VersionKey]
+}
+
+// publicAttrs returns a copy of replica attributes as the quorum shows them.
+func publicAttrs(a *blob.Attributes) *blob.Attributes {
+	out := *a
+	tok := tokenOf(a)
+	if len(a.Metadata) > 0 {
+		out.Metadata = make(map[string]string, len(a.Metadata))
+		for k, v := range a.Metadata {
+			if k != VersionKey {
+				out.Metadata[k] = v
+			}
+		}
+		if len(out.Metadata) == 0 {
+			out.Metadata = nil
+		}
+	}
+	if tok != "" {
+		out.Generation = tok
+	} else {
+		// Written around the quorum: no token. Its replica generation still
+		// identifies it, though only on that replica.
+		out.Generation = "r:" + a.Generation
+	}
+	return &out
+}
