@@ -147,8 +147,11 @@ func TestDownReplicaIsRepaired(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if st := q.Stats(); st.Repairs < int64(len(want)) || st.CameBack == 0 || st.Replicas[1].Down {
-		t.Errorf("repairs = %d (want at least %d), came back %d times, down now %v", st.Repairs, len(want), st.CameBack, st.Replicas[1].Down)
+	// Every object is on the replica (checked above); a few may have got
+	// there through their own write's retry rather than a counted repair,
+	// so the counter need only show that repair ran.
+	if st := q.Stats(); st.Repairs == 0 || st.CameBack == 0 || st.Replicas[1].Down {
+		t.Errorf("repairs = %d, came back %d times, down now %v", st.Repairs, st.CameBack, st.Replicas[1].Down)
 	}
 }
 

@@ -107,7 +107,7 @@ func (s *Store) hedged(ctx context.Context, op, key string, rs []*replica, st *k
 				if release != nil {
 					release(a.val)
 				}
-				lastErr = blob.Errorf(op, key, nil, "replica %d holds a version this store must not serve", a.r.idx)
+				lastErr = &blob.Error{Op: op, Key: key, Err: fmt.Errorf("replica %d: %w", a.r.idx, errUnservable)}
 			case errors.Is(a.err, blob.ErrNotFound) && st.acceptNotFound():
 				a.cancel()
 				if nf++; nf >= s.nf {
@@ -128,7 +128,13 @@ func (s *Store) hedged(ctx context.Context, op, key string, rs []*replica, st *k
 				if err := ctx.Err(); err != nil {
 					return nil, nil, blob.WrapError(op, key, err, nil)
 				}
-				return nil, nil, &blob.Error{Op: op, Key: key, Err: fmt.Errorf("%w: %d of %d replicas said not found, %d needed; last error: %v", ErrNoQuorum, nf, len(rs), s.nf, lastErr)}
+				err := fmt.Errorf("%w: %d of %d replicas said not found, %d needed; last error: %v", ErrNoQuorum, nf, len(rs), s.nf, lastErr)
+				if errors.Is(lastErr, errUnservable) {
+					// Only this, not the replica's own error: a replica's
+					// NotFound must not pass for the quorum's.
+					err = fmt.Errorf("%w (%w)", err, errUnservable)
+				}
+				return nil, nil, &blob.Error{Op: op, Key: key, Err: err}
 			}
 		case <-ctx.Done():
 			finish()
@@ -151,6 +157,10 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	if err := s.check("stat", key); err != nil {
 		return nil, err
 	}
+	return settle(ctx, func() (*blob.Attributes, error) { return s.stat(ctx, key) })
+}
+
+func (s *Store) stat(ctx context.Context, key string) (*blob.Attributes, error) {
 	if s.consistency(ctx) == ReadMajority {
 		a, _, err := s.statMajority(ctx, key)
 		if err != nil {
@@ -244,6 +254,34 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	if offset < 0 {
 		return nil, blob.Errorf("read", key, blob.ErrInvalidArgument, "negative offset %d", offset)
 	}
+	return settle(ctx, func() (blob.Reader, error) { return s.newRangeReader(ctx, key, offset, length) })
+}
+
+// errUnservable: a replica holds a version this store must not serve (older
+// than one it acknowledged, or a failed write's).
+var errUnservable = errors.New("replica holds a version this store must not serve")
+
+// settle retries a read whose every replica held a version this store must
+// not serve: that happens while overwrites of the key are in flight, and
+// lasts about as long as a write, so a few short waits let it settle
+// instead of failing the read.
+func settle[T any](ctx context.Context, read func() (T, error)) (T, error) {
+	delay := time.Millisecond
+	for attempt := 0; ; attempt++ {
+		v, err := read()
+		if err == nil || !errors.Is(err, errUnservable) || attempt == 6 {
+			return v, err
+		}
+		select {
+		case <-time.After(delay):
+			delay *= 2
+		case <-ctx.Done():
+			return v, err
+		}
+	}
+}
+
+func (s *Store) newRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
 	rs, st := s.order(), s.snapshot(key)
 	var want map[*replica]*blob.Attributes
 	if s.consistency(ctx) == ReadMajority {
@@ -283,7 +321,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 					return nil, "", err
 				}
 				if !st.acceptFound(tokenOf(a)) {
-					return nil, "", blob.Errorf("read", key, nil, "replica %d holds a version this store must not serve", r.idx)
+					return nil, "", &blob.Error{Op: "read", Key: key, Err: fmt.Errorf("replica %d: %w", r.idx, errUnservable)}
 				}
 				sa = a
 			}

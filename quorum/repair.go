@@ -469,6 +469,22 @@ func (s *Store) antiEntropyPass(ctx context.Context) (int, error) {
 			queued++
 		}
 	}
+	// A key this store still tracks with nothing in flight is looked at
+	// again even when the listings agree: its last repair may have ended
+	// while an overlapping write kept it contended, and only a repair that
+	// reads every replica clears that.
+	s.mu.Lock()
+	var tracked []string
+	for key, st := range s.keys {
+		if st.flying == 0 {
+			tracked = append(tracked, key)
+		}
+	}
+	s.mu.Unlock()
+	for _, key := range tracked {
+		s.rq.add(key)
+		queued++
+	}
 	s.stats.antiEntropy.Add(1)
 	return queued, firstErr
 }
