@@ -28,36 +28,7 @@ type Scenario struct {
 
 // Scenarios returns the registry, in the order a full run measures it.
 //
-// Adding a scenario is adding one function and one entry here. The quorum
-// and tiered entries are pending until packages quorum and tiered land; each
-// then becomes one function of this shape, on the zones helper that is
-// already here and tested:
-//
-//	func runQuorum(ctx context.Context, env *Env) error {
-//		z, err := gcsRapidZones(ctx, env, 3) // three zonal emulators, rapid profile
-//		if err != nil {
-//			return err
-//		}
-//		defer z.Close()
-//		for _, slow := range []bool{false, true} {
-//			q := quorum.New(z.Stores(slow), quorum.Options{W: 2}) // slow: one zone +SlowZone
-//			name := "quorum-2of3-create-pooled"
-//			if slow {
-//				name += "-one-slow-zone"
-//			}
-//			env.Measure(ctx, Path{Name: name, Profile: z.ProfileLabel(slow), Requests: z.Requests,
-//				Write: func(ctx context.Context, _ int, data []byte) error {
-//					_, err := blob.CreateBytes(ctx, q, "bench/", data, nil)
-//					return err
-//				}})
-//		}
-//		return nil
-//	}
-//
-// and its entry's Pending becomes Run: runQuorum. The tiered one measures
-// the write path the same way over tiered.New(quorum, regional) and adds a
-// row for compaction (objects moved per second) from the compactor's own
-// counters; Result.Throughput is there for it.
+// Adding a scenario is adding one function and one entry here.
 func Scenarios() []Scenario {
 	return []Scenario{
 		{Name: "gcsrapid", Paths: 3, Run: runGCSRapid,
@@ -68,9 +39,8 @@ func Scenarios() []Scenario {
 			Summary: "S3 Express One Zone (zonalblob s3express Put) vs S3 Standard (gocloud s3blob)"},
 		{Name: "azure", Paths: 2, Run: runAzure,
 			Summary: "Azure Premium block blob (zonalblob azpremium Put) vs hot tier (gocloud azureblob); needs Azurite"},
-		{Name: "quorum", Paths: 2,
-			Summary: "quorum 2-of-3 pooled Create over three GCS Rapid zones, healthy and with one slow zone",
-			Pending: "package quorum has not landed yet"},
+		{Name: "quorum", Paths: 2, Run: runQuorum,
+			Summary: "quorum 2-of-3 pooled Create over three GCS Rapid zones, healthy and with one slow zone"},
 		{Name: "tiered", Paths: 1, Run: runTiered,
 			Summary: "tiered store: pooled creates into a GCS Rapid zone while the compactor moves them to a regional bucket"},
 	}

@@ -8,5 +8,6 @@ import (
 	_ "github.com/zonalblob/zonalblob/blob/gcsrapid"  // gcsrapid://
 	_ "github.com/zonalblob/zonalblob/blob/regional"  // mem://, file://, gs://, s3://, azblob://
 	_ "github.com/zonalblob/zonalblob/blob/s3express" // s3express://
+	_ "github.com/zonalblob/zonalblob/quorum"         // quorum://?w=2&replica=URL...
 	_ "github.com/zonalblob/zonalblob/tiered"         // tiered://?hot=URL&cold=URL
 )
