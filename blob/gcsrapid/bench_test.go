@@ -96,7 +96,7 @@ func BenchmarkSustainedCreates(b *testing.B) {
 }
 
 func summary(name string, lat []time.Duration, errs int) bench.Result {
-	r := bench.Result{Scenario: name, Profile: "rapid", Size: 10, Rate: 500, Errors: errs, Ops: len(lat)}
+	r := bench.Result{Scenario: name, Profile: "rapid", Size: 10, Rate: 500, Mode: bench.ModeOpen, Errors: errs, Ops: len(lat)}
 	bench.Summarize(&r, lat)
 	return r
 }

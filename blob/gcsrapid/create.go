@@ -2,18 +2,16 @@ package gcsrapid
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
-// Create implements blob.Creator. Writes without attributes are served from a
-// pool of pre-created objects under prefix (one per prefix, up to MaxPools),
-// so the caller's Write and Close cost one data round trip. Writes with
-// attributes, and prefixes beyond MaxPools, create inline, which is a Put
-// with IfNotExist.
+// Create implements blob.Creator. Writes without attributes are served by a
+// pool.Creator: pools, one per prefix (up to MaxPools), of objects this store
+// prewarmed (created and flushed empty), so the caller's Write and Close cost
+// one data round trip. Writes with attributes, prefixes beyond MaxPools, and
+// every Create when pooling is off, create inline: a Put with IfNotExist.
 func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOptions) (string, blob.Writer, error) {
 	if s.closed.Load() {
 		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
@@ -26,66 +24,43 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 	if opts != nil && opts.IfGenerationMatch != "" {
 		return "", nil, blob.Errorf("create", prefix, blob.ErrInvalidArgument, "Create makes new objects: IfGenerationMatch makes no sense")
 	}
-	var p *pool.Pool[*warmWriter]
-	if !hasAttributes(opts) && (opts == nil || len(opts.ContentMD5) == 0) {
-		p = s.poolFor(prefix)
+	if s.creator != nil {
+		return s.creator.Create(ctx, prefix, opts)
 	}
-	if p == nil {
-		var o blob.WriterOptions
-		if opts != nil {
-			o = *opts
-		}
-		o.IfNotExist = true
-		key := blob.NewName(prefix)
-		w, err := s.NewWriter(ctx, key, &o)
-		return key, w, err
-	}
-	ww, err := p.Get(ctx)
-	if err != nil {
-		if errors.Is(err, pool.ErrClosed) {
-			return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
-		}
-		return "", nil, blob.WrapError("create", prefix, err, classify)
-	}
-	w := s.newWriter(ctx, ww.key, opts, ww)
-	w.pooled = true
-	return ww.key, w, nil
+	return blob.Create(ctx, inline{s}, prefix, opts)
 }
 
-// poolFor returns the pool for prefix, starting it on first use, or nil when
-// pooling is off or MaxPools pools exist.
-func (s *Store) poolFor(prefix string) *pool.Pool[*warmWriter] {
-	if s.opts.PoolSize <= 0 {
-		return nil
-	}
-	s.poolsMu.Lock()
-	defer s.poolsMu.Unlock()
-	if s.pools == nil { // closed
-		return nil
-	}
-	if p := s.pools[prefix]; p != nil {
-		return p
-	}
-	if len(s.pools) >= s.opts.MaxPools {
-		return nil
-	}
-	p, err := pool.New(pool.Options[*warmWriter]{
-		Load: func(ctx context.Context) (*warmWriter, error) {
-			return s.prewarm(ctx, blob.NewName(prefix), nil)
-		},
-		Discard: func(ctx context.Context, ww *warmWriter, _ pool.DiscardReason) {
-			s.discard(ctx, ww)
-		},
-		MaxItemAge:      s.opts.MaxItemAge,
-		Capacity:        s.opts.PoolSize,
-		MinIdle:         s.opts.PoolMinIdle,
-		LoadConcurrency: s.opts.LoadConcurrency,
-		// Creating an appendable object is a metadata operation.
-		InitialLoadLatency: 80 * time.Millisecond,
+// inline hides Create, so blob.Create writes a new name with IfNotExist.
+type inline struct{ blob.Store }
+
+// creatorView is the Store as its pool.Creator sees it: prewarming natively,
+// and left open when the Creator closes (Store.Close closes it).
+type creatorView struct{ s *Store }
+
+func newCreator(s *Store) (*pool.Creator, error) {
+	return pool.NewCreator(creatorView{s}, pool.CreatorOptions{
+		Capacity: s.opts.PoolSize, MinIdle: s.opts.PoolMinIdle, LoadConcurrency: s.opts.LoadConcurrency,
+		MaxItemAge: s.opts.MaxItemAge, WriteTimeout: s.opts.WriteTimeout, GraceWindow: s.opts.GraceWindow,
+		MaxPools: s.opts.MaxPools,
 	})
-	if err != nil {
-		return nil
-	}
-	s.pools[prefix] = p
-	return p
 }
+
+func (v creatorView) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
+	return v.s.NewRangeReader(ctx, key, offset, length)
+}
+func (v creatorView) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	return v.s.NewWriter(ctx, key, opts)
+}
+func (v creatorView) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
+	return v.s.Stat(ctx, key)
+}
+func (v creatorView) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
+	return v.s.List(ctx, opts)
+}
+func (v creatorView) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
+	return v.s.Delete(ctx, key, opts)
+}
+func (v creatorView) Prewarm(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	return v.s.Prewarm(ctx, key, opts)
+}
+func (creatorView) Close() error { return nil }

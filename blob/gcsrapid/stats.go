@@ -2,15 +2,13 @@ package gcsrapid
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
 type statsRecorder struct {
-	writes         latencies
-	discardDeletes atomic.Int64
+	writes latencies
 }
 
 type latencies struct {
@@ -38,17 +36,13 @@ type Stats struct {
 	// Writes is the latency of committed writes, from NewWriter (or hand-out)
 	// to the end of Close.
 	Writes pool.Histogram
-	// DiscardedDeleted counts pooled objects deleted after discard.
-	DiscardedDeleted int64
 }
 
 // Stats returns a snapshot of the Store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot(), DiscardedDeleted: s.stats.discardDeletes.Load()}
-	s.poolsMu.Lock()
-	defer s.poolsMu.Unlock()
-	for prefix, p := range s.pools {
-		st.Pools[prefix] = p.Stats()
+	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot()}
+	if s.creator != nil {
+		st.Pools = s.creator.Stats()
 	}
 	return st
 }

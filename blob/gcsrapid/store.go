@@ -130,8 +130,7 @@ type Store struct {
 	bgCtx  context.Context
 	stop   context.CancelFunc
 
-	poolsMu sync.Mutex
-	pools   map[string]*pool.Pool[*warmWriter]
+	creator *pool.Creator // nil when pooling is off
 
 	stats   statsRecorder
 	metrics *metrics
@@ -230,7 +229,15 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		client: client, bucket: b, name: bucket, opts: opts,
-		bgCtx: ctx, stop: stop, pools: map[string]*pool.Pool[*warmWriter]{},
+		bgCtx: ctx, stop: stop,
+	}
+	if opts.PoolSize > 0 {
+		c, err := newCreator(s)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		s.creator = c
 	}
 	m, err := newMetrics(s, opts.MeterProvider)
 	if err != nil {
@@ -353,14 +360,9 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
 	}
-	s.poolsMu.Lock()
-	pools := s.pools
-	s.pools = nil
-	s.poolsMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, p := range pools {
-		p.Close(ctx)
+	if s.creator != nil {
+		// Discards every pooled object (deleting it) and waits for that.
+		s.creator.Close()
 	}
 	s.bg.Wait()
 	s.stop()

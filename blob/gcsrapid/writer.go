@@ -19,12 +19,10 @@ import (
 // warmWriter is an appendable object that exists (created and flushed empty)
 // with its write stream open, ready to take bytes with one flush.
 type warmWriter struct {
-	sw      *storage.Writer
-	key     string
-	gen     int64
-	ready   time.Time
-	cancel  context.CancelFunc // ends the stream
-	hasOpts bool               // created with attributes
+	sw     *storage.Writer
+	key    string
+	gen    int64
+	cancel context.CancelFunc // ends the stream
 }
 
 // openStream starts an appendable writer on o whose stream lives until
@@ -77,31 +75,11 @@ func (s *Store) prewarm(ctx context.Context, key string, opts *blob.WriterOption
 		sw.Close()
 		return nil, blob.WrapError("prewarm", key, err, classifyCreate)
 	}
-	ww := &warmWriter{sw: sw, key: key, ready: time.Now(), cancel: cancel, hasOpts: hasAttributes(opts)}
+	ww := &warmWriter{sw: sw, key: key, cancel: cancel}
 	if a := sw.Attrs(); a != nil {
 		ww.gen = a.Generation
 	}
 	return ww, nil
-}
-
-// discard closes a warm writer that will never be used and deletes its empty
-// object, conditional on its generation so a later object of the same name
-// is never touched.
-func (s *Store) discard(ctx context.Context, ww *warmWriter) {
-	ww.sw.Close()
-	ww.cancel()
-	o := s.bucket.Object(ww.key)
-	if ww.gen > 0 {
-		o = o.If(storage.Conditions{GenerationMatch: ww.gen})
-	}
-	if err := o.Delete(ctx); err == nil {
-		s.stats.discardDeletes.Add(1)
-	}
-}
-
-func hasAttributes(o *blob.WriterOptions) bool {
-	return o != nil && (o.ContentType != "" || o.CacheControl != "" || o.ContentDisposition != "" ||
-		o.ContentEncoding != "" || o.ContentLanguage != "" || len(o.Metadata) > 0)
 }
 
 // Prewarm implements blob.Prewarmer: it creates key now, so that the returned
@@ -139,7 +117,10 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 }
 
 func (s *Store) newWriter(ctx context.Context, key string, opts *blob.WriterOptions, ww *warmWriter) *writer {
-	w := &writer{s: s, ctx: ctx, key: key, warm: ww, started: time.Now()}
+	w := &writer{s: s, ctx: ctx, key: key, warm: ww}
+	if ww == nil {
+		w.started = time.Now()
+	}
 	if opts != nil {
 		w.opts = *opts
 		if len(opts.ContentMD5) > 0 {
@@ -156,8 +137,7 @@ type writer struct {
 	key     string
 	opts    blob.WriterOptions
 	warm    *warmWriter // pre-created object, or nil
-	pooled  bool        // handed out by a pool: WriteTimeout applies
-	started time.Time
+	started time.Time   // when the write began: NewWriter, or a prewarmed writer's first use
 
 	buf    bytes.Buffer
 	md5    hash.Hash
@@ -167,6 +147,14 @@ type writer struct {
 	busy   atomic.Bool
 	closed bool
 	err    error
+}
+
+// begin starts the write's clock at its first use: a prewarmed writer may
+// wait in a pool long before anyone writes to it.
+func (w *writer) begin() {
+	if w.started.IsZero() {
+		w.started = time.Now()
+	}
 }
 
 var errConcurrentUse = errors.New("gcsrapid: concurrent use of one writer")
@@ -187,6 +175,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	defer w.busy.Store(false)
+	w.begin()
 	if w.err != nil {
 		return 0, w.err
 	}
@@ -260,6 +249,7 @@ func (w *writer) Close() error {
 		return err
 	}
 	defer w.busy.Store(false)
+	w.begin()
 	w.closed = true
 	err := w.commit()
 	if err != nil {
@@ -288,9 +278,6 @@ func (w *writer) commit() error {
 	}
 	if err := w.ctx.Err(); err != nil {
 		return blob.WrapError("write", w.key, err, nil)
-	}
-	if w.pooled && time.Since(w.started) > w.s.opts.WriteTimeout {
-		return blob.Errorf("write", w.key, nil, "gcsrapid: closed %v after it was handed out, beyond write_timeout %v: the object may already be reclaimed as an orphan", time.Since(w.started).Round(time.Millisecond), w.s.opts.WriteTimeout)
 	}
 	if w.md5 != nil {
 		if sum := w.md5.Sum(nil); !bytes.Equal(sum, w.opts.ContentMD5) {
