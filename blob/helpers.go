@@ -80,6 +80,15 @@ func Create(ctx context.Context, s Store, prefix string, opts *WriterOptions) (s
 	if c, ok := s.(Creator); ok {
 		return c.Create(ctx, prefix, opts)
 	}
+	return CreateInline(ctx, s, prefix, opts)
+}
+
+// CreateInline is Create without a Creator's pool: a new name under prefix
+// written with IfNotExist. Creators use it for what they do not pool.
+func CreateInline(ctx context.Context, s Store, prefix string, opts *WriterOptions) (string, Writer, error) {
+	if err := validatePrefix("create", prefix); err != nil {
+		return "", nil, err
+	}
 	key := NewName(prefix)
 	o := withIfNotExist(opts)
 	w, err := s.NewWriter(ctx, key, &o)
@@ -161,9 +170,15 @@ func CopyBetween(ctx context.Context, dst Store, dstKey string, src Store, srcKe
 	if opts != nil {
 		wo.IfNotExist = opts.IfNotExist
 	}
+	return WriteFrom(ctx, dst, dstKey, r, &wo)
+}
+
+// WriteFrom streams r into key and commits only if all of r was read: a
+// failed read cancels the write, so nothing is committed.
+func WriteFrom(ctx context.Context, s Store, key string, r io.Reader, opts *WriterOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := dst.NewWriter(ctx, dstKey, &wo)
+	w, err := s.NewWriter(ctx, key, opts)
 	if err != nil {
 		return err
 	}

@@ -3,12 +3,8 @@ package quorum_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
-
-	"gocloud.dev/blob/driver"
-	"gocloud.dev/blob/drivertest"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
@@ -94,26 +90,11 @@ func TestConformanceMajorityReads(t *testing.T) {
 	})
 }
 
-type harness struct{ s blob.Store }
-
-func (h harness) MakeDriver(context.Context) (driver.Bucket, error) {
-	return blob.Driver(nopClose{h.s}), nil
-}
-func (harness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
-	return nil, nil
-}
-func (harness) HTTPClient() *http.Client         { return nil }
-func (harness) SupportsCopy() bool               { return true }
-func (harness) SupportsNonSlashDelimiters() bool { return true }
-func (h harness) Close()                         { h.s.Close() }
-
-// nopClose lets drivertest open several buckets over one quorum.
-type nopClose struct{ blob.Store }
-
-func (nopClose) Close() error { return nil }
-
 func TestGocloudDrivertest(t *testing.T) {
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return harness{newQuorum(t, memReplicas(t, 3), testOptions())}, nil
-	}, nil)
+	conformance.RunGocloud(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			return newQuorum(t, memReplicas(t, 3), testOptions())
+		},
+		Caps: conformance.Caps{NonSlashDelimiters: true},
+	})
 }

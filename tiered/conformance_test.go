@@ -2,12 +2,8 @@ package tiered_test
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 	"testing"
-
-	"gocloud.dev/blob/driver"
-	"gocloud.dev/blob/drivertest"
 
 	"github.com/zonalblob/zonalblob/blob"
 	_ "github.com/zonalblob/zonalblob/blob/regional"
@@ -52,21 +48,9 @@ func TestConformance(t *testing.T) {
 	t.Logf("the compactor moved %d objects during the suite", moved)
 }
 
-type harness struct{ s blob.Store }
-
-func (h harness) MakeDriver(context.Context) (driver.Bucket, error) {
-	return blob.Driver(nopClose{h.s}), nil
-}
-func (harness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
-	return nil, nil
-}
-func (harness) HTTPClient() *http.Client         { return nil }
-func (harness) SupportsCopy() bool               { return true }
-func (harness) SupportsNonSlashDelimiters() bool { return true }
-func (h harness) Close()                         { h.s.Close() }
-
 func TestGocloudDrivertest(t *testing.T) {
-	drivertest.RunConformanceTests(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return harness{openAggressive(ctx, t)}, nil
-	}, nil)
+	conformance.RunGocloud(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store { return openAggressive(ctx, t) },
+		Caps:     conformance.Caps{NonSlashDelimiters: true},
+	})
 }

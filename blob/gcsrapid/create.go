@@ -27,15 +27,16 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 	if s.creator != nil {
 		return s.creator.Create(ctx, prefix, opts)
 	}
-	return blob.Create(ctx, inline{s}, prefix, opts)
+	return blob.CreateInline(ctx, s, prefix, opts)
 }
 
-// inline hides Create, so blob.Create writes a new name with IfNotExist.
-type inline struct{ blob.Store }
-
 // creatorView is the Store as its pool.Creator sees it: prewarming natively,
-// and left open when the Creator closes (Store.Close closes it).
-type creatorView struct{ s *Store }
+// and left open when the Creator closes (Store.Close closes it). The
+// Creator makes its unpooled names with blob.CreateInline, never through
+// this view's Create.
+type creatorView struct{ *Store }
+
+func (creatorView) Close() error { return nil }
 
 func newCreator(s *Store) (*pool.Creator, error) {
 	return pool.NewCreator(creatorView{s}, pool.CreatorOptions{
@@ -44,23 +45,3 @@ func newCreator(s *Store) (*pool.Creator, error) {
 		MaxPools: s.opts.MaxPools,
 	})
 }
-
-func (v creatorView) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
-	return v.s.NewRangeReader(ctx, key, offset, length)
-}
-func (v creatorView) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
-	return v.s.NewWriter(ctx, key, opts)
-}
-func (v creatorView) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
-	return v.s.Stat(ctx, key)
-}
-func (v creatorView) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	return v.s.List(ctx, opts)
-}
-func (v creatorView) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	return v.s.Delete(ctx, key, opts)
-}
-func (v creatorView) Prewarm(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
-	return v.s.Prewarm(ctx, key, opts)
-}
-func (creatorView) Close() error { return nil }

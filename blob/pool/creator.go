@@ -113,11 +113,11 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
 	}
 	if hasAttributes(opts) {
-		return blob.Create(ctx, plain{c.Store}, prefix, opts)
+		return blob.CreateInline(ctx, c.Store, prefix, opts)
 	}
 	p := c.poolFor(prefix)
 	if p == nil {
-		return blob.Create(ctx, plain{c.Store}, prefix, opts)
+		return blob.CreateInline(ctx, c.Store, prefix, opts)
 	}
 	item, err := p.Get(ctx)
 	if err != nil {
@@ -134,9 +134,6 @@ func hasAttributes(o *blob.WriterOptions) bool {
 		o.ContentEncoding != "" || o.ContentLanguage != "" || len(o.Metadata) > 0 ||
 		len(o.ContentMD5) > 0 || o.IfGenerationMatch != "")
 }
-
-// plain hides the wrapped store's own Creator, if any, from blob.Create.
-type plain struct{ blob.Store }
 
 func (c *Creator) poolFor(prefix string) *Pool[*prewarmed] {
 	c.mu.Lock()

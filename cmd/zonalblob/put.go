@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
@@ -60,27 +59,10 @@ Examples:
 					return err
 				}
 				defer st.Close()
-				return write(ctx, st, args[1], in, &o)
+				return blob.WriteFrom(ctx, st, args[1], in, &o)
 			}
 		},
 	}
-}
-
-// write streams r to key, committing only if all of r was written.
-func write(ctx context.Context, st blob.Store, key string, r io.Reader, o *blob.WriterOptions) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := st.NewWriter(ctx, key, o)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(w, r); err != nil {
-		// A cancelled context makes Close discard what was written.
-		cancel()
-		w.Close()
-		return err
-	}
-	return w.Close()
 }
 
 // metadataFlag collects repeated --metadata key=value flags.
