@@ -114,7 +114,7 @@ func withIfNotExist(opts *WriterOptions) WriterOptions {
 	if opts != nil {
 		o = *opts
 	}
-	o.IfNotExist = true
+	o.If = IfNotExist()
 	return o
 }
 
@@ -167,8 +167,8 @@ func CopyBetween(ctx context.Context, dst Store, dstKey string, src Store, srcKe
 	}
 	defer r.Close()
 	wo := WriterOptionsFrom(a)
-	if opts != nil {
-		wo.IfNotExist = opts.IfNotExist
+	if opts != nil && opts.IfNotExist {
+		wo.If = IfNotExist()
 	}
 	return WriteFrom(ctx, dst, dstKey, r, &wo)
 }

@@ -571,8 +571,8 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	if opts != nil {
 		o = *opts
 	}
-	if o.IfNotExist && o.IfGenerationMatch != "" {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	if err := o.If.Validate("write", key); err != nil {
+		return nil, err
 	}
 	if o.ContentMD5 != nil && len(o.ContentMD5) != md5.Size {
 		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "ContentMD5 has %d bytes, want %d", len(o.ContentMD5), md5.Size)

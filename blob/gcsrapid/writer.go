@@ -88,7 +88,7 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 	if err := s.check("prewarm", key); err != nil {
 		return nil, err
 	}
-	if opts != nil && opts.IfGenerationMatch != "" {
+	if opts != nil && opts.If.GenerationMatch() != "" {
 		return nil, blob.Errorf("prewarm", key, blob.ErrInvalidArgument, "a prewarmed key must not exist: IfGenerationMatch makes no sense")
 	}
 	ww, err := s.prewarm(ctx, key, opts)
@@ -105,12 +105,14 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	if err := s.check("write", key); err != nil {
 		return nil, err
 	}
-	if opts != nil && opts.IfNotExist && opts.IfGenerationMatch != "" {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
-	}
-	if opts != nil && opts.IfGenerationMatch != "" {
-		if _, err := parseGeneration("write", key, opts.IfGenerationMatch); err != nil {
+	if opts != nil {
+		if err := opts.If.Validate("write", key); err != nil {
 			return nil, err
+		}
+		if g := opts.If.GenerationMatch(); g != "" {
+			if _, err := parseGeneration("write", key, g); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return s.newWriter(ctx, key, opts, nil), nil
@@ -216,7 +218,7 @@ func (w *writer) send(p []byte) error {
 }
 
 func (w *writer) classifier() func(error) error {
-	if w.opts.IfNotExist || w.warm != nil {
+	if w.opts.If.NotExist() || w.warm != nil {
 		return classifyCreate
 	}
 	return classify
@@ -231,10 +233,10 @@ func (w *writer) open(size int) error {
 	}
 	o := w.s.bucket.Object(w.key)
 	switch {
-	case w.opts.IfNotExist:
+	case w.opts.If.NotExist():
 		o = o.If(storage.Conditions{DoesNotExist: true})
-	case w.opts.IfGenerationMatch != "":
-		g, err := parseGeneration("write", w.key, w.opts.IfGenerationMatch)
+	case w.opts.If.GenerationMatch() != "":
+		g, err := parseGeneration("write", w.key, w.opts.If.GenerationMatch())
 		if err != nil {
 			return err
 		}

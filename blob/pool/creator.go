@@ -132,7 +132,7 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 func hasAttributes(o *blob.WriterOptions) bool {
 	return o != nil && (o.ContentType != "" || o.CacheControl != "" || o.ContentDisposition != "" ||
 		o.ContentEncoding != "" || o.ContentLanguage != "" || len(o.Metadata) > 0 ||
-		len(o.ContentMD5) > 0 || o.IfGenerationMatch != "")
+		len(o.ContentMD5) > 0 || o.If.GenerationMatch() != "")
 }
 
 func (c *Creator) poolFor(prefix string) *Pool[*prewarmed] {

@@ -296,10 +296,10 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	if opts != nil {
 		o = *opts
 	}
-	if o.IfNotExist && o.IfGenerationMatch != "" {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	if err := o.If.Validate("write", key); err != nil {
+		return nil, err
 	}
-	if o.IfGenerationMatch != "" && !s.opts.LocalPreconditions {
+	if o.If.GenerationMatch() != "" && !s.opts.LocalPreconditions {
 		return nil, blob.Errorf("write", key, blob.ErrUnsupported, "generation preconditions on this bucket")
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -312,7 +312,7 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 		ContentMD5:         o.ContentMD5,
 		Metadata:           o.Metadata,
 		// Local mode checks existence itself at commit, under the key lock.
-		IfNotExist: o.IfNotExist && !s.opts.LocalPreconditions,
+		IfNotExist: o.If.NotExist() && !s.opts.LocalPreconditions,
 	}
 	if s.opts.LocalPreconditions {
 		md := make(map[string]string, len(o.Metadata)+1)
@@ -379,7 +379,7 @@ func (w *uploadWriter) Close() error {
 	}
 	if w.s.opts.LocalPreconditions {
 		defer w.s.locks.lock(w.key)()
-		if err := w.s.checkPrecondition(w.ctx, "write", w.key, w.opts.IfNotExist, w.opts.IfGenerationMatch); err != nil {
+		if err := w.s.checkPrecondition(w.ctx, "write", w.key, w.opts.If.NotExist(), w.opts.If.GenerationMatch()); err != nil {
 			return err
 		}
 	}
@@ -388,7 +388,7 @@ func (w *uploadWriter) Close() error {
 		return nil
 	}
 	kind := classify(err)
-	if kind == blob.ErrPrecondition && w.opts.IfNotExist {
+	if kind == blob.ErrPrecondition && w.opts.If.NotExist() {
 		kind = blob.ErrExists
 	}
 	return &blob.Error{Op: "write", Key: w.key, Kind: kind, Err: err}
@@ -454,14 +454,14 @@ func (w *writer) Close() error {
 	if w.s.opts.LocalPreconditions {
 		unlock := w.s.locks.lock(w.key)
 		defer unlock()
-		if err := w.s.checkPrecondition(w.ctx, "write", w.key, w.opts.IfNotExist, w.opts.IfGenerationMatch); err != nil {
+		if err := w.s.checkPrecondition(w.ctx, "write", w.key, w.opts.If.NotExist(), w.opts.If.GenerationMatch()); err != nil {
 			w.abort()
 			return err
 		}
 	}
 	if err := w.w.Close(); err != nil {
 		kind := classify(err)
-		if kind == blob.ErrPrecondition && w.opts.IfNotExist {
+		if kind == blob.ErrPrecondition && w.opts.If.NotExist() {
 			kind = blob.ErrExists
 		}
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

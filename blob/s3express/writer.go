@@ -30,8 +30,8 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	}
 	w := &writer{s: s, ctx: ctx, key: key, op: "write"}
 	if opts != nil {
-		if opts.IfNotExist && opts.IfGenerationMatch != "" {
-			return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+		if err := opts.If.Validate("write", key); err != nil {
+			return nil, err
 		}
 		w.opts = *opts
 		if len(opts.ContentMD5) > 0 {
@@ -55,7 +55,7 @@ func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOp
 		o = *opts
 	}
 	w := &writer{s: s, ctx: ctx, key: key, op: "append", offset: o.IfSizeMatch}
-	w.opts.IfGenerationMatch = o.IfGenerationMatch
+	w.opts.If = appendCondition(o)
 	if o.IfSizeMatch <= 0 {
 		// Offset 0 would create a missing object; appending needs one.
 		head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
@@ -207,9 +207,9 @@ func (w *writer) commit() error {
 
 func classifierFor(o *blob.WriterOptions) func(error) error {
 	switch {
-	case o.IfNotExist:
+	case o.If.NotExist():
 		return classifyCreate
-	case o.IfGenerationMatch != "":
+	case o.If.GenerationMatch() != "":
 		return classifyMatch
 	}
 	return classify
@@ -229,10 +229,10 @@ func (s *Store) putInput(key string, o *blob.WriterOptions, data []byte) *s3.Put
 	}
 	setAttributes(o, &in.ContentType, &in.CacheControl, &in.ContentDisposition, &in.ContentEncoding, &in.ContentLanguage, &in.Metadata)
 	switch {
-	case o.IfNotExist:
+	case o.If.NotExist():
 		in.IfNoneMatch = aws.String("*")
-	case o.IfGenerationMatch != "":
-		in.IfMatch = aws.String(o.IfGenerationMatch)
+	case o.If.GenerationMatch() != "":
+		in.IfMatch = aws.String(o.If.GenerationMatch())
 	}
 	return in
 }
@@ -316,10 +316,10 @@ func (m *multipart) complete(ctx context.Context, o *blob.WriterOptions) error {
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: m.parts},
 	}
 	switch {
-	case o.IfNotExist:
+	case o.If.NotExist():
 		in.IfNoneMatch = aws.String("*")
-	case o.IfGenerationMatch != "":
-		in.IfMatch = aws.String(o.IfGenerationMatch)
+	case o.If.GenerationMatch() != "":
+		in.IfMatch = aws.String(o.If.GenerationMatch())
 	}
 	_, err := m.s.client.CompleteMultipartUpload(ctx, in, m.s.session)
 	return err
@@ -335,4 +335,12 @@ func (m *multipart) abort() {
 			Bucket: aws.String(m.s.bucket), Key: aws.String(m.key), UploadId: aws.String(m.id),
 		}, m.s.session)
 	})
+}
+
+// appendCondition is the write condition an append carries to PutObject.
+func appendCondition(o blob.AppendOptions) blob.Condition {
+	if o.IfGenerationMatch != "" {
+		return blob.IfGenerationMatch(o.IfGenerationMatch)
+	}
+	return blob.Condition{}
 }
