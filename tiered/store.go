@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // generationKey is the metadata key under which a cold copy records the hot
@@ -427,7 +428,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	}
 	after := o.StartAfter
 	if o.PageToken != "" {
-		k, err := blob.DecodePageToken(o.PageToken)
+		k, err := driver.DecodePageToken(o.PageToken)
 		if err != nil {
 			return nil, err
 		}
@@ -499,7 +500,7 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 		more = true
 	}
 	if more && len(page.Objects) > 0 {
-		page.NextPageToken = blob.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
+		page.NextPageToken = driver.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
 	}
 	return page, bound, nil
 }
