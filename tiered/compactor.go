@@ -196,8 +196,8 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 	defer cancel()
 
 	// 1. Finalize, where the hot store needs it.
-	if f, ok := s.hot.(blob.Finalizer); ok {
-		if err := f.Finalize(ctx, key); errors.Is(err, blob.ErrNotFound) {
+	if blob.CapabilitiesOf(s.hot).Finalize {
+		if err := blob.Finalize(ctx, s.hot, key); errors.Is(err, blob.ErrNotFound) {
 			return none, 0, nil
 		} else if err != nil {
 			return none, 0, fmt.Errorf("tiered: finalize %q: %w", key, err)

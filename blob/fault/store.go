@@ -206,6 +206,27 @@ func (s *Store) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, er
 	return ra, nil
 }
 
+// Finalize implements blob.Finalizer: natively over a Finalizer, otherwise as
+// blob.Finalize falls back (objects are final once committed, so it checks
+// that key exists, through this wrapper).
+func (s *Store) Finalize(ctx context.Context, key string) error {
+	after, err := s.enter(ctx, OpFinalize, key)
+	if err != nil {
+		return err
+	}
+	if err := blob.Finalize(ctx, s.inner, key); err != nil {
+		return err
+	}
+	if after != nil {
+		return after.report()
+	}
+	return nil
+}
+
+// Capabilities implements blob.CapabilityReporter: the wrapper serves
+// natively exactly what the store it wraps does.
+func (s *Store) Capabilities() blob.Capabilities { return blob.CapabilitiesOf(s.inner) }
+
 // openWriter opens an inner writer under a context this wrapper can cancel,
 // which is how an injected commit failure aborts it.
 func (s *Store) openWriter(ctx context.Context, key string, after *pending, open func(context.Context) (string, blob.Writer, error)) (string, blob.Writer, error) {
