@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zonalblob/zonalblob/bench"
+	"github.com/zonalblob/zonalblob/internal/bench"
 )
 
 // benchFiles are the files a run writes into --out.
