@@ -1,80 +1,13 @@
 package bench
 
 import (
-	"math"
+	"bytes"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zonalblob/zonalblob/cost"
 )
-
-func TestEstimates(t *testing.T) {
-	w := Workload{WritesPerSec: 1, ObjectSize: 1 << 30, Retention: month, HotWindow: month / 730, Replicas: 3}
-	est := Estimates(w)
-	if len(est) != 4*len(Prices()) {
-		t.Fatalf("%d estimates", len(est))
-	}
-	writes := month.Seconds()
-	byLayout := map[string]Estimate{}
-	for _, e := range est {
-		if e.Backend == "S3" {
-			byLayout[strings.SplitN(e.Layout, ":", 2)[0]] = e
-		}
-	}
-	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-6*max(1, want) }
-	// One GiB a second for a month is writes GiB stored.
-	if e := byLayout["regional only"]; !near(e.Storage, writes*0.023) || !near(e.Requests, writes*0.005/1000) {
-		t.Errorf("regional only: %+v", e)
-	}
-	// S3 Express charges per GiB above 512 KiB on upload.
-	upload := 0.00113/1000 + float64(1<<30-512<<10)/(1<<30)*0.0032
-	if e := byLayout["one zonal bucket"]; !near(e.Storage, writes*0.11) || !near(e.Requests, writes*upload) {
-		t.Errorf("one zonal bucket: %+v, want requests %v", e, writes*upload)
-	}
-	if e := byLayout["quorum of 3 zonal, no tiering"]; !near(e.Total(), 3*byLayout["one zonal bucket"].Total()) {
-		t.Errorf("quorum: %+v", e)
-	}
-	// Tiered: an hour's writes on three zonal replicas, the rest regional.
-	tiered := byLayout["tiered"]
-	hot := writes / 730
-	if want := 3*hot*0.11 + (writes-hot)*0.023; !near(tiered.Storage, want) {
-		t.Errorf("tiered storage %v, want %v", tiered.Storage, want)
-	}
-	if tiered.Storage >= byLayout["quorum of 3 zonal, no tiering"].Storage {
-		t.Errorf("tiering does not save storage: %+v", tiered)
-	}
-}
-
-func TestEveryPriceHasASource(t *testing.T) {
-	for _, pair := range Prices() {
-		if !pair[0].Zonal || pair[1].Zonal || pair[0].Backend != pair[1].Backend {
-			t.Errorf("pair %s/%s: want zonal then regional of one cloud", pair[0].Class, pair[1].Class)
-		}
-		for _, p := range pair {
-			if !strings.HasPrefix(p.Source, "https://") || p.Checked != PricesChecked || p.StorageGiBMonth <= 0 || p.Write1000 <= 0 {
-				t.Errorf("%s %s: %+v", p.Backend, p.Class, p)
-			}
-		}
-	}
-}
-
-func TestWorkloadValidate(t *testing.T) {
-	if err := DefaultWorkload().Validate(); err != nil {
-		t.Fatal(err)
-	}
-	for name, mutate := range map[string]func(*Workload){
-		"rate":      func(w *Workload) { w.WritesPerSec = 0 },
-		"size":      func(w *Workload) { w.ObjectSize = 0 },
-		"retention": func(w *Workload) { w.Retention = 0 },
-		"hot":       func(w *Workload) { w.HotWindow = 2 * w.Retention },
-		"replicas":  func(w *Workload) { w.Replicas = 0 },
-	} {
-		w := DefaultWorkload()
-		mutate(&w)
-		if w.Validate() == nil {
-			t.Errorf("%s: invalid workload accepted", name)
-		}
-	}
-}
 
 func TestDays(t *testing.T) {
 	for _, s := range []string{"30d", "36h", "15m", "1.5s"} {
@@ -88,5 +21,58 @@ func TestDays(t *testing.T) {
 	}
 	if _, err := ParseDays("xd"); err == nil {
 		t.Error("xd accepted")
+	}
+}
+
+// TestWriteEstimates checks that every layout gets a row under its own name,
+// with the transfer charges in the requests column.
+func TestWriteEstimates(t *testing.T) {
+	w := cost.Workload{WritesPerSecond: 10, ObjectBytes: 1 << 20, Retention: 7 * 24 * time.Hour, After: time.Hour, Replicas: 3}
+	var out bytes.Buffer
+	if err := WriteEstimates(&out, w); err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if want := 3 + len(cost.Layouts(w)); len(rows) != want {
+		t.Fatalf("%d lines, want %d:\n%s", len(rows), want, out.String())
+	}
+	for _, want := range []string{
+		"S3       regional only: Standard ",
+		"S3       one zonal bucket: Express One Zone ",
+		"S3       quorum of 3 zonal, no tiering ",
+		"S3       tiered: quorum of 3 zonal for 1h, then regional ",
+		"GCS      regional only: Standard (regional) ",
+		"Azure    one zonal bucket: Premium block blob (LRS) ",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no row %q in\n%s", want, out.String())
+		}
+	}
+	// One zonal S3 Express bucket: 10 writes/s of 1 MiB is 26,280,000 writes a
+	// month, each charged $0.00113/1000 plus $0.0032 for each of its 0.5 GiB/1024
+	// above 512 KiB: $29.70 + $41.06 = $71 (printed rounded).
+	var line string
+	for _, l := range rows {
+		if strings.HasPrefix(l, "S3       one zonal bucket") {
+			line = l
+		}
+	}
+	if fields := strings.Fields(line); len(fields) < 7 || fields[len(fields)-2] != "$71" {
+		t.Errorf("S3 one zonal bucket row %q: want requests $71", line)
+	}
+}
+
+func TestWritePrices(t *testing.T) {
+	var out bytes.Buffer
+	if err := WritePrices(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []cost.Price{cost.GCSRapid, cost.S3Standard, cost.AzureHot} {
+		if !strings.Contains(out.String(), p.Class) || !strings.Contains(out.String(), p.Source) {
+			t.Errorf("%s missing from\n%s", p.Name(), out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "$0.00113 +$0.0032/GiB above 512KiB") {
+		t.Errorf("S3 Express transfer charge missing from\n%s", out.String())
 	}
 }
