@@ -87,7 +87,7 @@ func (c Cost) Total() float64 { return c.Storage + c.Requests + c.Transfer }
 // write (to every copy) and the Stat that follows it, and the read; in cold,
 // the write and the verifying Stat. Deletes are free. Each pass lists hot's
 // markers and then its objects: one list (priced as a write, Class A on GCS)
-// per 1000 objects.
+// per 1000 objects on every copy, as a quorum lists each of its replicas.
 func Estimate(w Workload, hot, cold Price) (allHot, tiered Cost) {
 	return allIn(w, hot), tieredCost(w, hot, cold)
 }
@@ -114,8 +114,9 @@ func tieredCost(w Workload, hot, cold Price) Cost {
 		interval = tiered.DefaultInterval(w.After)
 	}
 	passes := float64(month) / float64(interval)
-	// Each pass lists the markers of unfinished moves, then the objects.
-	lists := passes * (1 + math.Max(1, math.Ceil(w.WritesPerSecond*after.Seconds()/1000)))
+	// Each pass lists the markers of unfinished moves, then the objects, a
+	// page at a time from every copy.
+	lists := passes * (1 + math.Max(1, math.Ceil(w.WritesPerSecond*after.Seconds()/1000))) * copies
 	return Cost{
 		Storage: w.held(after)*copies*hot.StoragePerGiBMonth + w.held(w.Retention-after)*cold.StoragePerGiBMonth,
 		Requests: written.Requests +

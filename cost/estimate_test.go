@@ -22,7 +22,8 @@ func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1
 //	move requests    262.8e6 * (3*0.005 + 4*0.0004)/1e3 = 4362.48 in hot
 //	                 262.8e6 * (0.005 + 0.0004)/1e3     = 1419.12 in cold
 //	lists            a pass a minute (After/4, at most 1m), each 1 page of
-//	                 markers + 30 of objects: (730 h / 60 s) * 31 * 0.005/1e3 = 6.789
+//	                 markers + 30 of objects from each of the 3 copies:
+//	                 (730 h / 60 s) * 31 * 3 * 0.005/1e3 = 20.367
 func TestEstimateArithmetic(t *testing.T) {
 	w := cost.Workload{WritesPerSecond: 100, ObjectBytes: 64 << 10, Retention: 7 * 24 * time.Hour, After: 5 * time.Minute, Replicas: 3}
 	allHot, tier := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard)
@@ -36,7 +37,7 @@ func TestEstimateArithmetic(t *testing.T) {
 		{"all-hot requests", allHot.Requests, 3942},
 		{"all-hot transfer", allHot.Transfer, 0},
 		{"tiered storage", tier.Storage, 0.604248046875 + 73.79150390625},
-		{"tiered requests", tier.Requests, 3942 + 4362.48 + 1419.12 + 6.789},
+		{"tiered requests", tier.Requests, 3942 + 4362.48 + 1419.12 + 20.367},
 		{"tiered transfer", tier.Transfer, 0},
 	} {
 		if !near(c.got, c.want) {
@@ -51,8 +52,8 @@ func TestEstimateArithmetic(t *testing.T) {
 	// An explicit interval of 5 minutes: a fifth of the passes, so a fifth of
 	// the listing.
 	w.Interval = 5 * time.Minute
-	if _, slow := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard); !near(slow.Requests, 3942+4362.48+1419.12+6.789/5) {
-		t.Errorf("tiered requests with a pass every 5m = %.6f, want %.6f", slow.Requests, 3942+4362.48+1419.12+6.789/5)
+	if _, slow := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard); !near(slow.Requests, 3942+4362.48+1419.12+20.367/5) {
+		t.Errorf("tiered requests with a pass every 5m = %.6f, want %.6f", slow.Requests, 3942+4362.48+1419.12+20.367/5)
 	}
 }
 
