@@ -299,7 +299,7 @@ func writeCost(out io.Writer, w cost.Workload) error {
 		return err
 	}
 	fmt.Fprintln(out, "```")
-	fmt.Fprintln(out, "\nTiered is priced with package cost's model of the tiered store's compactor: every write goes to each zonal replica, and each move costs two Stats, a move marker on each replica, a read, the regional write and its verifying Stat, plus the listing of each pass; deletes are free. For small objects those requests can cost more than the storage tiering saves. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
+	fmt.Fprintln(out, "\nTiered is priced with package cost's model of the tiered store's compactor: every write goes to each zonal replica, and each move costs two Stats, a move marker on each replica, a read, the regional write and its verifying Stat, plus each pass's listing of every replica; deletes are free. For small objects those requests can cost more than the storage tiering saves. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
 	return nil
 }
 
