@@ -30,6 +30,16 @@ const (
 	DefaultRemember    = 10000
 )
 
+// DefaultInterval is the time between the compactor's passes when
+// Options.Interval is zero, for the compaction age after (zero:
+// DefaultAfter): after/4, clamped to [10ms, 1m].
+func DefaultInterval(after time.Duration) time.Duration {
+	if after == 0 {
+		after = DefaultAfter
+	}
+	return min(max(after/4, 10*time.Millisecond), time.Minute)
+}
+
 // Options configure a tiered Store. The zero value is usable: moves after
 // DefaultAfter, DefaultConcurrency moves at once, no rate limit.
 type Options struct {
@@ -37,8 +47,8 @@ type Options struct {
 	// moved to cold. Zero means DefaultAfter; use a tiny positive value such
 	// as time.Nanosecond to move as soon as possible.
 	After time.Duration
-	// Interval is the time between compaction passes. Zero means After/4,
-	// clamped to [10ms, 1m].
+	// Interval is the time between compaction passes. Zero means
+	// DefaultInterval(After): After/4, clamped to [10ms, 1m].
 	Interval time.Duration
 	// Concurrency bounds the moves in flight (default DefaultConcurrency).
 	Concurrency int
@@ -70,7 +80,7 @@ func (o Options) withDefaults() Options {
 		o.After = DefaultAfter
 	}
 	if o.Interval == 0 {
-		o.Interval = min(max(o.After/4, 10*time.Millisecond), time.Minute)
+		o.Interval = DefaultInterval(o.After)
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
