@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 var (
@@ -16,7 +17,7 @@ var (
 // Finalize implements blob.Finalizer: an object in hot is finalized there
 // (natively where hot is a Finalizer); one in cold is final already.
 func (s *Store) Finalize(ctx context.Context, key string) error {
-	if err := s.check("finalize", key); err != nil {
+	if err := s.check(driver.OpFinalize, key); err != nil {
 		return err
 	}
 	err := blob.Finalize(ctx, s.hot, key)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Stats is the compactor's progress since the Store was made.
@@ -95,8 +96,8 @@ type PassResult struct {
 func (s *Store) CompactOnce(ctx context.Context) PassResult {
 	start := s.opts.Now()
 	var res PassResult
-	if s.closed.Load() {
-		res.Err = &blob.Error{Op: "compact", Kind: blob.ErrClosed}
+	if s.life.Closed() {
+		res.Err = driver.ClosedError("compact", "")
 		return res
 	}
 	var mu sync.Mutex

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewRangeReader implements blob.Store. Each Read of the reader is an OpReadData call.
@@ -148,7 +149,7 @@ func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOp
 	}
 	a, ok := s.inner.(blob.Appender)
 	if !ok {
-		return nil, &blob.Error{Op: "append", Key: key, Kind: blob.ErrUnsupported, Err: fmt.Errorf("%T cannot append", s.inner)}
+		return nil, &blob.Error{Op: driver.OpAppend, Key: key, Kind: blob.ErrUnsupported, Err: fmt.Errorf("%T cannot append", s.inner)}
 	}
 	_, w, err := s.openWriter(ctx, key, after, func(wctx context.Context) (string, blob.Writer, error) {
 		w, err := a.NewAppender(wctx, key, opts)
