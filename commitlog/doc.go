@@ -1,0 +1,72 @@
+// Package commitlog is an ordered, replicated log of records on zonal
+// buckets: the writer appends records into open segment objects on N zonal
+// stores (one store is fine) and acknowledges them once W zones hold them;
+// readers read from any offset in order, without gaps or duplicates, and only
+// what is committed. The protocol is Apache BookKeeper's ledger protocol with
+// the buckets as bookies: an ensemble of N, an ack quorum of W, the
+// last-add-confirmed carried on later entries, and fencing on recovery.
+//
+// Guarantee: a record acknowledged by Append is never lost, duplicated or
+// moved while at most N-W zones are lost, whatever writers crash or take
+// over; a reader never returns a record before it is committed.
+//
+// # Layout
+//
+// Log name lives under the prefix name/ of every store:
+//
+//	name/epoch/<epoch>           claimed with IfNotExist on a majority by each Open
+//	name/seg/<epoch>-<first>     a segment: frames appended by its writer
+//
+// A segment is a sequence of frames (see frame.go): a header naming the
+// segment and the one it follows, data frames of records (each with its first
+// offset and the last-add-confirmed, LAC, when it was cut), and seal and fence
+// frames. Appends are conditional, so that a writer that was fenced fails:
+//
+//   - blob.AppendStreamer (GCS appendable objects): one open stream per
+//     segment, each append a write and a flush; a takeover fences the holder.
+//   - blob.Appender with IfSizeMatch (S3 Express WriteOffsetBytes, Azure
+//     append-position): each append is refused if the segment grew.
+//   - any other Store: a segment is a directory of slot objects name/seg/
+//     <epoch>-<first>/<n>, each created with IfNotExist; two writers of slot
+//     n have one winner. This costs one object per append.
+//
+// # Writing
+//
+// Concurrent Append calls share frames (group commit): each zone sends, in
+// one append, every frame it has not sent yet, and an idle zone cuts a frame
+// of the records waiting. A frame is acknowledged when W zones hold it; a slow
+// zone catches up with one larger append and never delays the others. An
+// idle writer publishes the LAC in a frame without records after LACDelay.
+// A segment rolls before MaxSegmentAppends appends (S3 Express takes 10,000
+// per object) or MaxSegmentBytes: the writer waits for every frame to be
+// acknowledged, appends a seal frame, creates the next segment on W zones and
+// then checks that no newer epoch exists before using it.
+//
+// # Fencing and recovery
+//
+// Open claims epoch e+1 (above any listed) with IfNotExist on a majority, so
+// two writers never share an epoch. It lists the segments on N-W+1 zones and
+// recovers the last one as BookKeeper recovers a ledger: it appends a fence
+// frame at the end of the segment on every zone it reaches (creating the
+// segment there with only its header and the fence if missing), which makes
+// the old writer's next conditional append there fail. With N-W+1 zones
+// fenced no W zones remain on which the old writer could complete an append,
+// and every record it did acknowledge is on at least one fenced zone; the
+// recovery keeps every record found on a fenced zone, copies those records to
+// zones that lack them until W hold them, and starts its own segment after
+// the last. The old writer's next Append fails with ErrFenced. A segment that
+// a fenced writer created after the recovery listed is never used: its writer
+// checks the epochs after creating a segment, and a segment created before
+// the new epoch existed is seen by the recovery's listing.
+//
+// # Reading
+//
+// A Reader lists the segments on N-W+1 zones and follows the chain back from
+// the newest one (the first segment of each epoch names the segment its
+// writer recovered, which is how segments of fenced writers are left out).
+// Records of a segment below the first offset of the next segment are
+// committed; in the newest segment, records up to the highest LAC read. It
+// reads from the zone that has answered fastest and falls back to the others
+// when that zone lacks records known to be committed or fails; at the tail it
+// polls every PollInterval.
+package commitlog

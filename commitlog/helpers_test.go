@@ -1,0 +1,96 @@
+package commitlog
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/regional"
+	"github.com/zonalblob/zonalblob/blob/s3express"
+	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
+)
+
+// backend makes n fresh zonal stores.
+type backend struct {
+	name  string
+	mode  mode
+	zones func(t testing.TB, n int) []blob.Store
+}
+
+func memZones(t testing.TB, n int) []blob.Store {
+	out := make([]blob.Store, n)
+	for i := range out {
+		s, err := regional.Open(context.Background(), "mem://")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		out[i] = s
+	}
+	return out
+}
+
+var bucketSeq atomic.Int64
+
+func s3Zones(profile string) func(t testing.TB, n int) []blob.Store {
+	return func(t testing.TB, n int) []blob.Store {
+		out := make([]blob.Store, n)
+		for i := range out {
+			srv := s3expresstest.NewServer(s3expresstest.Options{Profile: s3expresstest.MustProfile(profile), Seed: uint64(i + 1)})
+			t.Cleanup(srv.Close)
+			name := fmt.Sprintf("log%d--use1-az%d--x-s3", bucketSeq.Add(1), i+1)
+			if err := srv.CreateBucket(name); err != nil {
+				t.Fatal(err)
+			}
+			s, err := s3express.New(srv.NewClient(), name, s3express.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			out[i] = s
+		}
+		return out
+	}
+}
+
+var backends = []backend{
+	{"slots-mem", modeSlots, memZones},
+	{"append-s3express", modeAppend, s3Zones("zero")},
+}
+
+func wrapAll(stores []blob.Store, seed uint64) ([]blob.Store, []*fault.Store) {
+	out := make([]blob.Store, len(stores))
+	fs := make([]*fault.Store, len(stores))
+	for i, s := range stores {
+		fs[i] = fault.Wrap(s, fault.Options{Seed: seed*31 + uint64(i), Name: fmt.Sprintf("zone%d", i)})
+		out[i] = fs[i]
+	}
+	return out, fs
+}
+
+func mustOpen(t testing.TB, stores []blob.Store, name string, opts *Options) *Log {
+	t.Helper()
+	l, err := Open(context.Background(), stores, name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// readN reads n records from r, failing the test on error.
+func readN(t testing.TB, ctx context.Context, r *Reader, n int) []Record {
+	t.Helper()
+	out := make([]Record, 0, n)
+	for range n {
+		rec, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("reading at %d: %v", r.Offset(), err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}

@@ -1,0 +1,244 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+var (
+	// ErrFenced is returned by a writer's Append (and by Open) once another
+	// writer has opened the log with a higher epoch: this writer's appends
+	// will never again be acknowledged.
+	ErrFenced = errors.New("commitlog: fenced by a newer writer")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("commitlog: closed")
+	// ErrNotEnoughZones is returned when fewer zones answer than the
+	// operation needs (W for an append, N-W+1 for a recovery or a listing,
+	// a majority for an epoch).
+	ErrNotEnoughZones = errors.New("commitlog: not enough zones")
+)
+
+// Options configure a log. The zero value is usable.
+type Options struct {
+	// WriteQuorum (W) is how many zones must hold a record before Append
+	// acknowledges it. 0 means a majority of the zones.
+	WriteQuorum int
+	// MaxSegmentAppends rolls a segment after this many appends on one zone
+	// (default 5000: S3 Express accepts 10,000 appends to one object).
+	MaxSegmentAppends int
+	// MaxSegmentBytes rolls a segment once it is this long (default 64 MiB).
+	MaxSegmentBytes int64
+	// MaxFrameBytes bounds the records of one frame (default 4 MiB); a record
+	// larger than this still travels alone in its own frame.
+	MaxFrameBytes int
+	// LACDelay is how long an idle writer waits after an acknowledgement
+	// before it appends a frame with no records that only publishes the
+	// last-add-confirmed, so that readers can serve the last records
+	// (default 1ms; negative: never, readers then wait for the next append).
+	LACDelay time.Duration
+	// PollInterval is how often a reader at the tail looks for more
+	// (default 2ms).
+	PollInterval time.Duration
+	// RelistInterval is how often a reader at the tail lists segments, to
+	// notice a new writer or a new segment that no frame announced (default 200ms).
+	RelistInterval time.Duration
+	// OpTimeout bounds each operation on one zone (default 10s), so that a
+	// zone that hangs is treated as down.
+	OpTimeout time.Duration
+	// RetryBackoff is the first wait before retrying a failed zone; it
+	// doubles up to 1s (default 5ms).
+	RetryBackoff time.Duration
+	// Slots stores segments as directories of slot objects created with
+	// IfNotExist even where the stores can append. A log must always be
+	// opened with the same layout; stores without appends always use slots.
+	Slots bool
+}
+
+func (o *Options) withDefaults(n int) (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.WriteQuorum == 0 {
+		r.WriteQuorum = n/2 + 1
+	}
+	if r.WriteQuorum < 1 || r.WriteQuorum > n {
+		return r, fmt.Errorf("commitlog: write quorum %d with %d zones", r.WriteQuorum, n)
+	}
+	if r.MaxSegmentAppends <= 0 {
+		r.MaxSegmentAppends = 5000
+	}
+	if r.MaxSegmentBytes <= 0 {
+		r.MaxSegmentBytes = 64 << 20
+	}
+	if r.MaxFrameBytes <= 0 {
+		r.MaxFrameBytes = 4 << 20
+	}
+	if r.LACDelay == 0 {
+		r.LACDelay = time.Millisecond
+	}
+	if r.PollInterval <= 0 {
+		r.PollInterval = 2 * time.Millisecond
+	}
+	if r.RelistInterval <= 0 {
+		r.RelistInterval = 200 * time.Millisecond
+	}
+	if r.OpTimeout <= 0 {
+		r.OpTimeout = 10 * time.Second
+	}
+	if r.RetryBackoff <= 0 {
+		r.RetryBackoff = 5 * time.Millisecond
+	}
+	return r, nil
+}
+
+// zonesFor builds the zones of log name over stores.
+func zonesFor(stores []blob.Store, name string, opts Options) ([]*zone, error) {
+	if len(stores) == 0 {
+		return nil, errors.New("commitlog: no stores")
+	}
+	if err := blob.ValidateKey("open", name+"/seg/"); err != nil {
+		return nil, err
+	}
+	m := modeStream
+	for _, s := range stores {
+		if _, ok := s.(blob.AppendStreamer); !ok {
+			m = modeAppend
+			break
+		}
+	}
+	if m == modeAppend {
+		for _, s := range stores {
+			if !blob.CapabilitiesOf(s).Append {
+				m = modeSlots
+				break
+			}
+		}
+	}
+	if opts.Slots {
+		m = modeSlots
+	}
+	zs := make([]*zone, len(stores))
+	for i, s := range stores {
+		zs[i] = &zone{idx: i, s: s, log: name, mode: m, streams: map[segKey]blob.AppendStream{}}
+	}
+	return zs, nil
+}
+
+// onAll runs f on every zone at once, each bounded by timeout, and returns
+// their errors by zone.
+func onAll(ctx context.Context, zones []*zone, timeout time.Duration, f func(context.Context, *zone) error) []error {
+	errs := make([]error, len(zones))
+	var wg sync.WaitGroup
+	for i, z := range zones {
+		wg.Go(func() {
+			c, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			errs[i] = f(c, z)
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+func countNil(errs []error) int {
+	n := 0
+	for _, e := range errs {
+		if e == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func quorumErr(what string, need int, errs []error) error {
+	return fmt.Errorf("%w: %s needs %d of %d zones, %d answered: %w", ErrNotEnoughZones, what, need, len(errs), countNil(errs), errors.Join(errs...))
+}
+
+// listChain lists the segments of the log on every zone and returns their
+// union, in key order. It needs answers from need zones.
+func listChain(ctx context.Context, zones []*zone, need int, timeout time.Duration) ([]segKey, error) {
+	lists := make([][]segKey, len(zones))
+	errs := onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
+		var err error
+		lists[z.idx], err = z.listSegments(ctx)
+		return err
+	})
+	if countNil(errs) < need {
+		return nil, quorumErr("listing segments", need, errs)
+	}
+	var all []segKey
+	for _, l := range lists {
+		all = append(all, l...)
+	}
+	slices.SortFunc(all, func(a, b segKey) int {
+		switch {
+		case a.less(b):
+			return -1
+		case b.less(a):
+			return 1
+		}
+		return 0
+	})
+	return slices.Compact(all), nil
+}
+
+// acquireEpoch claims an epoch higher than any claimed before on a majority
+// of zones: the writer's fencing token. Two writers never hold the same epoch.
+func acquireEpoch(ctx context.Context, zones []*zone, timeout time.Duration) (uint64, error) {
+	majority := len(zones)/2 + 1
+	var floor uint64
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		maxes := make([]uint64, len(zones))
+		errs := onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
+			var err error
+			maxes[z.idx], err = z.maxEpoch(ctx, 0)
+			return err
+		})
+		if countNil(errs) < majority {
+			return 0, quorumErr("reading epochs", majority, errs)
+		}
+		e := max(slices.Max(maxes), floor) + 1
+		errs = onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
+			return z.createEpoch(ctx, e)
+		})
+		if countNil(errs) >= majority {
+			return e, nil
+		}
+		// Lost a race (or too few zones answered): try above it.
+		floor = e
+		if attempt > 100 {
+			return 0, quorumErr("claiming an epoch", majority, errs)
+		}
+	}
+}
+
+// checkEpoch fails with ErrFenced if a majority of zones shows an epoch
+// above e. A writer calls it after creating a segment and before using it:
+// either the new writer's recovery lists the segment, or this check sees
+// the new epoch.
+func checkEpoch(ctx context.Context, zones []*zone, e uint64, timeout time.Duration) error {
+	majority := len(zones)/2 + 1
+	maxes := make([]uint64, len(zones))
+	errs := onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
+		var err error
+		maxes[z.idx], err = z.maxEpoch(ctx, e)
+		return err
+	})
+	if countNil(errs) < majority {
+		return quorumErr("checking the epoch", majority, errs)
+	}
+	if m := slices.Max(maxes); m > e {
+		return fmt.Errorf("%w: epoch %d, found %d", ErrFenced, e, m)
+	}
+	return nil
+}

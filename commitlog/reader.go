@@ -1,0 +1,349 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// Record is one record of the log.
+type Record struct {
+	Offset int64
+	Data   []byte
+}
+
+// ErrTruncated is returned by a Reader asked for an offset before the first
+// segment the log still holds.
+var ErrTruncated = errors.New("commitlog: offset before the start of the log")
+
+// Reader reads a log in offset order from a chosen offset, without gaps or
+// duplicates, and only records that are committed (on W zones). It is not
+// safe for concurrent use; open one per consumer.
+type Reader struct {
+	zones []*zone
+	opts  Options
+	need  int // zones that must answer a listing
+
+	pos     int64 // offset of the next record to return
+	lac     int64
+	chain   []segInfo // segments from the one covering pos to the tip
+	headers map[segKey]frame
+	cur     *cursor
+	relist  bool
+	listed  time.Time
+	lat     []time.Duration // smoothed read latency per zone
+
+	mu    sync.Mutex
+	stats ReaderStats
+}
+
+// ReaderStats counts what a reader did.
+type ReaderStats struct {
+	Records   int64 // records returned
+	Reads     int64 // segment reads, all zones together
+	Fallbacks int64 // reads sent to another zone because the preferred one lacked committed records or failed
+	Lists     int64 // segment listings
+	Polls     int64 // waits at the tail
+}
+
+type segInfo struct {
+	key segKey
+	end int64 // last offset; -1 for the tip, whose end is not known yet
+}
+
+type cursor struct {
+	seg     segInfo
+	zonePos []int64          // per zone: position in the segment read up to
+	buf     map[int64][]byte // records read, not yet returned
+}
+
+// NewReader opens a reader of log name over stores (the same zones as the
+// writer's, in any order) from offset from. It takes no lock and does not
+// disturb the writer. opts may be nil; WriteQuorum must be the writer's.
+func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Reader, error) {
+	o, err := opts.withDefaults(len(stores))
+	if err != nil {
+		return nil, err
+	}
+	zones, err := zonesFor(stores, name, o)
+	if err != nil {
+		return nil, err
+	}
+	if from < 0 {
+		return nil, fmt.Errorf("commitlog: negative offset %d", from)
+	}
+	return &Reader{zones: zones, opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
+		headers: map[segKey]frame{}, lat: make([]time.Duration, len(zones))}, nil
+}
+
+// NewReader opens a reader of l's log from offset from (see NewReader).
+func (l *Log) NewReader(from int64) (*Reader, error) {
+	stores := make([]blob.Store, len(l.zones))
+	for i, z := range l.zones {
+		stores[i] = z.s
+	}
+	o := l.opts
+	return NewReader(stores, l.name, from, &o)
+}
+
+// Offset returns the offset of the record the next Next returns.
+func (r *Reader) Offset() int64 { return r.pos }
+
+// Stats returns the reader's counters.
+func (r *Reader) Stats() ReaderStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
+
+func (r *Reader) count(f func(*ReaderStats)) {
+	r.mu.Lock()
+	f(&r.stats)
+	r.mu.Unlock()
+}
+
+// Next returns the record at Offset, waiting until it is committed or ctx is done.
+func (r *Reader) Next(ctx context.Context) (Record, error) {
+	idle := time.Time{}
+	for {
+		if rec, ok := r.take(); ok {
+			return rec, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return Record{}, err
+		}
+		if r.cur == nil || r.relist || (!idle.IsZero() && time.Since(r.listed) >= r.opts.RelistInterval) {
+			if err := r.refresh(ctx); err != nil {
+				if errors.Is(err, ErrTruncated) || ctx.Err() != nil {
+					return Record{}, err
+				}
+				if err := sleep(ctx, r.opts.PollInterval); err != nil {
+					return Record{}, err
+				}
+				continue
+			}
+			if r.cur == nil { // no segment yet
+				r.count(func(s *ReaderStats) { s.Polls++ })
+				if err := sleep(ctx, r.opts.PollInterval); err != nil {
+					return Record{}, err
+				}
+				idle = time.Now()
+				continue
+			}
+		}
+		if r.advance() {
+			continue
+		}
+		progressed, err := r.readCur(ctx)
+		if err != nil && ctx.Err() != nil {
+			return Record{}, ctx.Err()
+		}
+		if progressed {
+			idle = time.Time{}
+			continue
+		}
+		if idle.IsZero() {
+			idle = time.Now()
+		}
+		r.count(func(s *ReaderStats) { s.Polls++ })
+		if err := sleep(ctx, r.opts.PollInterval); err != nil {
+			return Record{}, err
+		}
+	}
+}
+
+// take returns the record at pos if it is read and committed.
+func (r *Reader) take() (Record, bool) {
+	c := r.cur
+	if c == nil {
+		return Record{}, false
+	}
+	data, ok := c.buf[r.pos]
+	if !ok || (c.seg.end < 0 && r.pos > r.lac) {
+		return Record{}, false
+	}
+	delete(c.buf, r.pos)
+	rec := Record{Offset: r.pos, Data: data}
+	r.pos++
+	r.count(func(s *ReaderStats) { s.Records++ })
+	return rec, true
+}
+
+// advance moves to the next segment of the chain once pos is past the
+// current one's end.
+func (r *Reader) advance() bool {
+	c := r.cur
+	if c.seg.end < 0 || r.pos <= c.seg.end {
+		return false
+	}
+	i := slices.IndexFunc(r.chain, func(s segInfo) bool { return s.key == c.seg.key })
+	if i < 0 || i+1 >= len(r.chain) {
+		r.relist = true
+		r.cur = nil
+		return true
+	}
+	r.cur = r.newCursor(r.chain[i+1])
+	return true
+}
+
+func (r *Reader) newCursor(s segInfo) *cursor {
+	return &cursor{seg: s, zonePos: make([]int64, len(r.zones)), buf: map[int64][]byte{}}
+}
+
+// readCur reads the current segment from the fastest zone, falling back to
+// the others if it fails or lacks records known to be committed. It reports
+// whether a record became available.
+func (r *Reader) readCur(ctx context.Context) (bool, error) {
+	c := r.cur
+	order := make([]int, len(r.zones))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return int(r.lat[a] - r.lat[b]) })
+	var errs []error
+	for n, i := range order {
+		if n > 0 {
+			// Another zone is worth a read only if this segment has
+			// committed records we have not found.
+			committed := c.seg.end >= r.pos || (c.seg.end < 0 && r.lac >= r.pos)
+			if !committed {
+				break
+			}
+			r.count(func(s *ReaderStats) { s.Fallbacks++ })
+		}
+		start := time.Now()
+		c2, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
+		frames, pos, err := r.zones[i].read(c2, c.seg.key, c.zonePos[i])
+		cancel()
+		d := time.Since(start)
+		r.count(func(s *ReaderStats) { s.Reads++ })
+		if err != nil {
+			d += time.Second // a failing zone goes to the back
+		}
+		if r.lat[i] == 0 {
+			r.lat[i] = d
+		} else {
+			r.lat[i] = (r.lat[i]*7 + d) / 8
+		}
+		if err != nil && !errors.Is(err, blob.ErrNotFound) {
+			errs = append(errs, err)
+		}
+		c.zonePos[i] = pos
+		for _, f := range frames {
+			r.lac = max(r.lac, f.lac)
+			switch f.kind {
+			case frameSeal, frameFence:
+				r.relist = true
+			case frameData:
+				for j, rec := range f.records {
+					o := f.first + int64(j)
+					if o >= r.pos && (c.seg.end < 0 || o <= c.seg.end) {
+						c.buf[o] = rec
+					}
+				}
+			}
+		}
+		if _, ok := c.buf[r.pos]; ok && (c.seg.end >= 0 || r.pos <= r.lac) {
+			return true, nil
+		}
+	}
+	return false, errors.Join(errs...)
+}
+
+// refresh lists the segments and rebuilds the chain from the tip back to the
+// segment that holds pos: within an epoch, segments follow each other by
+// first offset; the first segment of an epoch names, in its header, the
+// segment its writer recovered. A segment a fenced writer created but never
+// used is on no chain.
+func (r *Reader) refresh(ctx context.Context) error {
+	r.count(func(s *ReaderStats) { s.Lists++ })
+	keys, err := listChain(ctx, r.zones, r.need, r.opts.OpTimeout)
+	if err != nil {
+		return err
+	}
+	r.listed, r.relist = time.Now(), false
+	if len(keys) == 0 {
+		r.cur = nil
+		return nil
+	}
+	var chain []segKey
+	cur := keys[len(keys)-1]
+	for {
+		var epochSegs []segKey
+		for _, k := range keys {
+			if k.epoch == cur.epoch && k.first <= cur.first {
+				epochSegs = append(epochSegs, k)
+			}
+		}
+		chain = append(epochSegs, chain...)
+		if chain[0].first <= r.pos {
+			break
+		}
+		h, err := r.header(ctx, chain[0])
+		if err != nil {
+			return err
+		}
+		if h.prevEpoch == 0 {
+			return fmt.Errorf("%w: offset %d, the log starts at %d", ErrTruncated, r.pos, chain[0].first)
+		}
+		cur = segKey{h.prevEpoch, h.prevFirst}
+		if !slices.Contains(keys, cur) {
+			return fmt.Errorf("%w: offset %d, segment %s is gone", ErrTruncated, r.pos, cur)
+		}
+	}
+	// Keep only the segment covering pos and those after it.
+	i := 0
+	for j, k := range chain {
+		if k.first <= r.pos {
+			i = j
+		}
+	}
+	chain = chain[i:]
+	r.chain = r.chain[:0]
+	for j, k := range chain {
+		end := int64(-1)
+		if j+1 < len(chain) {
+			end = chain[j+1].first - 1
+		}
+		r.chain = append(r.chain, segInfo{key: k, end: end})
+	}
+	first := r.chain[0]
+	if r.cur != nil && r.cur.seg.key == first.key {
+		r.cur.seg = first
+		if first.end >= 0 {
+			for o := range r.cur.buf {
+				if o > first.end {
+					delete(r.cur.buf, o)
+				}
+			}
+		}
+	} else {
+		r.cur = r.newCursor(first)
+	}
+	return nil
+}
+
+// header returns the header frame of segment k, from any zone.
+func (r *Reader) header(ctx context.Context, k segKey) (frame, error) {
+	if h, ok := r.headers[k]; ok {
+		return h, nil
+	}
+	var errs []error
+	for _, z := range r.zones {
+		c, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
+		h, err := z.readHeader(c, k)
+		cancel()
+		if err == nil {
+			h.raw = nil
+			r.headers[k] = h
+			return h, nil
+		}
+		errs = append(errs, err)
+	}
+	return frame{}, fmt.Errorf("commitlog: no zone has the header of segment %s: %w", k, errors.Join(errs...))
+}

@@ -1,0 +1,214 @@
+package commitlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// fencedCopy is what one zone held of a segment when a recovery fenced it.
+type fencedCopy struct {
+	frames []frame
+	end    int64 // position after the fence frame
+}
+
+// recoverSegment fences segment tip on every zone it reaches, keeps every
+// record that may have been acknowledged, copies those records to the zones
+// that lack them until W zones hold them all, and returns the offset of the
+// last one (tip.first-1 if none).
+//
+// It is BookKeeper's ledger recovery: once N-W+1 zones are fenced, no W zones
+// are left on which the old writer could complete an append, so nothing it
+// appends from then on is acknowledged; and every record it did acknowledge
+// is on W zones, so on at least one fenced zone. Records are kept if found on
+// any fenced zone (they may have been acknowledged), up to the first
+// offset no fenced zone holds.
+func (l *Log) recoverSegment(ctx context.Context, tip segKey) (int64, error) {
+	n, w := len(l.zones), l.opts.WriteQuorum
+	need := n - w + 1
+	// The header, to fence by creating the segment on zones that lack it.
+	var header []byte
+	for _, z := range l.zones {
+		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
+		h, err := z.readHeader(c, tip)
+		cancel()
+		if err == nil {
+			header = h.raw
+			break
+		}
+	}
+	fence := encodeFrame(frameFence, l.epoch, 0, -1, nil)
+	copies := make([]*fencedCopy, n)
+	errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
+		c, err := l.fenceZone(ctx, z, tip, header, fence)
+		copies[z.idx] = c
+		return err
+	})
+	for _, err := range errs {
+		if errors.Is(err, ErrFenced) {
+			return 0, err
+		}
+	}
+	if countNil(errs) < need {
+		return 0, quorumErr("fencing segment "+tip.String(), need, errs)
+	}
+	// Every fenced copy is a prefix of the old writer's records (plus
+	// records earlier recoveries copied, which are the same ones), so the
+	// union of their records has no gap.
+	recs := map[int64][]byte{}
+	held := make([]int64, n)
+	for i, c := range copies {
+		if c == nil {
+			continue
+		}
+		held[i] = contiguous(c.frames, tip.first)
+		for _, f := range c.frames {
+			if f.kind != frameData {
+				continue
+			}
+			for j, r := range f.records {
+				recs[f.first+int64(j)] = r
+			}
+		}
+	}
+	last := tip.first - 1
+	for {
+		if _, ok := recs[last+1]; !ok {
+			break
+		}
+		last++
+	}
+	// Copy what each fenced zone lacks after its fence frame.
+	errs = onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
+		c := copies[z.idx]
+		if c == nil {
+			return errors.New("not fenced")
+		}
+		pos := c.end
+		for from := held[z.idx] + 1; from <= last; {
+			var batch [][]byte
+			size := 0
+			for o := from; o <= last && (len(batch) == 0 || size+len(recs[o]) <= l.opts.MaxFrameBytes); o++ {
+				batch = append(batch, recs[o])
+				size += len(recs[o])
+			}
+			var err error
+			pos, err = z.append(ctx, tip, pos, encodeFrame(frameData, l.epoch, from, -1, batch))
+			if err != nil {
+				if errors.Is(err, blob.ErrPrecondition) {
+					return l.fencedOrLost(ctx, z, tip, pos, err)
+				}
+				return err
+			}
+			from += int64(len(batch))
+		}
+		return nil
+	})
+	for _, err := range errs {
+		if errors.Is(err, ErrFenced) {
+			return 0, err
+		}
+	}
+	if countNil(errs) < w {
+		return 0, quorumErr(fmt.Sprintf("copying records %d..%d of segment %s", tip.first, last, tip), w, errs)
+	}
+	return last, nil
+}
+
+// contiguous returns the last offset of the records of frames held without a
+// gap from first on.
+func contiguous(frames []frame, first int64) int64 {
+	have := map[int64]bool{}
+	for _, f := range frames {
+		if f.kind == frameData {
+			for j := range f.records {
+				have[f.first+int64(j)] = true
+			}
+		}
+	}
+	last := first - 1
+	for have[last+1] {
+		last++
+	}
+	return last
+}
+
+// fenceZone appends a fence frame at the end of segment tip on z (creating
+// the segment with only its header and the fence if z lacks it), so that the
+// old writer's next conditional append there fails, and returns what z held.
+func (l *Log) fenceZone(ctx context.Context, z *zone, tip segKey, header, fence []byte) (*fencedCopy, error) {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := sleep(ctx, time.Duration(attempt)*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+		frames, end, err := z.read(ctx, tip, 0)
+		if errors.Is(err, blob.ErrNotFound) {
+			if header == nil {
+				return nil, err
+			}
+			content := append(bytes.Clone(header), fence...)
+			err = z.create(ctx, tip, content)
+			if err == nil {
+				fr, _, _ := decodeFrames(content)
+				end := int64(len(content))
+				if z.mode == modeSlots {
+					end = 1
+				}
+				return &fencedCopy{frames: fr, end: end}, nil
+			}
+			if errors.Is(err, blob.ErrExists) {
+				continue
+			}
+			return nil, err
+		}
+		if err != nil {
+			return nil, err
+		}
+		if e := maxEpochIn(frames); e > l.epoch {
+			return nil, fmt.Errorf("%w: segment %s holds a frame of epoch %d, ours is %d", ErrFenced, tip, e, l.epoch)
+		}
+		newEnd, err := z.append(ctx, tip, end, fence)
+		if errors.Is(err, blob.ErrPrecondition) && attempt < 1000 {
+			continue // the old writer (or an earlier attempt of ours) appended: look again
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &fencedCopy{frames: frames, end: newEnd}, nil
+	}
+}
+
+// fencedOrLost explains a failed conditional append at pos: ErrFenced if a
+// newer epoch wrote there, cause otherwise.
+func (l *Log) fencedOrLost(ctx context.Context, z *zone, k segKey, pos int64, cause error) error {
+	frames, _, err := z.read(ctx, k, 0)
+	if err == nil && maxEpochIn(frames) > l.epoch {
+		return fmt.Errorf("%w: segment %s on zone %d", ErrFenced, k, z.idx)
+	}
+	return cause
+}
+
+func maxEpochIn(frames []frame) uint64 {
+	var m uint64
+	for _, f := range frames {
+		m = max(m, f.epoch)
+	}
+	return m
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,512 @@
+package commitlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// Log is the one writer of a log. Append is safe for concurrent use; calls
+// that arrive while an append is in flight share the next one (group commit).
+type Log struct {
+	name  string
+	zones []*zone
+	opts  Options
+	epoch uint64
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu           sync.Mutex
+	cond         *sync.Cond    // pumps wait on it for work
+	changed      chan struct{} // closed (and replaced) when lac or err changes
+	next         int64         // offset of the next record appended
+	pending      [][]byte      // records not yet in a frame, ending at next-1
+	lac          int64         // last-add-confirmed: every record up to it is on W zones
+	lacCut       int64         // highest LAC written into a frame
+	lacScheduled bool
+	seg          *openSeg
+	err          error // sticky: ErrFenced, ErrClosed
+	stats        Stats
+}
+
+// Stats counts what a writer did.
+type Stats struct {
+	Records     int64 // records acknowledged
+	Frames      int64 // frames cut (each sent once to each zone)
+	LACFrames   int64 // frames with no records that only published the LAC
+	Appends     int64 // appends made to zones, all zones together
+	ZoneErrors  int64 // appends or creates that failed on a zone
+	Resyncs     int64 // times a zone's segment was read back after a failure
+	Segments    int64 // segments started, the first included
+	Fenced      bool  // a newer writer fenced this one
+	RecoveredTo int64 // last offset kept by the recovery at Open, -1 if none
+}
+
+// openSeg is the segment being written.
+type openSeg struct {
+	key    segKey
+	frames []outFrame // frames[0] is the header
+	zs     []zoneSeg
+	acked  int   // frames held by W zones
+	bytes  int64 // size of the frames
+	full   bool  // no more data frames: seal and roll
+	sealed bool  // the seal frame is cut
+	rolled bool  // the roll to the next segment has started
+}
+
+type outFrame struct {
+	data []byte
+	last int64 // last offset of the records of this frame and those before it
+}
+
+// zoneSeg is the state of the open segment on one zone.
+type zoneSeg struct {
+	sent    int   // frames the zone holds
+	pos     int64 // where the next append goes
+	appends int
+	busy    bool
+	resync  bool // a call failed: read back what the zone holds before appending
+	broken  bool // the zone holds something else: it sits this segment out
+	fails   int
+	wakeAt  time.Time
+}
+
+// Open opens the log name over stores (one per zone; one store is fine) as
+// its only writer. It claims a new epoch on a majority of zones, which fences
+// every earlier writer; recovers the last segment (every record that may have
+// been acknowledged is kept and copied to W zones, nothing is duplicated);
+// and starts a new segment after it. opts may be nil.
+//
+// Open needs a majority of zones to claim the epoch and N-W+1 to recover.
+func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) (*Log, error) {
+	o, err := opts.withDefaults(len(stores))
+	if err != nil {
+		return nil, err
+	}
+	zones, err := zonesFor(stores, name, o)
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := acquireEpoch(ctx, zones, o.OpTimeout)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{name: name, zones: zones, opts: o, epoch: epoch, changed: make(chan struct{})}
+	l.cond = sync.NewCond(&l.mu)
+	segs, err := listChain(ctx, zones, len(zones)-o.WriteQuorum+1, o.OpTimeout)
+	if err != nil {
+		return nil, err
+	}
+	last, prev := int64(-1), segKey{}
+	if len(segs) > 0 {
+		prev = segs[len(segs)-1]
+		if last, err = l.recoverSegment(ctx, prev); err != nil {
+			return nil, err
+		}
+	}
+	seg, err := l.startSegment(ctx, segKey{epoch, last + 1}, prev)
+	if err != nil {
+		return nil, err
+	}
+	l.seg, l.next, l.lac, l.lacCut = seg, last+1, last, last
+	l.stats.RecoveredTo = last
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	for i := range zones {
+		l.wg.Go(func() { l.pump(i) })
+	}
+	return l, nil
+}
+
+// Epoch is the writer's fencing token.
+func (l *Log) Epoch() uint64 { return l.epoch }
+
+// Stats returns the writer's counters.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+// Committed returns the last-add-confirmed: every record up to this offset is
+// on W zones and will be served by readers.
+func (l *Log) Committed() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lac
+}
+
+// Append appends records and returns the offset of the first once all of
+// them are on W zones. Records get consecutive offsets in call order.
+//
+// If Append fails (ctx done, ErrFenced, ErrClosed), the records may or may
+// not end up in the log, as with any write whose acknowledgement was lost;
+// a record acknowledged by a nil error is never lost, duplicated or moved.
+func (l *Log) Append(ctx context.Context, records ...[]byte) (int64, error) {
+	if len(records) == 0 {
+		return 0, errors.New("commitlog: Append of no records")
+	}
+	l.mu.Lock()
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return 0, err
+	}
+	first := l.next
+	for _, r := range records {
+		l.pending = append(l.pending, bytes.Clone(r))
+	}
+	l.next += int64(len(records))
+	last := l.next - 1
+	l.cond.Broadcast()
+	for l.lac < last {
+		if l.err != nil {
+			err := l.err
+			l.mu.Unlock()
+			return first, err
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return first, ctx.Err()
+		}
+		l.mu.Lock()
+	}
+	l.mu.Unlock()
+	return first, nil
+}
+
+// Close stops the writer. Appends in flight fail with ErrClosed (their
+// records may still be in the log). The log stays open for a later writer.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.err == nil {
+		l.setErrLocked(ErrClosed)
+	}
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+	for _, z := range l.zones {
+		z.closeStreams(nil)
+	}
+	return nil
+}
+
+func (l *Log) setErrLocked(err error) {
+	if l.err != nil {
+		return
+	}
+	l.err = err
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.cond.Broadcast()
+}
+
+// fail makes err the writer's error.
+func (l *Log) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if errors.Is(err, ErrFenced) {
+		l.stats.Fenced = true
+	}
+	l.setErrLocked(err)
+}
+
+// startSegment creates segment k after prev on at least W zones, then checks
+// that no newer epoch exists. Zones it could not create it on catch up later.
+func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg, error) {
+	header := encodeHeader(k, prev)
+	seg := &openSeg{key: k, frames: []outFrame{{data: header, last: k.first - 1}}, zs: make([]zoneSeg, len(l.zones)), bytes: int64(len(header))}
+	for i := range seg.zs {
+		seg.zs[i].resync = true // not created yet
+	}
+	for attempt := 0; ; attempt++ {
+		errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
+			zs := &seg.zs[z.idx]
+			if !zs.resync {
+				return nil
+			}
+			return l.createOn(ctx, z, seg, zs)
+		})
+		if countNil(errs) >= l.opts.WriteQuorum {
+			break
+		}
+		for _, err := range errs {
+			if errors.Is(err, ErrFenced) {
+				return nil, err
+			}
+		}
+		if attempt >= 3 {
+			return nil, quorumErr("creating segment "+k.String(), l.opts.WriteQuorum, errs)
+		}
+		if err := sleep(ctx, l.opts.RetryBackoff<<attempt); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkEpoch(ctx, l.zones, l.epoch, l.opts.OpTimeout); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.stats.Segments++
+	l.mu.Unlock()
+	return seg, nil
+}
+
+// createOn creates seg on z with the frames cut so far, or, if it exists
+// (an earlier attempt took effect), reads back what z holds.
+func (l *Log) createOn(ctx context.Context, z *zone, seg *openSeg, zs *zoneSeg) error {
+	l.mu.Lock()
+	n := len(seg.frames)
+	var content []byte
+	for _, f := range seg.frames[:n] {
+		content = append(content, f.data...)
+	}
+	l.mu.Unlock()
+	err := z.create(ctx, seg.key, content)
+	l.mu.Lock()
+	switch {
+	case err == nil:
+		zs.sent, zs.resync = n, false
+		zs.pos = int64(len(content))
+		if z.mode == modeSlots {
+			zs.pos = 1
+		}
+		zs.appends++
+		l.stats.Appends++
+	case errors.Is(err, blob.ErrExists):
+		zs.sent, zs.pos = 0, 0
+	}
+	l.mu.Unlock()
+	if errors.Is(err, blob.ErrExists) {
+		return l.resyncOn(ctx, z, seg, zs)
+	}
+	return err
+}
+
+// resyncOn reads what z holds of seg after what it is known to hold, and
+// counts the frames that are ours. A frame of a newer epoch is a fence.
+func (l *Log) resyncOn(ctx context.Context, z *zone, seg *openSeg, zs *zoneSeg) error {
+	frames, _, err := z.read(ctx, seg.key, zs.pos)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range frames {
+		if f.epoch > l.epoch {
+			return fmt.Errorf("%w: epoch %d fenced segment %s on zone %d", ErrFenced, f.epoch, seg.key, z.idx)
+		}
+		if zs.sent < len(seg.frames) && bytes.Equal(f.raw, seg.frames[zs.sent].data) {
+			zs.sent++
+			zs.pos = f.end
+			continue
+		}
+		zs.broken = true
+		return fmt.Errorf("commitlog: zone %d holds an unexpected frame in segment %s", z.idx, seg.key)
+	}
+	zs.resync = false
+	return nil
+}
+
+// pump sends the frames of the open segment to zone i, in order, as they
+// are cut; it cuts a frame itself when it is idle and records are waiting.
+func (l *Log) pump(i int) {
+	z := l.zones[i]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		if l.err != nil {
+			return
+		}
+		seg := l.seg
+		zs := &seg.zs[i]
+		now := time.Now()
+		if zs.broken || zs.busy || now.Before(zs.wakeAt) {
+			l.cond.Wait()
+			continue
+		}
+		var op func(ctx context.Context) error
+		switch {
+		case zs.resync && zs.sent == 0:
+			op = func(ctx context.Context) error { return l.createOn(ctx, z, seg, zs) }
+		case zs.resync:
+			op = func(ctx context.Context) error { return l.resyncOn(ctx, z, seg, zs) }
+		default:
+			if len(l.pending) > 0 && !seg.full {
+				l.cutLocked(seg)
+			}
+			if zs.sent == len(seg.frames) {
+				l.cond.Wait()
+				continue
+			}
+			from, to := zs.sent, len(seg.frames)
+			var batch []byte
+			for _, f := range seg.frames[from:to] {
+				batch = append(batch, f.data...)
+			}
+			pos := zs.pos
+			op = func(ctx context.Context) error {
+				newPos, err := z.append(ctx, seg.key, pos, batch)
+				if err != nil {
+					return err
+				}
+				l.mu.Lock()
+				zs.sent, zs.pos = to, newPos
+				zs.appends++
+				l.stats.Appends++
+				if zs.appends >= l.opts.MaxSegmentAppends-2 {
+					seg.full = true
+				}
+				l.mu.Unlock()
+				return nil
+			}
+		}
+		zs.busy = true
+		l.mu.Unlock()
+		ctx, cancel := context.WithTimeout(l.ctx, l.opts.OpTimeout)
+		err := op(ctx)
+		cancel()
+		l.mu.Lock()
+		zs.busy = false
+		if err != nil {
+			if errors.Is(err, ErrFenced) {
+				l.stats.Fenced = true
+				l.setErrLocked(err)
+				return
+			}
+			l.stats.ZoneErrors++
+			if zs.sent > 0 {
+				l.stats.Resyncs++
+			}
+			zs.resync = true
+			zs.fails++
+			d := min(l.opts.RetryBackoff<<min(zs.fails-1, 10), time.Second)
+			zs.wakeAt = time.Now().Add(d)
+			time.AfterFunc(d, func() {
+				l.mu.Lock()
+				l.cond.Broadcast()
+				l.mu.Unlock()
+			})
+			continue
+		}
+		zs.fails = 0
+		l.ackLocked(seg)
+		l.cond.Broadcast()
+	}
+}
+
+// cutLocked moves waiting records into a new frame of seg.
+func (l *Log) cutLocked(seg *openSeg) {
+	first := l.next - int64(len(l.pending))
+	n, size := 0, 0
+	for n < len(l.pending) && (n == 0 || size+len(l.pending[n]) <= l.opts.MaxFrameBytes) {
+		size += len(l.pending[n])
+		n++
+	}
+	data := encodeFrame(frameData, l.epoch, first, l.lac, l.pending[:n])
+	l.pending = slices.Delete(l.pending, 0, n)
+	l.appendFrameLocked(seg, data, first+int64(n)-1)
+	l.stats.Frames++
+}
+
+func (l *Log) appendFrameLocked(seg *openSeg, data []byte, last int64) {
+	seg.frames = append(seg.frames, outFrame{data: data, last: last})
+	seg.bytes += int64(len(data))
+	l.lacCut = l.lac
+	if seg.bytes >= l.opts.MaxSegmentBytes {
+		seg.full = true
+	}
+}
+
+// ackLocked advances the LAC to what W zones hold, and seals and rolls the
+// segment once it is full and wholly acknowledged.
+func (l *Log) ackLocked(seg *openSeg) {
+	if seg != l.seg {
+		return
+	}
+	sent := make([]int, len(seg.zs))
+	for i, zs := range seg.zs {
+		sent[i] = zs.sent
+	}
+	slices.Sort(sent)
+	acked := sent[len(sent)-l.opts.WriteQuorum]
+	if acked > seg.acked {
+		seg.acked = acked
+		if last := seg.frames[acked-1].last; last > l.lac {
+			l.stats.Records += last - l.lac
+			l.lac = last
+			close(l.changed)
+			l.changed = make(chan struct{})
+			l.scheduleLACLocked()
+		}
+	}
+	if seg.full && seg.acked == len(seg.frames) {
+		switch {
+		case !seg.sealed:
+			seg.sealed = true
+			l.appendFrameLocked(seg, encodeFrame(frameSeal, l.epoch, 0, l.lac, nil), l.lac)
+		case !seg.rolled:
+			seg.rolled = true
+			l.wg.Go(func() { l.roll(seg) })
+		}
+	}
+}
+
+// scheduleLACLocked publishes the LAC in a frame of its own if no frame
+// carries it within LACDelay.
+func (l *Log) scheduleLACLocked() {
+	if l.opts.LACDelay < 0 || l.lacScheduled {
+		return
+	}
+	l.lacScheduled = true
+	time.AfterFunc(l.opts.LACDelay, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lacScheduled = false
+		seg := l.seg
+		if l.err != nil || l.lacCut >= l.lac || seg.full {
+			return
+		}
+		if len(l.pending) > 0 {
+			l.cutLocked(seg)
+		} else {
+			l.appendFrameLocked(seg, encodeFrame(frameData, l.epoch, l.lac+1, l.lac, nil), seg.frames[len(seg.frames)-1].last)
+			l.stats.LACFrames++
+		}
+		l.cond.Broadcast()
+	})
+}
+
+// roll starts the segment after seg, whose every frame is acknowledged.
+func (l *Log) roll(seg *openSeg) {
+	last := seg.frames[len(seg.frames)-1].last
+	for attempt := 0; ; attempt++ {
+		next, err := l.startSegment(l.ctx, segKey{l.epoch, last + 1}, seg.key)
+		if err == nil {
+			l.mu.Lock()
+			l.seg = next
+			l.cond.Broadcast()
+			l.mu.Unlock()
+			for _, z := range l.zones {
+				z.closeStreams(&next.key)
+			}
+			return
+		}
+		if errors.Is(err, ErrFenced) || l.ctx.Err() != nil {
+			l.fail(err)
+			return
+		}
+		if sleep(l.ctx, min(l.opts.RetryBackoff<<min(attempt, 10), time.Second)) != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,297 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// segKey names a segment: the epoch of the writer that created it and the
+// offset of its first record. Names sort as keys do: by epoch, then offset.
+type segKey struct {
+	epoch uint64
+	first int64
+}
+
+func (k segKey) String() string { return fmt.Sprintf("%010d-%020d", k.epoch, k.first) }
+
+func (k segKey) less(o segKey) bool {
+	return k.epoch < o.epoch || k.epoch == o.epoch && k.first < o.first
+}
+
+func parseSegKey(s string) (segKey, bool) {
+	e, f, ok := strings.Cut(s, "-")
+	if !ok || len(e) != 10 || len(f) != 20 {
+		return segKey{}, false
+	}
+	ep, err1 := strconv.ParseUint(e, 10, 64)
+	fi, err2 := strconv.ParseInt(f, 10, 64)
+	if err1 != nil || err2 != nil {
+		return segKey{}, false
+	}
+	return segKey{ep, fi}, true
+}
+
+// mode is how a zone stores a segment.
+type mode int
+
+const (
+	// modeAppend: one object per segment, each append conditional on the
+	// object's size (blob.Appender with IfSizeMatch). Positions are bytes.
+	modeAppend mode = iota
+	// modeStream: one object per segment appended to over a long-lived
+	// stream (blob.AppendStreamer); taking the stream over fences the
+	// previous holder. Positions are bytes.
+	modeStream
+	// modeSlots, for stores without appends: a segment is a directory of
+	// numbered slot objects, each created with IfNotExist, so that two
+	// writers of the same slot have one winner. Positions are slot numbers.
+	modeSlots
+)
+
+func (m mode) String() string {
+	return [...]string{"append", "stream", "slots"}[m]
+}
+
+// zone is the log on one Store.
+type zone struct {
+	idx  int
+	s    blob.Store
+	log  string // the log's name, the prefix of every key
+	mode mode
+
+	mu      sync.Mutex
+	streams map[segKey]blob.AppendStream
+}
+
+func (z *zone) segPrefix() string { return z.log + "/seg/" }
+func (z *zone) segKey(k segKey) string {
+	if z.mode == modeSlots {
+		return z.segPrefix() + k.String() + "/"
+	}
+	return z.segPrefix() + k.String()
+}
+func slotKey(dir string, n int64) string { return fmt.Sprintf("%s%010d", dir, n) }
+
+// create creates segment k holding content. It fails with an error wrapping
+// blob.ErrExists if the segment exists.
+func (z *zone) create(ctx context.Context, k segKey, content []byte) error {
+	switch z.mode {
+	case modeSlots:
+		return blob.Put(ctx, z.s, slotKey(z.segKey(k), 0), content, &blob.WriterOptions{If: blob.IfNotExist()})
+	case modeStream:
+		st, err := z.s.(blob.AppendStreamer).CreateAppendStream(ctx, z.segKey(k), content)
+		if err != nil {
+			return err
+		}
+		z.setStream(k, st)
+		return nil
+	}
+	return blob.Put(ctx, z.s, z.segKey(k), content, &blob.WriterOptions{If: blob.IfNotExist()})
+}
+
+// append adds content to segment k if the segment ends at pos, and returns
+// the new end. A segment that no longer ends at pos fails with an error
+// wrapping blob.ErrPrecondition: someone else appended (a recovery's fence,
+// or an earlier append of ours that failed after taking effect).
+func (z *zone) append(ctx context.Context, k segKey, pos int64, content []byte) (int64, error) {
+	switch z.mode {
+	case modeSlots:
+		err := blob.Put(ctx, z.s, slotKey(z.segKey(k), pos), content, &blob.WriterOptions{If: blob.IfNotExist()})
+		if errors.Is(err, blob.ErrExists) {
+			err = &blob.Error{Op: "append", Key: slotKey(z.segKey(k), pos), Kind: blob.ErrPrecondition, Err: err}
+		}
+		if err != nil {
+			return pos, err
+		}
+		return pos + 1, nil
+	case modeStream:
+		st, err := z.stream(ctx, k)
+		if err != nil {
+			return pos, err
+		}
+		if st.Size() != pos {
+			return pos, blob.Errorf("append", z.segKey(k), blob.ErrPrecondition, "segment is %d bytes, not %d", st.Size(), pos)
+		}
+		if err := st.Append(ctx, content); err != nil {
+			z.dropStream(k, st)
+			return pos, err
+		}
+		return pos + int64(len(content)), nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := blob.Append(ctx, z.s, z.segKey(k), &blob.AppendOptions{IfSizeMatch: pos})
+	if err != nil {
+		return pos, err
+	}
+	if _, err := w.Write(content); err != nil {
+		cancel()
+		w.Close()
+		return pos, err
+	}
+	if err := w.Close(); err != nil {
+		return pos, err
+	}
+	return pos + int64(len(content)), nil
+}
+
+func (z *zone) setStream(k segKey, st blob.AppendStream) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if old := z.streams[k]; old != nil && old != st {
+		old.Close()
+	}
+	z.streams[k] = st
+}
+
+func (z *zone) dropStream(k segKey, st blob.AppendStream) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.streams[k] == st {
+		delete(z.streams, k)
+	}
+	st.Close()
+}
+
+// stream returns the open stream of segment k, taking the object over if
+// this process holds none (which fences whoever held it).
+func (z *zone) stream(ctx context.Context, k segKey) (blob.AppendStream, error) {
+	z.mu.Lock()
+	st := z.streams[k]
+	z.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	st, err := z.s.(blob.AppendStreamer).TakeOverAppendStream(ctx, z.segKey(k))
+	if err != nil {
+		return nil, err
+	}
+	z.setStream(k, st)
+	return st, nil
+}
+
+// closeStreams ends the streams of every segment but keep.
+func (z *zone) closeStreams(keep *segKey) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for k, st := range z.streams {
+		if keep == nil || k != *keep {
+			st.Close()
+			delete(z.streams, k)
+		}
+	}
+}
+
+// read returns the whole frames of segment k from pos on and the position
+// after the last of them. A missing segment fails with blob.ErrNotFound.
+func (z *zone) read(ctx context.Context, k segKey, pos int64) ([]frame, int64, error) {
+	if z.mode == modeSlots {
+		return z.readSlots(ctx, k, pos)
+	}
+	p, err := blob.ReadRange(ctx, z.s, z.segKey(k), pos, -1)
+	if err != nil {
+		return nil, pos, err
+	}
+	frames, n, err := decodeFrames(p)
+	for i := range frames {
+		frames[i].end += pos
+	}
+	if err != nil {
+		return frames, pos + int64(n), blob.Errorf("read", z.segKey(k), nil, "%w", err)
+	}
+	return frames, pos + int64(n), nil
+}
+
+func (z *zone) readSlots(ctx context.Context, k segKey, pos int64) ([]frame, int64, error) {
+	dir := z.segKey(k)
+	var out []frame
+	for {
+		p, err := blob.ReadAll(ctx, z.s, slotKey(dir, pos))
+		if errors.Is(err, blob.ErrNotFound) {
+			if pos == 0 {
+				return nil, 0, err
+			}
+			return out, pos, nil
+		}
+		if err != nil {
+			return out, pos, err
+		}
+		frames, n, err := decodeFrames(p)
+		if err == nil && n != len(p) {
+			err = fmt.Errorf("%w: slot ends inside a frame", errCorrupt)
+		}
+		if err != nil {
+			return out, pos, blob.Errorf("read", slotKey(dir, pos), nil, "%w", err)
+		}
+		pos++
+		for i := range frames {
+			frames[i].end = pos
+		}
+		out = append(out, frames...)
+	}
+}
+
+// readHeader returns the header frame of segment k.
+func (z *zone) readHeader(ctx context.Context, k segKey) (frame, error) {
+	key := z.segKey(k)
+	var p []byte
+	var err error
+	if z.mode == modeSlots {
+		key = slotKey(key, 0)
+		p, err = blob.ReadAll(ctx, z.s, key)
+	} else {
+		p, err = blob.ReadRange(ctx, z.s, key, 0, frameHeaderSize+bodyFixedSize+16)
+	}
+	if err != nil {
+		return frame{}, err
+	}
+	frames, _, err := decodeFrames(p)
+	if err != nil || len(frames) == 0 || frames[0].kind != frameHeader {
+		return frame{}, blob.Errorf("read", key, nil, "%w: no segment header (%v)", errCorrupt, err)
+	}
+	return frames[0], nil
+}
+
+// listSegments returns the segments this zone holds, in order.
+func (z *zone) listSegments(ctx context.Context) ([]segKey, error) {
+	var out []segKey
+	prefix := z.segPrefix()
+	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix, Delimiter: "/"}) {
+		if err != nil {
+			return nil, err
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(o.Key, prefix), "/")
+		if k, ok := parseSegKey(name); ok {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+func (z *zone) epochKey(e uint64) string { return fmt.Sprintf("%s/epoch/%020d", z.log, e) }
+
+// createEpoch claims epoch e on this zone (blob.ErrExists if taken).
+func (z *zone) createEpoch(ctx context.Context, e uint64) error {
+	return blob.Put(ctx, z.s, z.epochKey(e), nil, &blob.WriterOptions{If: blob.IfNotExist()})
+}
+
+// maxEpoch returns the highest epoch claimed on this zone after "after".
+func (z *zone) maxEpoch(ctx context.Context, after uint64) (uint64, error) {
+	prefix := z.log + "/epoch/"
+	var m uint64
+	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix, StartAfter: z.epochKey(after)}) {
+		if err != nil {
+			return 0, err
+		}
+		if e, err := strconv.ParseUint(strings.TrimPrefix(o.Key, prefix), 10, 64); err == nil && e > m {
+			m = e
+		}
+	}
+	return m, nil
+}
