@@ -119,7 +119,10 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 		}
 		if r.cur == nil || r.relist || (!idle.IsZero() && time.Since(r.listed) >= r.opts.RelistInterval) {
 			if err := r.refresh(ctx); err != nil {
-				if errors.Is(err, ErrTruncated) || ctx.Err() != nil {
+				if ctx.Err() != nil {
+					return Record{}, ctx.Err()
+				}
+				if errors.Is(err, ErrTruncated) {
 					return Record{}, err
 				}
 				if err := sleep(ctx, r.opts.PollInterval); err != nil {
