@@ -33,3 +33,21 @@ type AppendStream interface {
 	// Close ends the stream without finalizing the object.
 	Close() error
 }
+
+// AppendStreamReporter is a wrapper that says whether the store below it
+// serves append streams: a wrapper implements AppendStreamer to pass them
+// through, so a type assertion on it proves nothing.
+type AppendStreamReporter interface {
+	ServesAppendStreams() bool
+}
+
+// ServesAppendStreams reports whether s serves append streams: what it
+// reports if it is an AppendStreamReporter, otherwise whether it is an
+// AppendStreamer.
+func ServesAppendStreams(s Store) bool {
+	if r, ok := s.(AppendStreamReporter); ok {
+		return r.ServesAppendStreams()
+	}
+	_, ok := s.(AppendStreamer)
+	return ok
+}

@@ -6,8 +6,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"cloud.google.com/go/storage"
 	"github.com/zonalblob/zonalblob/blob"
+
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/regional"
 	"github.com/zonalblob/zonalblob/blob/s3express"
 	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
@@ -56,10 +60,46 @@ func s3Zones(profile string) func(t testing.TB, n int) []blob.Store {
 	}
 }
 
+func rapidZones(profile gcsrapidtest.Profile) func(t testing.TB, n int) []blob.Store {
+	return func(t testing.TB, n int) []blob.Store {
+		out := make([]blob.Store, n)
+		for i := range out {
+			srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: profile, Seed: uint64(i + 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(srv.Close)
+			name := fmt.Sprintf("log%d", bucketSeq.Add(1))
+			if err := srv.CreateBucket(name, true); err != nil {
+				t.Fatal(err)
+			}
+			client, err := srv.Client(context.Background(), storage.WithDisabledClientMetrics())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := gcsrapid.New(client, name, gcsrapid.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				s.Close()
+				client.Close()
+			})
+			out[i] = s
+		}
+		return out
+	}
+}
+
 var backends = []backend{
 	{"slots-mem", modeSlots, memZones},
 	{"append-s3express", modeAppend, s3Zones("zero")},
+	{"stream-gcsrapid", modeStream, rapidZones(gcsrapidtest.Zero())},
 }
+
+// simBackends are the backends of the simulation: the stream backend costs
+// a gRPC stream per segment and zone, so it runs with fewer appends.
+var simBackends = backends
 
 func wrapAll(stores []blob.Store, seed uint64) ([]blob.Store, []*fault.Store) {
 	out := make([]blob.Store, len(stores))

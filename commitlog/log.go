@@ -108,7 +108,7 @@ func zonesFor(stores []blob.Store, name string, opts Options) ([]*zone, error) {
 	}
 	m := modeStream
 	for _, s := range stores {
-		if _, ok := s.(blob.AppendStreamer); !ok {
+		if !blob.ServesAppendStreams(s) {
 			m = modeAppend
 			break
 		}

@@ -35,7 +35,7 @@ var (
 // the seed; the interleaving of goroutines does not, so a failure names its
 // seed and reruns the same choices, not the same schedule.
 func TestSimulation(t *testing.T) {
-	for _, be := range backends {
+	for _, be := range simBackends {
 		for seed := 1; seed <= *simSeeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", be.name, seed), func(t *testing.T) {
 				res := simulate(t, be, uint64(seed), *simAppends)

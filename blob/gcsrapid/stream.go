@@ -1,0 +1,129 @@
+package gcsrapid
+
+import (
+	"context"
+	"errors"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
+)
+
+var _ blob.AppendStreamer = (*Store)(nil)
+
+// CreateAppendStream implements blob.AppendStreamer: it creates key as an
+// appendable object whose first message carries data, flushes it, and keeps
+// the stream open, so that each later Append is one write and one flush.
+//
+// A stream trusts that it is the object's only writer until a takeover says
+// otherwise; with client retries on (retries > 1) a retried stream could
+// take the object back and resend bytes at offsets another writer has
+// used, so code that shares objects between writers keeps the default.
+func (s *Store) CreateAppendStream(ctx context.Context, key string, data []byte) (blob.AppendStream, error) {
+	if err := s.check("write", key); err != nil {
+		return nil, err
+	}
+	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), nil,
+		roundUp(max(len(data), 1), googleapi.MinUploadChunkSize))
+	st := &appendStream{s: s, key: key, sw: sw, cancel: cancel}
+	if err := st.write(ctx, data, classifyCreate); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// TakeOverAppendStream implements blob.AppendStreamer with a takeover of the
+// unfinalized object key: the previous stream's next flush fails.
+func (s *Store) TakeOverAppendStream(ctx context.Context, key string) (blob.AppendStream, error) {
+	if err := s.check("append", key); err != nil {
+		return nil, err
+	}
+	a, err := s.bucket.Object(key).Attrs(ctx)
+	if err != nil {
+		return nil, driver.WrapError("append", key, err, classify)
+	}
+	if !a.Finalized.IsZero() {
+		return nil, blob.Errorf("append", key, blob.ErrPrecondition, "the object is finalized")
+	}
+	sctx, cancel := context.WithCancel(s.bgCtx)
+	var sw *storage.Writer
+	var size int64
+	err = untilDone(ctx, cancel, func() error {
+		var err error
+		sw, size, err = s.bucket.Object(key).Generation(a.Generation).NewWriterFromAppendableObject(sctx,
+			&storage.AppendableWriterOpts{ChunkSize: googleapi.MinUploadChunkSize})
+		return err
+	})
+	if err != nil {
+		cancel()
+		return nil, driver.WrapError("append", key, err, classify)
+	}
+	return &appendStream{s: s, key: key, sw: sw, cancel: cancel, size: size}, nil
+}
+
+// appendStream is an open appendable object.
+type appendStream struct {
+	s      *Store
+	key    string
+	sw     *storage.Writer
+	cancel context.CancelFunc
+	size   int64
+	err    error
+	closed bool
+}
+
+func (a *appendStream) Size() int64 { return a.size }
+
+func (a *appendStream) Append(ctx context.Context, p []byte) error {
+	return a.write(ctx, p, classify)
+}
+
+// write sends p and flushes, failing the stream for good on any error.
+func (a *appendStream) write(ctx context.Context, p []byte, kind func(error) error) error {
+	if a.err != nil {
+		return a.err
+	}
+	if a.s.closed.Load() {
+		return &blob.Error{Op: "append", Key: a.key, Kind: blob.ErrClosed}
+	}
+	var flushed int64
+	err := untilDone(ctx, a.cancel, func() error {
+		if _, err := a.sw.Write(p); err != nil {
+			return err
+		}
+		var err error
+		flushed, err = a.sw.Flush()
+		return err
+	})
+	switch {
+	case err != nil:
+		a.err = driver.WrapError("append", a.key, err, kind)
+	case flushed != a.size+int64(len(p)):
+		a.err = blob.Errorf("append", a.key, nil, "gcsrapid: flushed to %d bytes, expected %d", flushed, a.size+int64(len(p)))
+	}
+	if a.err != nil {
+		a.Close()
+		return a.err
+	}
+	a.size = flushed
+	return nil
+}
+
+// Close ends the stream in the background without finalizing the object.
+func (a *appendStream) Close() error {
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	if a.err == nil {
+		a.err = &blob.Error{Op: "append", Key: a.key, Kind: blob.ErrClosed, Err: errors.New("gcsrapid: append stream closed")}
+	}
+	sw, cancel := a.sw, a.cancel
+	a.s.background(func(context.Context) {
+		sw.Close()
+		cancel()
+	})
+	return nil
+}
