@@ -1,0 +1,143 @@
+package commitlog
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/blob/latency"
+)
+
+// BenchmarkAppend measures acknowledged appends per second, append latency
+// (p50, p99) and reader lag (from an append's acknowledgement to a tailing
+// reader holding the record, p50, p99) with 64 concurrent appenders of
+// 100-byte records, on the emulators' latency profiles:
+//
+//	go test -run '^$' -bench . ./commitlog
+//
+// rapid-slots is the bucket-log protocol (one object per append, created with
+// IfNotExist) on a Rapid bucket, the baseline; the others append to open
+// segments. slowzone adds 150 ms to every flush of one zone of three.
+func BenchmarkAppend(b *testing.B) {
+	rapid := gcsrapidtest.Rapid()
+	cases := []struct {
+		name  string
+		zones func(testing.TB, int) []blob.Store
+		n, w  int
+		opts  Options
+		slow  bool
+	}{
+		{name: "rapid-slots-1", zones: rapidZones(rapid), n: 1, w: 1, opts: Options{Slots: true}},
+		{name: "rapid-1", zones: rapidZones(rapid), n: 1, w: 1},
+		{name: "rapid-2of3", zones: rapidZones(rapid), n: 3, w: 2},
+		{name: "rapid-2of3-slowzone", zones: rapidZones(rapid), n: 3, w: 2, slow: true},
+		{name: "s3express-2of3", zones: s3Zones("express"), n: 3, w: 2},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			stores := c.zones(b, c.n)
+			if c.slow {
+				f := fault.Wrap(stores[2], fault.Options{Seed: 1})
+				f.AddLatency(fault.OpCommit, latency.Fixed(150*time.Millisecond))
+				stores[2] = f
+			}
+			opts := c.opts
+			opts.WriteQuorum = c.w
+			benchAppend(b, stores, &opts)
+		})
+	}
+}
+
+func benchAppend(b *testing.B, stores []blob.Store, opts *Options) {
+	ctx := context.Background()
+	l, err := Open(ctx, stores, "bench", opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	r, err := l.NewReader(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := b.N
+	acks := make([]atomic.Int64, n) // unix nanos of each offset's acknowledgement
+	lags := make([]time.Duration, 0, n)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var rwg sync.WaitGroup
+	rwg.Go(func() {
+		for range n {
+			rec, err := r.Next(rctx)
+			if err != nil {
+				return
+			}
+			now := time.Now().UnixNano()
+			if rec.Offset >= int64(n) {
+				continue
+			}
+			// The reader may get a record before its Append has returned.
+			for acks[rec.Offset].Load() == 0 && rctx.Err() == nil {
+				time.Sleep(100 * time.Microsecond)
+			}
+			lags = append(lags, time.Duration(max(now-acks[rec.Offset].Load(), 0)))
+		}
+	})
+	const workers = 64
+	var next atomic.Int64
+	lat := make([][]time.Duration, workers)
+	record := make([]byte, 100)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				t0 := time.Now()
+				off, err := l.Append(ctx, record)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				t1 := time.Now()
+				lat[w] = append(lat[w], t1.Sub(t0))
+				if off < int64(n) {
+					acks[off].Store(t1.UnixNano())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	rwg.Wait()
+	all := slices.Concat(lat...)
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "appends/s")
+	b.ReportMetric(ms(quantile(all, 0.5)), "p50-ms")
+	b.ReportMetric(ms(quantile(all, 0.99)), "p99-ms")
+	b.ReportMetric(ms(quantile(lags, 0.5)), "lag-p50-ms")
+	b.ReportMetric(ms(quantile(lags, 0.99)), "lag-p99-ms")
+	st := l.Stats()
+	b.ReportMetric(float64(st.Records)/float64(max(st.Frames, 1)), "records/frame")
+	b.ReportMetric(0, "ns/op")
+	if testing.Verbose() {
+		fmt.Printf("%s: %+v\n", b.Name(), st)
+	}
+}
+
+func quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(int(float64(len(s))*q), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
