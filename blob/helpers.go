@@ -141,6 +141,17 @@ func Append(ctx context.Context, s Store, key string, opts *AppendOptions) (Writ
 	return nil, &Error{Op: "append", Key: key, Kind: ErrUnsupported, Err: fmt.Errorf("%T cannot append", s)}
 }
 
+// Finalize seals key (see Finalizer). On a Store without appendable objects
+// every committed object is final already, so it only checks that key exists
+// (ErrNotFound otherwise).
+func Finalize(ctx context.Context, s Store, key string) error {
+	if f, ok := s.(Finalizer); ok {
+		return f.Finalize(ctx, key)
+	}
+	_, err := s.Stat(ctx, key)
+	return err
+}
+
 // Copy copies srcKey to dstKey: server-side on a Copier, otherwise by streaming
 // the bytes and attributes through this process.
 func Copy(ctx context.Context, s Store, dstKey, srcKey string, opts *CopyOptions) error {
@@ -289,13 +300,3 @@ func All(ctx context.Context, s Store, opts *ListOptions) iter.Seq2[ListObject, 
 		}
 	}
 }
-
-// EmptyReader returns a Reader with no bytes that describes attrs: what a
-// driver returns for a read at or past the end of an object.
-func EmptyReader(attrs *Attributes) Reader { return emptyReader{attrs} }
-
-type emptyReader struct{ attrs *Attributes }
-
-func (emptyReader) Read([]byte) (int, error)  { return 0, io.EOF }
-func (emptyReader) Close() error              { return nil }
-func (r emptyReader) Attributes() *Attributes { return r.attrs }

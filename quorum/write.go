@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewWriter implements blob.Store. The writer buffers the object and commits
@@ -79,7 +80,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
 	}
 	if err := w.ctx.Err(); err != nil {
-		return 0, blob.WrapError("write", w.key, err, nil)
+		return 0, driver.WrapError("write", w.key, err, nil)
 	}
 	return w.buf.Write(p)
 }
@@ -108,7 +109,7 @@ func (w *writer) Close() error {
 	w.done = true
 	if err := w.ctx.Err(); err != nil {
 		w.abort()
-		return blob.WrapError("write", w.key, err, nil)
+		return driver.WrapError("write", w.key, err, nil)
 	}
 	if w.s.closed.Load() {
 		w.abort()
@@ -273,7 +274,7 @@ func (w *writer) create(data []byte) error {
 		select {
 		case <-time.After(pause):
 		case <-w.ctx.Done():
-			return blob.WrapError("write", w.key, w.ctx.Err(), nil)
+			return driver.WrapError("write", w.key, w.ctx.Err(), nil)
 		}
 	}
 }
@@ -544,7 +545,7 @@ func (f *fan) fail(cause, kindIfRefused error) error {
 		uncertain = !done || promoted || kept
 	}
 	if err := f.w.ctx.Err(); err != nil {
-		return blob.WrapError("write", key, err, nil)
+		return driver.WrapError("write", key, err, nil)
 	}
 	var kind error
 	if kindIfRefused != nil && f.count(kindIfRefused)+f.refused > len(f.s.reps)-f.s.w {
@@ -644,7 +645,7 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 		case <-ctx.Done():
 			w.done = true
 			w.abort()
-			return nil, blob.WrapError("prewarm", key, ctx.Err(), nil)
+			return nil, driver.WrapError("prewarm", key, ctx.Err(), nil)
 		}
 	}
 	return w, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // memStore is a minimal map-backed blob.Store for these tests, with no
@@ -99,7 +100,7 @@ func (w *memWriter) Close() error {
 	}
 	w.closed = true
 	if err := w.ctx.Err(); err != nil {
-		return blob.WrapError("write", w.key, err, nil)
+		return driver.WrapError("write", w.key, err, nil)
 	}
 	return w.m.commit(w.key, w.buf.Bytes(), w.opts)
 }

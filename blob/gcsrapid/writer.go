@@ -14,6 +14,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // warmWriter is an appendable object that exists (created and flushed empty)
@@ -73,7 +74,7 @@ func (s *Store) prewarm(ctx context.Context, key string, opts *blob.WriterOption
 	if err != nil {
 		cancel()
 		sw.Close()
-		return nil, blob.WrapError("prewarm", key, err, classifyCreate)
+		return nil, driver.WrapError("prewarm", key, err, classifyCreate)
 	}
 	ww := &warmWriter{sw: sw, key: key, cancel: cancel}
 	if a := sw.Attrs(); a != nil {
@@ -182,7 +183,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	if err := w.ctx.Err(); err != nil {
-		return 0, blob.WrapError("write", w.key, err, nil)
+		return 0, driver.WrapError("write", w.key, err, nil)
 	}
 	if w.md5 != nil {
 		w.md5.Write(p)
@@ -210,7 +211,7 @@ func (w *writer) Write(p []byte) (int, error) {
 func (w *writer) send(p []byte) error {
 	_, err := w.sw.Write(p)
 	if err != nil {
-		w.err = blob.WrapError("write", w.key, err, w.classifier())
+		w.err = driver.WrapError("write", w.key, err, w.classifier())
 		return w.err
 	}
 	w.wrote += int64(len(p))
@@ -279,7 +280,7 @@ func (w *writer) commit() error {
 		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
 	}
 	if err := w.ctx.Err(); err != nil {
-		return blob.WrapError("write", w.key, err, nil)
+		return driver.WrapError("write", w.key, err, nil)
 	}
 	if w.md5 != nil {
 		if sum := w.md5.Sum(nil); !bytes.Equal(sum, w.opts.ContentMD5) {
@@ -301,7 +302,7 @@ func (w *writer) commit() error {
 		return err
 	})
 	if err != nil {
-		return blob.WrapError("write", w.key, err, w.classifier())
+		return driver.WrapError("write", w.key, err, w.classifier())
 	}
 	if flushed != w.wrote {
 		return blob.Errorf("write", w.key, nil, "gcsrapid: flushed %d bytes, wrote %d", flushed, w.wrote)
