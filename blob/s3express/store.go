@@ -86,11 +86,11 @@ func (o *Options) setDefaults() {
 func (o Options) validate() error {
 	switch {
 	case o.MultipartThreshold < 0 || o.PartSize < 0 || o.Retries < 0:
-		return blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: sizes and retries must not be negative")
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: sizes and retries must not be negative")
 	case o.PartSize < 5<<20:
-		return blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: part_size %d is below S3's minimum part size of 5 MiB", o.PartSize)
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: part_size %d is below S3's minimum part size of 5 MiB", o.PartSize)
 	case o.MultipartThreshold > 5<<30:
-		return blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: multipart_threshold %d is above S3's 5 GiB limit for one PutObject", o.MultipartThreshold)
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: multipart_threshold %d is above S3's 5 GiB limit for one PutObject", o.MultipartThreshold)
 	}
 	return nil
 }
@@ -103,7 +103,7 @@ var directoryBucket = regexp.MustCompile(`^[a-z0-9](?:-?[a-z0-9])*--[a-z0-9]+(?:
 // ValidateBucket reports whether name is a directory bucket name.
 func ValidateBucket(name string) error {
 	if len(name) < 3 || len(name) > 63 || !directoryBucket.MatchString(name) {
-		return blob.Errorf("open", "", blob.ErrInvalidArgument,
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument,
 			"s3express: %q is not a directory bucket name (BASE--AZID--x-s3, for example logs--use1-az4--x-s3)", name)
 	}
 	return nil
@@ -116,7 +116,7 @@ type Store struct {
 	opts    Options
 	session func(*s3.Options) // per-operation option: the shared session provider
 
-	closed atomic.Bool
+	life driver.Lifecycle
 
 	// warm is closed when the warm-up's CreateSession has returned; warmErr
 	// holds its error until one call has reported it.
@@ -153,13 +153,13 @@ func HTTPClient() aws.HTTPClient { return sharedTransport() }
 // request), then warms the session in the background.
 func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if u.Scheme != Scheme {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: scheme %q, want %q", u.Scheme, Scheme)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: scheme %q, want %q", u.Scheme, Scheme)
 	}
 	if u.User != nil {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: credentials do not belong in the URL; use the SDK's credential chain")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: credentials do not belong in the URL; use the SDK's credential chain")
 	}
 	if u.Host == "" || u.Path != "" && u.Path != "/" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: URL must be s3express://BUCKET?region=REGION, got %s", blob.Redact(u.String()))
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: URL must be s3express://BUCKET?region=REGION, got %s", blob.Redact(u.String()))
 	}
 	q := driver.NewQuery(u)
 	region := q.String("region", "")
@@ -180,17 +180,17 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		return nil, err
 	}
 	if region == "" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: parameter region is required (the bucket's region, for example us-east-1)")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: parameter region is required (the bucket's region, for example us-east-1)")
 	}
 	if endpoint != "" {
 		e, err := url.Parse(endpoint)
 		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: endpoint must be an http(s) URL, got %q", blob.Redact(endpoint))
+			return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: endpoint must be an http(s) URL, got %q", blob.Redact(endpoint))
 		}
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region), config.WithHTTPClient(sharedTransport()))
 	if err != nil {
-		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("s3express: loading AWS configuration: %w", err)}
+		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("s3express: loading AWS configuration: %w", err)}
 	}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if endpoint != "" {
@@ -214,7 +214,7 @@ func New(client *s3.Client, bucket string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if client == nil {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: nil client")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: nil client")
 	}
 	shared := &sessions{sdk: client.Options().ExpressCredentials}
 	ctx, stop := context.WithCancel(context.Background())
@@ -290,7 +290,7 @@ func (s *Store) Ready(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if p := s.warmErr.Load(); p != nil {
-		return &blob.Error{Op: "open", Err: *p}
+		return &blob.Error{Op: driver.OpOpen, Err: *p}
 	}
 	return nil
 }
@@ -299,10 +299,7 @@ func (s *Store) Ready(ctx context.Context) error {
 // that a burst of first calls shares it. The warm-up's error is returned by
 // the first call only; later calls start their own session.
 func (s *Store) begin(ctx context.Context, op, key string) error {
-	if s.closed.Load() {
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
-	}
-	if err := blob.ValidateKey(op, key); err != nil {
+	if err := s.life.Check(op, key); err != nil {
 		return err
 	}
 	return s.waitWarm(ctx, op, key)
@@ -336,12 +333,12 @@ func (s *Store) Client() *s3.Client { return s.client }
 
 // Stat implements blob.Store with one HeadObject.
 func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
-	if err := s.begin(ctx, "stat", key); err != nil {
+	if err := s.begin(ctx, driver.OpStat, key); err != nil {
 		return nil, err
 	}
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 	if err != nil {
-		return nil, driver.WrapError("stat", key, err, classify)
+		return nil, driver.WrapError(driver.OpStat, key, err, classify)
 	}
 	return &blob.Attributes{
 		Key:                key,
@@ -363,22 +360,22 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 // With IfGenerationMatch the delete itself is conditional (If-Match), so a
 // concurrent overwrite between the two is never deleted.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	if err := s.begin(ctx, "delete", key); err != nil {
+	if err := s.begin(ctx, driver.OpDelete, key); err != nil {
 		return err
 	}
 	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 	if err != nil {
-		return driver.WrapError("delete", key, err, classify)
+		return driver.WrapError(driver.OpDelete, key, err, classify)
 	}
 	in := &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
 	if opts != nil && opts.IfGenerationMatch != "" {
 		if !etagEqual(aws.ToString(head.ETag), opts.IfGenerationMatch) {
-			return blob.Errorf("delete", key, blob.ErrPrecondition, "generation %s, not %s", aws.ToString(head.ETag), opts.IfGenerationMatch)
+			return blob.Errorf(driver.OpDelete, key, blob.ErrPrecondition, "generation %s, not %s", aws.ToString(head.ETag), opts.IfGenerationMatch)
 		}
 		in.IfMatch = aws.String(opts.IfGenerationMatch)
 	}
 	_, err = s.client.DeleteObject(ctx, in, s.session)
-	return driver.WrapError("delete", key, err, classify)
+	return driver.WrapError(driver.OpDelete, key, err, classify)
 }
 
 func etagEqual(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b, `"`) }
@@ -387,15 +384,15 @@ func etagEqual(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b
 // request after another. Missing keys are not errors (S3 does not report
 // them). The error joins one *blob.Error per key that failed.
 func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
-	if s.closed.Load() {
-		return &blob.Error{Op: "delete", Kind: blob.ErrClosed}
+	if err := s.life.CheckOpen(driver.OpDelete, ""); err != nil {
+		return err
 	}
 	for _, k := range keys {
-		if err := blob.ValidateKey("delete", k); err != nil {
+		if err := blob.ValidateKey(driver.OpDelete, k); err != nil {
 			return err
 		}
 	}
-	if err := s.waitWarm(ctx, "delete", ""); err != nil {
+	if err := s.waitWarm(ctx, driver.OpDelete, ""); err != nil {
 		return err
 	}
 	var errs []error
@@ -412,10 +409,10 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 			ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
 		}, s.session)
 		if err != nil {
-			return errors.Join(append(errs, driver.WrapError("delete", batch[0], err, classify))...)
+			return errors.Join(append(errs, driver.WrapError(driver.OpDelete, batch[0], err, classify))...)
 		}
 		for _, e := range out.Errors {
-			errs = append(errs, &blob.Error{Op: "delete", Key: aws.ToString(e.Key),
+			errs = append(errs, &blob.Error{Op: driver.OpDelete, Key: aws.ToString(e.Key),
 				Err: fmt.Errorf("s3express: %s: %s", aws.ToString(e.Code), aws.ToString(e.Message))})
 		}
 	}
@@ -425,10 +422,10 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 // Copy implements blob.Copier with CopyObject (which the SDK signs with the
 // caller's own credentials, not the session).
 func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.CopyOptions) error {
-	if err := s.begin(ctx, "copy", dstKey); err != nil {
+	if err := s.begin(ctx, driver.OpCopy, dstKey); err != nil {
 		return err
 	}
-	if err := blob.ValidateKey("copy", srcKey); err != nil {
+	if err := blob.ValidateKey(driver.OpCopy, srcKey); err != nil {
 		return err
 	}
 	in := &s3.CopyObjectInput{
@@ -442,7 +439,7 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 		classifier = classifyCreate
 	}
 	_, err := s.client.CopyObject(ctx, in, s.session)
-	return driver.WrapError("copy", dstKey, err, classifier)
+	return driver.WrapError(driver.OpCopy, dstKey, err, classifier)
 }
 
 // escapePath escapes a key for x-amz-copy-source, keeping its slashes.
@@ -457,8 +454,8 @@ func escapePath(key string) string {
 // Close implements blob.Store. It stops the warm-up; the SDK client is left
 // to the caller (it holds no resources of its own beyond idle connections).
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	if !s.life.Close() {
+		return driver.ClosedError(driver.OpClose, "")
 	}
 	s.stop()
 	s.bg.Wait()
