@@ -4,13 +4,57 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"crypto/rand"
+	"encoding/base64"
 	"hash"
+	"io"
 	"sync"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	azblobblob "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 
 	"github.com/zonalblob/zonalblob/blob"
 )
+
+// NewWriter implements blob.Store. Up to PutThreshold bytes are buffered and
+// sent as one Put Blob at Close; past it, blocks are staged as they fill and
+// the block list is committed at Close.
+func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	if err := s.begin(ctx, "write", key, true); err != nil {
+		return nil, err
+	}
+	var o blob.WriterOptions
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.If.Validate("write", key); err != nil {
+		return nil, err
+	}
+	if o.ContentMD5 != nil && len(o.ContentMD5) != md5.Size {
+		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "ContentMD5 has %d bytes, want %d", len(o.ContentMD5), md5.Size)
+	}
+	md, err := encodeMetadata(o.Metadata)
+	if err != nil {
+		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "metadata: %v", err)
+	}
+	return &writer{s: s, ctx: ctx, key: key, opts: o, md: md}, nil
+}
+
+func (o *Options) headers(wo *blob.WriterOptions) *azblobblob.HTTPHeaders {
+	h := &azblobblob.HTTPHeaders{}
+	set := func(dst **string, v string) {
+		if v != "" {
+			*dst = &v
+		}
+	}
+	set(&h.BlobContentType, wo.ContentType)
+	set(&h.BlobCacheControl, wo.CacheControl)
+	set(&h.BlobContentDisposition, wo.ContentDisposition)
+	set(&h.BlobContentEncoding, wo.ContentEncoding)
+	set(&h.BlobContentLanguage, wo.ContentLanguage)
+	return h
+}
 
 // writer buffers up to PutThreshold bytes for one Put Blob at Close. Past the
 // threshold it stages blocks as they fill, Concurrency at a time, and commits
@@ -147,3 +191,16 @@ func (w *writer) Close() error {
 	}
 	return nil
 }
+
+// newBlockID returns a random block ID of n bytes, base64: IDs must be unique
+// within a blob and of one length in it.
+func newBlockID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// blockIDBytes is the length of the block IDs this package makes.
+const blockIDBytes = 48
+
+func nopCloser(b []byte) io.ReadSeekCloser { return streaming.NopCloser(bytes.NewReader(b)) }

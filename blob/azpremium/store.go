@@ -1,39 +1,9 @@
-// Package azpremium is a blob.Store over Azure Premium block blob accounts
-// (the same Blob REST API as standard accounts, with lower and steadier
-// latency), built on the azblob SDK.
-//
-// URL, registered on blob.Open and on gocloud's DefaultURLMux by importing
-// this package:
-//
-//	azpremium://CONTAINER?account=NAME[&endpoint=URL][&put_threshold=256MiB][&block_size=8MiB][&concurrency=4][&warmup=true]
-//
-// Credentials come from the environment, never from the URL, first match wins:
-// AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY (shared key for the
-// account), AZURE_STORAGE_SAS_TOKEN, else azidentity's default credential.
-// The account is the account parameter, else AZURE_STORAGE_ACCOUNT, else the
-// connection string's AccountName; a URL with none fails at open.
-//
-// Guarantees: a write of up to PutThreshold bytes is one Put Blob request at
-// Close; larger writes stage blocks while writing and commit the block list at
-// Close, so a writer whose ctx is canceled before Close commits nothing.
-// IfNotExist is If-None-Match: *, IfGenerationMatch is If-Match on the ETag
-// (the Generation). Lists are in byte order and page with opaque tokens. A
-// connection is opened in the background at open; an error it meets (bad
-// credentials, missing container) is returned by the first call. Errors wrap
-// blob's sentinels and the SDK's *azcore.ResponseError, and never contain the
-// account key, SAS token or connection string.
 package azpremium
 
 import (
-	"bytes"
 	"context"
-	"crypto/md5"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -42,7 +12,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	azblobblob "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
@@ -77,13 +46,6 @@ const (
 	// maxAppendBlock is the largest Append Block every service version accepts.
 	maxAppendBlock = 4 << 20
 )
-
-// Secret is a credential string. It prints as REDACTED, so Options can be
-// logged.
-type Secret string
-
-func (Secret) String() string   { return "REDACTED" }
-func (Secret) GoString() string { return `"REDACTED"` }
 
 // Options configure New. Credentials are tried in this order: ConnectionString,
 // AccountKey, SASToken, Credential, then azidentity's default credential.
@@ -371,160 +333,6 @@ func (s *Store) begin(ctx context.Context, op, key string, validate bool) error 
 	return nil
 }
 
-// Error codes the service uses when an account type lacks a blob type (append
-// blobs on some premium accounts), absent from bloberror.
-const (
-	featureNotSupportedForAccount bloberror.Code = "FeatureNotSupportedForAccount"
-	blobTypeNotSupported          bloberror.Code = "BlobTypeNotSupported"
-)
-
-// classify maps the service's answer to a sentinel.
-func classify(err error) error {
-	var re *azcore.ResponseError
-	if !errors.As(err, &re) {
-		return nil
-	}
-	switch bloberror.Code(re.ErrorCode) {
-	case bloberror.BlobAlreadyExists:
-		return blob.ErrExists
-	case bloberror.ConditionNotMet, bloberror.AppendPositionConditionNotMet, bloberror.MaxBlobSizeConditionNotMet, bloberror.TargetConditionNotMet, bloberror.SourceConditionNotMet:
-		return blob.ErrPrecondition
-	case featureNotSupportedForAccount, blobTypeNotSupported, bloberror.InvalidBlobType:
-		return blob.ErrUnsupported
-	case bloberror.MD5Mismatch, bloberror.InvalidMetadata, bloberror.InvalidHeaderValue, bloberror.InvalidRange, bloberror.InvalidQueryParameterValue:
-		return blob.ErrInvalidArgument
-	}
-	switch re.StatusCode {
-	case http.StatusNotFound:
-		return blob.ErrNotFound
-	case http.StatusPreconditionFailed:
-		return blob.ErrPrecondition
-	case http.StatusNotImplemented:
-		return blob.ErrUnsupported
-	}
-	return nil
-}
-
-// wrap is driver.WrapError plus redaction of this store's credentials.
-func (s *Store) wrap(op, key string, err error, classify func(error) error) error {
-	return redact(driver.WrapError(op, key, err, classify), s.secrets)
-}
-
-// writeKind classifies a failed conditional write: with IfNotExist every
-// "condition failed" answer means the object exists; with a generation, a
-// missing object is a failed precondition, not NotFound.
-func writeKind(err error, ifNotExist bool, ifGen string) error {
-	kind := classify(err)
-	switch {
-	case ifNotExist && (kind == blob.ErrPrecondition || bloberror.HasCode(err, bloberror.BlobAlreadyExists)):
-		return blob.ErrExists
-	case ifGen != "" && kind == blob.ErrNotFound && !bloberror.HasCode(err, bloberror.ContainerNotFound):
-		return blob.ErrPrecondition
-	}
-	return kind
-}
-
-func accessConditions(ifNotExist bool, ifGen string) *azblobblob.AccessConditions {
-	switch {
-	case ifNotExist:
-		etag := azcore.ETagAny
-		return &azblobblob.AccessConditions{ModifiedAccessConditions: &azblobblob.ModifiedAccessConditions{IfNoneMatch: &etag}}
-	case ifGen != "":
-		etag := azcore.ETag(ifGen)
-		return &azblobblob.AccessConditions{ModifiedAccessConditions: &azblobblob.ModifiedAccessConditions{IfMatch: &etag}}
-	}
-	return nil
-}
-
-// NewRangeReader implements blob.Store.
-func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
-	if err := s.begin(ctx, "read", key, true); err != nil {
-		return nil, err
-	}
-	if offset < 0 {
-		return nil, blob.Errorf("read", key, blob.ErrInvalidArgument, "negative offset %d", offset)
-	}
-	bc := s.client.NewBlobClient(escapeKey(key))
-	if length == 0 {
-		// The SDK reads a zero Count as "to the end"; ask for the attributes only.
-		return s.emptyReader(ctx, key)
-	}
-	var o azblobblob.DownloadStreamOptions
-	if offset > 0 || length > 0 {
-		o.Range = azblobblob.HTTPRange{Offset: offset, Count: max(length, 0)}
-	}
-	resp, err := bc.DownloadStream(ctx, &o)
-	if err != nil {
-		if bloberror.HasCode(err, bloberror.InvalidRange) {
-			// Reading at or past the end is not an error: io.EOF at once.
-			return s.emptyReader(ctx, key)
-		}
-		return nil, s.wrap("read", key, err, classify)
-	}
-	size := derefInt(resp.ContentLength)
-	if resp.ContentRange != nil {
-		if _, total, ok := strings.Cut(*resp.ContentRange, "/"); ok {
-			fmt.Sscanf(total, "%d", &size)
-		}
-	}
-	a := &blob.Attributes{
-		Key:                key,
-		Size:               size,
-		ContentType:        deref(resp.ContentType),
-		CacheControl:       deref(resp.CacheControl),
-		ContentDisposition: deref(resp.ContentDisposition),
-		ContentEncoding:    deref(resp.ContentEncoding),
-		ContentLanguage:    deref(resp.ContentLanguage),
-		Metadata:           decodeMetadata(resp.Metadata),
-		ModTime:            derefTime(resp.LastModified),
-		CreateTime:         derefTime(resp.CreationTime),
-	}
-	if resp.ETag != nil {
-		a.ETag, a.Generation = string(*resp.ETag), string(*resp.ETag)
-	}
-	if resp.ContentRange == nil {
-		a.MD5 = resp.ContentMD5
-	}
-	return &reader{s: s, body: resp.Body, key: key, attrs: a}, nil
-}
-
-func (s *Store) emptyReader(ctx context.Context, key string) (blob.Reader, error) {
-	a, err := s.stat(ctx, "read", key)
-	if err != nil {
-		return nil, err
-	}
-	return driver.EmptyReader(a), nil
-}
-
-type reader struct {
-	s      *Store
-	body   io.ReadCloser
-	key    string
-	attrs  *blob.Attributes
-	closed bool
-}
-
-func (r *reader) Read(p []byte) (int, error) {
-	if r.closed {
-		return 0, &blob.Error{Op: "read", Key: r.key, Kind: blob.ErrClosed}
-	}
-	n, err := r.body.Read(p)
-	if err != nil && err != io.EOF {
-		err = r.s.wrap("read", r.key, err, classify)
-	}
-	return n, err
-}
-
-func (r *reader) Close() error {
-	if r.closed {
-		return nil
-	}
-	r.closed = true
-	return r.body.Close()
-}
-
-func (r *reader) Attributes() *blob.Attributes { return r.attrs }
-
 // Stat implements blob.Store.
 func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
 	if err := s.begin(ctx, "stat", key, true); err != nil {
@@ -561,45 +369,6 @@ func propsToAttrs(key string, p *azblobblob.GetPropertiesResponse) *blob.Attribu
 	return a
 }
 
-// NewWriter implements blob.Store. Up to PutThreshold bytes are buffered and
-// sent as one Put Blob at Close; past it, blocks are staged as they fill and
-// the block list is committed at Close.
-func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
-	if err := s.begin(ctx, "write", key, true); err != nil {
-		return nil, err
-	}
-	var o blob.WriterOptions
-	if opts != nil {
-		o = *opts
-	}
-	if err := o.If.Validate("write", key); err != nil {
-		return nil, err
-	}
-	if o.ContentMD5 != nil && len(o.ContentMD5) != md5.Size {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "ContentMD5 has %d bytes, want %d", len(o.ContentMD5), md5.Size)
-	}
-	md, err := encodeMetadata(o.Metadata)
-	if err != nil {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "metadata: %v", err)
-	}
-	return &writer{s: s, ctx: ctx, key: key, opts: o, md: md}, nil
-}
-
-func (o *Options) headers(wo *blob.WriterOptions) *azblobblob.HTTPHeaders {
-	h := &azblobblob.HTTPHeaders{}
-	set := func(dst **string, v string) {
-		if v != "" {
-			*dst = &v
-		}
-	}
-	set(&h.BlobContentType, wo.ContentType)
-	set(&h.BlobCacheControl, wo.CacheControl)
-	set(&h.BlobContentDisposition, wo.ContentDisposition)
-	set(&h.BlobContentEncoding, wo.ContentEncoding)
-	set(&h.BlobContentLanguage, wo.ContentLanguage)
-	return h
-}
-
 // Delete implements blob.Store.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	if err := s.begin(ctx, "delete", key, true); err != nil {
@@ -633,24 +402,17 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// ctxKind drops the sentinel of errors caused by a done context.
-func ctxKind(err, kind error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return nil
+func accessConditions(ifNotExist bool, ifGen string) *azblobblob.AccessConditions {
+	switch {
+	case ifNotExist:
+		etag := azcore.ETagAny
+		return &azblobblob.AccessConditions{ModifiedAccessConditions: &azblobblob.ModifiedAccessConditions{IfNoneMatch: &etag}}
+	case ifGen != "":
+		etag := azcore.ETag(ifGen)
+		return &azblobblob.AccessConditions{ModifiedAccessConditions: &azblobblob.ModifiedAccessConditions{IfMatch: &etag}}
 	}
-	return kind
+	return nil
 }
-
-// newBlockID returns a random block ID of n bytes, base64: IDs must be unique
-// within a blob and of one length in it.
-func newBlockID(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return base64.StdEncoding.EncodeToString(b)
-}
-
-// blockIDBytes is the length of the block IDs this package makes.
-const blockIDBytes = 48
 
 func deref(p *string) string {
 	if p == nil {
@@ -673,8 +435,6 @@ func derefTime(p *time.Time) time.Time {
 	return *p
 }
 
-func nopCloser(b []byte) io.ReadSeekCloser { return streaming.NopCloser(bytes.NewReader(b)) }
-
 // validateContainer applies Azure's container naming rules, so a typo fails
 // at open rather than as a 400 at the first request.
 func validateContainer(name string) error {
@@ -694,74 +454,3 @@ func validateContainer(name string) error {
 	}
 	return nil
 }
-
-type connectionString struct {
-	account, key, sas, endpoint string
-}
-
-// parseConnectionString reads an Azure Storage connection string. Its errors
-// name fields, never values.
-func parseConnectionString(cs string) (connectionString, error) {
-	var out connectionString
-	fields := map[string]string{}
-	for part := range strings.SplitSeq(cs, ";") {
-		if strings.TrimSpace(part) == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(part, "=")
-		if !ok {
-			return out, errors.New("a field lacks '='")
-		}
-		fields[strings.TrimSpace(k)] = strings.TrimSpace(v)
-	}
-	if fields["UseDevelopmentStorage"] == "true" {
-		fields["AccountName"] = "devstoreaccount1"
-		fields["AccountKey"] = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-		fields["BlobEndpoint"] = "http://127.0.0.1:10000/devstoreaccount1"
-	}
-	out.account, out.key, out.sas, out.endpoint = fields["AccountName"], fields["AccountKey"], fields["SharedAccessSignature"], fields["BlobEndpoint"]
-	if out.endpoint == "" && out.account != "" {
-		proto := cmpOr(fields["DefaultEndpointsProtocol"], "https")
-		suffix := cmpOr(fields["EndpointSuffix"], "core.windows.net")
-		out.endpoint = proto + "://" + out.account + ".blob." + suffix
-	}
-	if out.key == "" && out.sas == "" {
-		return out, errors.New("neither AccountKey nor SharedAccessSignature")
-	}
-	return out, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-// redact hides secrets from err's message, keeping err reachable through
-// errors.Is and errors.As.
-func redact(err error, secrets []string) error {
-	if err == nil || len(secrets) == 0 {
-		return err
-	}
-	msg := err.Error()
-	hit := false
-	for _, sec := range secrets {
-		if len(sec) >= 4 && strings.Contains(msg, sec) {
-			msg = strings.ReplaceAll(msg, sec, "REDACTED")
-			hit = true
-		}
-	}
-	if !hit {
-		return err
-	}
-	return &redactedError{msg: msg, err: err}
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
