@@ -1,7 +1,6 @@
 package azpremium
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -52,26 +51,21 @@ func (s *Store) wrap(op, key string, err error, classify func(error) error) erro
 	return redact(driver.WrapError(op, key, err, classify), s.secrets)
 }
 
-// writeKind classifies a failed conditional write: with IfNotExist every
+// writeClassifier is classify for a write under c: with IfNotExist every
 // "condition failed" answer means the object exists; with a generation, a
 // missing object is a failed precondition, not NotFound.
-func writeKind(err error, ifNotExist bool, ifGen string) error {
-	kind := classify(err)
-	switch {
-	case ifNotExist && (kind == blob.ErrPrecondition || bloberror.HasCode(err, bloberror.BlobAlreadyExists)):
-		return blob.ErrExists
-	case ifGen != "" && kind == blob.ErrNotFound && !bloberror.HasCode(err, bloberror.ContainerNotFound):
-		return blob.ErrPrecondition
+func writeClassifier(c blob.Condition) func(error) error {
+	return func(err error) error {
+		kind := classify(err)
+		_, ifGen := c.Generation()
+		switch {
+		case c.NotExist() && (kind == blob.ErrPrecondition || bloberror.HasCode(err, bloberror.BlobAlreadyExists)):
+			return blob.ErrExists
+		case ifGen && kind == blob.ErrNotFound && !bloberror.HasCode(err, bloberror.ContainerNotFound):
+			return blob.ErrPrecondition
+		}
+		return kind
 	}
-	return kind
-}
-
-// ctxKind drops the sentinel of errors caused by a done context.
-func ctxKind(err, kind error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return nil
-	}
-	return kind
 }
 
 // redact hides secrets from err's message, keeping err reachable through

@@ -15,11 +15,11 @@ import (
 
 // NewRangeReader implements blob.Store.
 func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
-	if err := s.begin(ctx, "read", key, true); err != nil {
+	if err := s.begin(ctx, driver.OpRead, key, true); err != nil {
 		return nil, err
 	}
 	if offset < 0 {
-		return nil, blob.Errorf("read", key, blob.ErrInvalidArgument, "negative offset %d", offset)
+		return nil, blob.Errorf(driver.OpRead, key, blob.ErrInvalidArgument, "negative offset %d", offset)
 	}
 	bc := s.client.NewBlobClient(escapeKey(key))
 	if length == 0 {
@@ -36,7 +36,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 			// Reading at or past the end is not an error: io.EOF at once.
 			return s.emptyReader(ctx, key)
 		}
-		return nil, s.wrap("read", key, err, classify)
+		return nil, s.wrap(driver.OpRead, key, err, classify)
 	}
 	size := derefInt(resp.ContentLength)
 	if resp.ContentRange != nil {
@@ -44,60 +44,49 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 			fmt.Sscanf(total, "%d", &size)
 		}
 	}
-	a := &blob.Attributes{
-		Key:                key,
-		Size:               size,
-		ContentType:        deref(resp.ContentType),
-		CacheControl:       deref(resp.CacheControl),
-		ContentDisposition: deref(resp.ContentDisposition),
-		ContentEncoding:    deref(resp.ContentEncoding),
-		ContentLanguage:    deref(resp.ContentLanguage),
-		Metadata:           decodeMetadata(resp.Metadata),
-		ModTime:            derefTime(resp.LastModified),
-		CreateTime:         derefTime(resp.CreationTime),
+	attrs := func() *blob.Attributes {
+		a := &blob.Attributes{
+			Key:                key,
+			Size:               size,
+			ContentType:        deref(resp.ContentType),
+			CacheControl:       deref(resp.CacheControl),
+			ContentDisposition: deref(resp.ContentDisposition),
+			ContentEncoding:    deref(resp.ContentEncoding),
+			ContentLanguage:    deref(resp.ContentLanguage),
+			Metadata:           decodeMetadata(resp.Metadata),
+			ModTime:            derefTime(resp.LastModified),
+			CreateTime:         derefTime(resp.CreationTime),
+		}
+		if resp.ETag != nil {
+			a.ETag, a.Generation = string(*resp.ETag), string(*resp.ETag)
+		}
+		if resp.ContentRange == nil {
+			a.MD5 = resp.ContentMD5
+		}
+		return a
 	}
-	if resp.ETag != nil {
-		a.ETag, a.Generation = string(*resp.ETag), string(*resp.ETag)
-	}
-	if resp.ContentRange == nil {
-		a.MD5 = resp.ContentMD5
-	}
-	return &reader{s: s, body: resp.Body, key: key, attrs: a}, nil
+	return driver.NewReader(key, redactedBody{resp.Body, s.secrets}, attrs, classify), nil
 }
 
 func (s *Store) emptyReader(ctx context.Context, key string) (blob.Reader, error) {
-	a, err := s.stat(ctx, "read", key)
+	a, err := s.stat(ctx, driver.OpRead, key)
 	if err != nil {
 		return nil, err
 	}
 	return driver.EmptyReader(a), nil
 }
 
-type reader struct {
-	s      *Store
-	body   io.ReadCloser
-	key    string
-	attrs  *blob.Attributes
-	closed bool
+// redactedBody hides the Store's credentials from the errors of a download
+// (a broken connection's error can quote the request URL and its SAS token).
+type redactedBody struct {
+	io.ReadCloser
+	secrets []string
 }
 
-func (r *reader) Read(p []byte) (int, error) {
-	if r.closed {
-		return 0, &blob.Error{Op: "read", Key: r.key, Kind: blob.ErrClosed}
-	}
-	n, err := r.body.Read(p)
+func (b redactedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
 	if err != nil && err != io.EOF {
-		err = r.s.wrap("read", r.key, err, classify)
+		err = redact(err, b.secrets)
 	}
 	return n, err
 }
-
-func (r *reader) Close() error {
-	if r.closed {
-		return nil
-	}
-	r.closed = true
-	return r.body.Close()
-}
-
-func (r *reader) Attributes() *blob.Attributes { return r.attrs }

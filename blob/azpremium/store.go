@@ -84,7 +84,7 @@ type Store struct {
 	container string
 	opts      Options
 	secrets   []string
-	closed    atomic.Bool
+	life      driver.Lifecycle
 
 	warmDone   chan struct{}
 	warmErr    error
@@ -104,7 +104,7 @@ var (
 func Open(ctx context.Context, rawURL string) (*Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "malformed URL %s", blob.Redact(rawURL))
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "malformed URL %s", blob.Redact(rawURL))
 	}
 	return OpenURL(ctx, u)
 }
@@ -112,13 +112,13 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 // OpenURL opens a parsed azpremium:// URL; see the package documentation.
 func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if u.Scheme != Scheme {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "scheme %q, want %s", u.Scheme, Scheme)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "scheme %q, want %s", u.Scheme, Scheme)
 	}
 	if u.User != nil {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "%s:// URLs carry no credentials; set AZURE_STORAGE_KEY or AZURE_STORAGE_CONNECTION_STRING", Scheme)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "%s:// URLs carry no credentials; set AZURE_STORAGE_KEY or AZURE_STORAGE_CONNECTION_STRING", Scheme)
 	}
 	if u.Path != "" && u.Path != "/" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "%s://%s has a path; the URL names a container only", Scheme, u.Host)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "%s://%s has a path; the URL names a container only", Scheme, u.Host)
 	}
 	q := driver.NewQuery(u)
 	o := Options{
@@ -133,7 +133,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		return nil, err
 	}
 	if o.Concurrency < 1 {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "concurrency %d below 1", o.Concurrency)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "concurrency %d below 1", o.Concurrency)
 	}
 	switch {
 	case os.Getenv("AZURE_STORAGE_CONNECTION_STRING") != "":
@@ -183,7 +183,7 @@ func New(ctx context.Context, containerName string, opts Options) (*Store, error
 	if o.ConnectionString != "" {
 		cs, err := parseConnectionString(string(o.ConnectionString))
 		if err != nil {
-			return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "connection string: %v", err)
+			return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "connection string: %v", err)
 		}
 		secrets = append(secrets, string(o.ConnectionString))
 		if o.Account == "" {
@@ -199,20 +199,20 @@ func New(ctx context.Context, containerName string, opts Options) (*Store, error
 		}
 	}
 	if o.Account == "" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "no storage account: set ?account=NAME (or AZURE_STORAGE_ACCOUNT, or a connection string with AccountName)")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "no storage account: set ?account=NAME (or AZURE_STORAGE_ACCOUNT, or a connection string with AccountName)")
 	}
 	if err := validateContainer(containerName); err != nil {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "container %q: %v", containerName, err)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "container %q: %v", containerName, err)
 	}
 	if o.Endpoint == "" {
 		o.Endpoint = "https://" + o.Account + ".blob.core.windows.net"
 	}
 	ep, err := url.Parse(o.Endpoint)
 	if err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "endpoint %s is not an http(s) URL", blob.Redact(o.Endpoint))
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "endpoint %s is not an http(s) URL", blob.Redact(o.Endpoint))
 	}
 	if ep.User != nil || ep.RawQuery != "" || ep.Fragment != "" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "endpoint %s must not carry credentials or a query (use a SAS token option)", blob.Redact(o.Endpoint))
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "endpoint %s must not carry credentials or a query (use a SAS token option)", blob.Redact(o.Endpoint))
 	}
 	if o.PutThreshold == 0 {
 		o.PutThreshold = DefaultPutThreshold
@@ -225,11 +225,11 @@ func New(ctx context.Context, containerName string, opts Options) (*Store, error
 	}
 	switch {
 	case o.PutThreshold < 0 || o.PutThreshold > MaxPutThreshold:
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "put threshold %d outside [0, %d]", o.PutThreshold, int64(MaxPutThreshold))
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "put threshold %d outside [0, %d]", o.PutThreshold, int64(MaxPutThreshold))
 	case o.BlockSize <= 0 || o.BlockSize > MaxBlockSize:
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "block size %d outside [1, %d]", o.BlockSize, int64(MaxBlockSize))
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "block size %d outside [1, %d]", o.BlockSize, int64(MaxBlockSize))
 	case o.Concurrency < 1:
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "concurrency %d below 1", o.Concurrency)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "concurrency %d below 1", o.Concurrency)
 	}
 	containerURL := strings.TrimSuffix(o.Endpoint, "/") + "/" + containerName
 	copts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
@@ -243,11 +243,11 @@ func New(ctx context.Context, containerName string, opts Options) (*Store, error
 		cred, err := container.NewSharedKeyCredential(o.Account, string(o.AccountKey))
 		if err != nil {
 			// The SDK's message could quote the key; say only what is wrong.
-			return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "account key is not valid base64")
+			return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "account key is not valid base64")
 		}
 		client, err = container.NewClientWithSharedKeyCredential(containerURL, cred, copts)
 		if err != nil {
-			return nil, &blob.Error{Op: "open", Kind: blob.ErrInvalidArgument, Err: err}
+			return nil, &blob.Error{Op: driver.OpOpen, Kind: blob.ErrInvalidArgument, Err: err}
 		}
 	case o.SASToken != "":
 		sas := strings.TrimPrefix(string(o.SASToken), "?")
@@ -257,20 +257,20 @@ func New(ctx context.Context, containerName string, opts Options) (*Store, error
 		}
 		client, err = container.NewClientWithNoCredential(containerURL+"?"+sas, copts)
 		if err != nil {
-			return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "SAS token is malformed")
+			return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "SAS token is malformed")
 		}
 	default:
 		cred := o.Credential
 		if cred == nil {
 			c, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: azcore.ClientOptions{Transport: sharedHTTPClient()}})
 			if err != nil {
-				return nil, &blob.Error{Op: "open", Kind: blob.ErrInvalidArgument, Err: fmt.Errorf("no credentials in the environment and azidentity's default credential failed: %w", err)}
+				return nil, &blob.Error{Op: driver.OpOpen, Kind: blob.ErrInvalidArgument, Err: fmt.Errorf("no credentials in the environment and azidentity's default credential failed: %w", err)}
 			}
 			cred = c
 		}
 		client, err = container.NewClient(containerURL, cred, copts)
 		if err != nil {
-			return nil, &blob.Error{Op: "open", Kind: blob.ErrInvalidArgument, Err: err}
+			return nil, &blob.Error{Op: driver.OpOpen, Kind: blob.ErrInvalidArgument, Err: err}
 		}
 	}
 	s := &Store{client: client, container: containerName, opts: o, secrets: secrets, warmDone: make(chan struct{})}
@@ -309,13 +309,12 @@ func (s *Store) warmup(ctx context.Context) {
 // begin runs before every operation: it refuses a closed store and a bad key,
 // and hands the first caller the warm-up's error, if any.
 func (s *Store) begin(ctx context.Context, op, key string, validate bool) error {
-	if s.closed.Load() {
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
+	check := s.life.Check
+	if !validate {
+		check = s.life.CheckOpen
 	}
-	if validate {
-		if err := blob.ValidateKey(op, key); err != nil {
-			return err
-		}
+	if err := check(op, key); err != nil {
+		return err
 	}
 	if s.warmSeen.Load() {
 		return nil
@@ -335,10 +334,10 @@ func (s *Store) begin(ctx context.Context, op, key string, validate bool) error 
 
 // Stat implements blob.Store.
 func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
-	if err := s.begin(ctx, "stat", key, true); err != nil {
+	if err := s.begin(ctx, driver.OpStat, key, true); err != nil {
 		return nil, err
 	}
-	return s.stat(ctx, "stat", key)
+	return s.stat(ctx, driver.OpStat, key)
 }
 
 func (s *Store) stat(ctx context.Context, op, key string) (*blob.Attributes, error) {
@@ -371,29 +370,25 @@ func propsToAttrs(key string, p *azblobblob.GetPropertiesResponse) *blob.Attribu
 
 // Delete implements blob.Store.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	if err := s.begin(ctx, "delete", key, true); err != nil {
+	if err := s.begin(ctx, driver.OpDelete, key, true); err != nil {
 		return err
 	}
-	var ifGen string
-	if opts != nil {
-		ifGen = opts.IfGenerationMatch
+	var cond blob.Condition
+	if opts != nil && opts.IfGenerationMatch != "" {
+		cond = blob.IfGenerationMatch(opts.IfGenerationMatch)
 	}
 	include := azblobblob.DeleteSnapshotsOptionTypeInclude
 	_, err := s.client.NewBlobClient(escapeKey(key)).Delete(ctx, &azblobblob.DeleteOptions{
 		DeleteSnapshots:  &include,
-		AccessConditions: accessConditions(false, ifGen),
+		AccessConditions: accessConditions(cond),
 	})
-	if err != nil {
-		kind := classify(err)
-		return redact(&blob.Error{Op: "delete", Key: key, Kind: ctxKind(err, kind), Err: err}, s.secrets)
-	}
-	return nil
+	return s.wrap(driver.OpDelete, key, err, classify)
 }
 
 // Close implements blob.Store.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	if !s.life.Close() {
+		return driver.ClosedError(driver.OpClose, "")
 	}
 	if s.warmCancel != nil {
 		s.warmCancel()
@@ -402,13 +397,15 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func accessConditions(ifNotExist bool, ifGen string) *azblobblob.AccessConditions {
-	switch {
-	case ifNotExist:
+// accessConditions is c as request headers: IfNotExist is If-None-Match: *,
+// IfGenerationMatch is If-Match on the ETag.
+func accessConditions(c blob.Condition) *azblobblob.AccessConditions {
+	if c.NotExist() {
 		etag := azcore.ETagAny
 		return &azblobblob.AccessConditions{ModifiedAccessConditions: &azblobblob.ModifiedAccessConditions{IfNoneMatch: &etag}}
-	case ifGen != "":
-		etag := azcore.ETag(ifGen)
+	}
+	if gen, ok := c.Generation(); ok {
+		etag := azcore.ETag(gen)
 		return &azblobblob.AccessConditions{ModifiedAccessConditions: &azblobblob.ModifiedAccessConditions{IfMatch: &etag}}
 	}
 	return nil

@@ -15,28 +15,29 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewWriter implements blob.Store. Up to PutThreshold bytes are buffered and
 // sent as one Put Blob at Close; past it, blocks are staged as they fill and
 // the block list is committed at Close.
 func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
-	if err := s.begin(ctx, "write", key, true); err != nil {
+	if err := s.begin(ctx, driver.OpWrite, key, true); err != nil {
 		return nil, err
 	}
 	var o blob.WriterOptions
 	if opts != nil {
 		o = *opts
 	}
-	if err := o.If.Validate("write", key); err != nil {
+	if err := o.If.Validate(driver.OpWrite, key); err != nil {
 		return nil, err
 	}
 	if o.ContentMD5 != nil && len(o.ContentMD5) != md5.Size {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "ContentMD5 has %d bytes, want %d", len(o.ContentMD5), md5.Size)
+		return nil, blob.Errorf(driver.OpWrite, key, blob.ErrInvalidArgument, "ContentMD5 has %d bytes, want %d", len(o.ContentMD5), md5.Size)
 	}
 	md, err := encodeMetadata(o.Metadata)
 	if err != nil {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "metadata: %v", err)
+		return nil, blob.Errorf(driver.OpWrite, key, blob.ErrInvalidArgument, "metadata: %v", err)
 	}
 	return &writer{s: s, ctx: ctx, key: key, opts: o, md: md}, nil
 }
@@ -80,13 +81,13 @@ type writer struct {
 
 func (w *writer) Write(p []byte) (int, error) {
 	if w.closed {
-		return 0, &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+		return 0, driver.ClosedError(driver.OpWrite, w.key)
 	}
 	if err := w.err(); err != nil {
 		return 0, err
 	}
 	if err := w.ctx.Err(); err != nil {
-		return 0, w.s.wrap("write", w.key, err, nil)
+		return 0, w.s.wrap(driver.OpWrite, w.key, err, nil)
 	}
 	w.buf = append(w.buf, p...)
 	if !w.staging && int64(len(w.buf)) > w.s.opts.PutThreshold {
@@ -132,14 +133,14 @@ func (w *writer) stage(block []byte) {
 		}
 		_, err := w.s.client.NewBlockBlobClient(escapeKey(w.key)).StageBlock(w.ctx, id, nopCloser(block), nil)
 		if err != nil {
-			w.fail(w.s.wrap("write", w.key, err, classify))
+			w.fail(w.s.wrap(driver.OpWrite, w.key, err, classify))
 		}
 	})
 }
 
 func (w *writer) Close() error {
 	if w.closed {
-		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+		return driver.ClosedError(driver.OpWrite, w.key)
 	}
 	w.closed = true
 	if w.staging && len(w.buf) > 0 {
@@ -147,13 +148,13 @@ func (w *writer) Close() error {
 	}
 	w.wg.Wait()
 	if err := w.ctx.Err(); err != nil {
-		return w.s.wrap("write", w.key, err, nil)
+		return w.s.wrap(driver.OpWrite, w.key, err, nil)
 	}
 	if err := w.err(); err != nil {
 		return err
 	}
-	if w.s.closed.Load() {
-		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+	if err := w.s.life.CheckOpen(driver.OpWrite, w.key); err != nil {
+		return err
 	}
 	var sum []byte
 	if w.staging {
@@ -163,10 +164,10 @@ func (w *writer) Close() error {
 		sum = s[:]
 	}
 	if w.opts.ContentMD5 != nil && !bytes.Equal(sum, w.opts.ContentMD5) {
-		return blob.Errorf("write", w.key, blob.ErrInvalidArgument, "content MD5 %x does not match ContentMD5 %x", sum, w.opts.ContentMD5)
+		return blob.Errorf(driver.OpWrite, w.key, blob.ErrInvalidArgument, "content MD5 %x does not match ContentMD5 %x", sum, w.opts.ContentMD5)
 	}
 	headers := w.s.opts.headers(&w.opts)
-	conds := accessConditions(w.opts.If.NotExist(), w.opts.If.GenerationMatch())
+	conds := accessConditions(w.opts.If)
 	bb := w.s.client.NewBlockBlobClient(escapeKey(w.key))
 	var err error
 	if w.staging {
@@ -185,11 +186,7 @@ func (w *writer) Close() error {
 		})
 	}
 	w.buf = nil
-	if err != nil {
-		kind := ctxKind(err, writeKind(err, w.opts.If.NotExist(), w.opts.If.GenerationMatch()))
-		return redact(&blob.Error{Op: "write", Key: w.key, Kind: kind, Err: err}, w.s.secrets)
-	}
-	return nil
+	return w.s.wrap(driver.OpWrite, w.key, err, writeClassifier(w.opts.If))
 }
 
 // newBlockID returns a random block ID of n bytes, base64: IDs must be unique
