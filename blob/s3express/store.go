@@ -39,9 +39,10 @@ const (
 	DefaultPartSize = 8 << 20
 	// DefaultWarmConns connections are opened when a Store is opened.
 	DefaultWarmConns = 4
-	// DefaultRetries is the number of attempts of a conditional write that
-	// S3 answers with 409 ConditionalRequestConflict.
-	DefaultRetries = 3
+	// DefaultRetries is how many times a conditional write that S3 answers
+	// with 409 ConditionalRequestConflict is sent again after the first
+	// attempt.
+	DefaultRetries = 2
 	// MaxIdleConnsPerHost sizes the shared transport's idle pool: Go's
 	// default of 2 would close and redial connections under any concurrency.
 	MaxIdleConnsPerHost = 64
@@ -49,16 +50,22 @@ const (
 	MaxDeleteKeys = 1000
 )
 
-// Options configure a Store. The zero value of each field means its default.
+// Options configure a Store. The zero value of each field means its default;
+// for WarmConns and Retries a negative value means none (in a URL, 0 does).
 type Options struct {
-	// MultipartThreshold: a write larger than this is a multipart upload.
+	// MultipartThreshold: a write of up to this many bytes is one PutObject;
+	// a larger one is a multipart upload.
 	MultipartThreshold int
 	// PartSize is the size of each part of a multipart upload.
 	PartSize int
-	// WarmConns is how many connections the warm-up opens; negative: none.
+	// WarmConns is how many connections are opened in the background at
+	// New, once the session is created (default DefaultWarmConns; negative:
+	// none, though the session is still created in the background).
 	WarmConns int
-	// Retries is the number of attempts of a conditional write that meets
-	// 409 ConditionalRequestConflict (a concurrent conditional write).
+	// Retries is how many times a conditional write that meets 409
+	// ConditionalRequestConflict (a concurrent conditional write) is sent
+	// again after the first attempt (default DefaultRetries; negative:
+	// none).
 	Retries int
 	// ListSnapshotTTL is how long continuation pages of a listing are served
 	// from its first page's snapshot; negative: every page lists anew.
@@ -78,6 +85,7 @@ func (o *Options) setDefaults() {
 	if o.Retries == 0 {
 		o.Retries = DefaultRetries
 	}
+	o.Retries = max(o.Retries, 0)
 	if o.ListSnapshotTTL == 0 {
 		o.ListSnapshotTTL = time.Minute
 	}
@@ -85,8 +93,8 @@ func (o *Options) setDefaults() {
 
 func (o Options) validate() error {
 	switch {
-	case o.MultipartThreshold < 0 || o.PartSize < 0 || o.Retries < 0:
-		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: sizes and retries must not be negative")
+	case o.MultipartThreshold < 0 || o.PartSize < 0:
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: sizes must not be negative")
 	case o.PartSize < 5<<20:
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: part_size %d is below S3's minimum part size of 5 MiB", o.PartSize)
 	case o.MultipartThreshold > 5<<30:
@@ -165,13 +173,17 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	region := q.String("region", "")
 	endpoint := q.String("endpoint", "")
 	opts := Options{
-		MultipartThreshold: q.Int("multipart_threshold", 0),
-		PartSize:           q.Int("part_size", 0),
+		MultipartThreshold: int(q.Size("multipart_threshold", 0)),
+		PartSize:           int(q.Size("part_size", 0)),
 		WarmConns:          q.Int("warm_conns", 0),
 		Retries:            q.Int("retries", 0),
 	}
+	// In a URL 0 means none; in Options it means the default.
 	if q.Has("warm_conns") && opts.WarmConns == 0 {
-		opts.WarmConns = -1 // warm_conns=0 asks for none
+		opts.WarmConns = -1
+	}
+	if q.Has("retries") && opts.Retries == 0 {
+		opts.Retries = -1
 	}
 	if err := q.Err(); err != nil {
 		return nil, err
@@ -198,14 +210,16 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 			o.UsePathStyle = true
 		}
 	})
-	return New(client, u.Host, opts)
+	return New(ctx, client, u.Host, opts)
 }
 
 // New returns a Store over the directory bucket, using client, and starts
 // warming its session and connections. The client's own S3 Express session
 // provider is kept (its cache and refresh), shared by every operation of the
-// Store so that concurrent calls wait for one CreateSession.
-func New(client *s3.Client, bucket string, opts Options) (*Store, error) {
+// Store so that concurrent calls wait for one CreateSession. New makes no
+// request itself; ctx gives the warm-up its values, and its end does not stop
+// the warm-up (Close does).
+func New(ctx context.Context, client *s3.Client, bucket string, opts Options) (*Store, error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -217,7 +231,7 @@ func New(client *s3.Client, bucket string, opts Options) (*Store, error) {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: nil client")
 	}
 	shared := &sessions{sdk: client.Options().ExpressCredentials}
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Store{
 		client:  client,
 		bucket:  bucket,

@@ -246,24 +246,23 @@ func setAttributes(o *blob.WriterOptions, ct, cc, cd, ce, cl **string, md *map[s
 	*md = escapeMetadata(o.Metadata)
 }
 
-// retryConflicts runs a conditional write again when S3 answers 409
-// ConditionalRequestConflict: another conditional write to the key was in
-// flight, and only a new attempt learns whether it won (then ours fails with
-// 412) or lost.
+// retryConflicts runs a conditional write again, up to Retries times, when
+// S3 answers 409 ConditionalRequestConflict: another conditional write to the
+// key was in flight, and only a new attempt learns whether it won (then ours
+// fails with 412) or lost.
 func (s *Store) retryConflicts(ctx context.Context, f func() error) error {
-	var err error
-	for attempt := range s.opts.Retries {
-		if err = f(); err == nil || !isConflict(err) || attempt == s.opts.Retries-1 {
+	for retry := 0; ; retry++ {
+		err := f()
+		if err == nil || !isConflict(err) || retry == s.opts.Retries {
 			return err
 		}
-		backoff := time.Duration(1+rand.IntN(4<<attempt)) * time.Millisecond
+		backoff := time.Duration(1+rand.IntN(4<<retry)) * time.Millisecond
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
 			return err
 		}
 	}
-	return err
 }
 
 // multipart is an upload in progress.
