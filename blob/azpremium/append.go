@@ -281,7 +281,7 @@ func (a *appender) download(size int64, etag azcore.ETag) ([]byte, error) {
 }
 
 func (a *appender) stageAll(bb *blockblob.Client, ids []string, data []byte, idBytes int) ([]string, error) {
-	bs := int(a.s.opts.BlockSize)
+	bs := int(a.s.opts.PartSize)
 	for off := 0; off < len(data); off += bs {
 		id := newBlockID(idBytes)
 		_, err := bb.StageBlock(a.ctx, id, nopCloser(data[off:min(off+bs, len(data))]), nil)

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,17 +33,20 @@ func init() {
 
 // Limits of the Blob REST API and the defaults chosen within them.
 const (
-	// DefaultPutThreshold is the largest write sent as one Put Blob; it is
-	// where azblob's own uploader switches to staged blocks.
-	DefaultPutThreshold = 256 << 20
-	// MaxPutThreshold is the largest single Put Blob the service accepts.
-	MaxPutThreshold = 5000 << 20
-	// DefaultBlockSize is the size of a staged block above the threshold.
-	DefaultBlockSize = 8 << 20
-	// MaxBlockSize is the largest block the service accepts.
-	MaxBlockSize = 4000 << 20
+	// DefaultMultipartThreshold is the largest write sent as one Put Blob;
+	// it is where azblob's own uploader switches to staged blocks.
+	DefaultMultipartThreshold = 256 << 20
+	// MaxMultipartThreshold is the largest single Put Blob the service
+	// accepts.
+	MaxMultipartThreshold = 5000 << 20
+	// DefaultPartSize is the size of a staged block above the threshold.
+	DefaultPartSize = 8 << 20
+	// MaxPartSize is the largest block the service accepts.
+	MaxPartSize = 4000 << 20
 	// DefaultConcurrency is the number of blocks a writer stages at once.
 	DefaultConcurrency = 4
+	// DefaultWarmConns connections are opened in the background at New.
+	DefaultWarmConns = 1
 	// maxAppendBlock is the largest Append Block every service version accepts.
 	maxAppendBlock = 4 << 20
 )
@@ -63,18 +67,24 @@ type Options struct {
 	SASToken         Secret
 	Credential       azcore.TokenCredential
 
-	// PutThreshold is the largest write sent as a single Put Blob (default
-	// DefaultPutThreshold, at most MaxPutThreshold). Larger writes stage
-	// blocks of BlockSize (default DefaultBlockSize), Concurrency at a time
-	// (default DefaultConcurrency), and commit them at Close.
-	PutThreshold int64
-	BlockSize    int64
-	Concurrency  int
+	// MultipartThreshold is the largest write sent as a single Put Blob
+	// (default DefaultMultipartThreshold, at most MaxMultipartThreshold).
+	// Larger writes stage blocks of PartSize (default DefaultPartSize, at
+	// most MaxPartSize), Concurrency at a time (default DefaultConcurrency),
+	// and commit them at Close.
+	MultipartThreshold int64
+	PartSize           int64
+	Concurrency        int
 
-	// NoWarmup skips opening a connection in the background at New.
-	NoWarmup bool
+	// WarmConns is how many connections are opened in the background at
+	// New; the first of them also proves the credentials and the container
+	// (default DefaultWarmConns; negative: none, and no request at all).
+	WarmConns int
 
-	// Retry tunes the SDK's retries (zero: azcore's defaults).
+	// Retry tunes the SDK's retries (zero: azcore's defaults). Its
+	// MaxRetries counts retries after the first attempt, as the URL's
+	// retries parameter does: zero means azcore's default of 3, negative
+	// means none.
 	Retry policy.RetryOptions
 }
 
@@ -89,6 +99,7 @@ type Store struct {
 	warmDone   chan struct{}
 	warmErr    error
 	warmCancel context.CancelFunc
+	warmers    sync.WaitGroup
 	warmSeen   atomic.Bool
 
 	// noAppendBlobs is set once the account refused append blobs.
@@ -99,15 +110,6 @@ var (
 	_ blob.Store    = (*Store)(nil)
 	_ blob.Appender = (*Store)(nil)
 )
-
-// Open opens an azpremium:// URL.
-func Open(ctx context.Context, rawURL string) (*Store, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "malformed URL %s", blob.Redact(rawURL))
-	}
-	return OpenURL(ctx, u)
-}
 
 // OpenURL opens a parsed azpremium:// URL; see the package documentation.
 func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
@@ -122,15 +124,23 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	}
 	q := driver.NewQuery(u)
 	o := Options{
-		Account:  q.String("account", os.Getenv("AZURE_STORAGE_ACCOUNT")),
-		Endpoint: q.String("endpoint", ""),
-		NoWarmup: !q.Bool("warmup", true),
+		Account:            q.String("account", os.Getenv("AZURE_STORAGE_ACCOUNT")),
+		Endpoint:           q.String("endpoint", ""),
+		MultipartThreshold: q.Size("multipart_threshold", 0),
+		PartSize:           q.Size("part_size", 0),
+		Concurrency:        q.Int("concurrency", DefaultConcurrency),
+		WarmConns:          q.Int("warm_conns", 0),
 	}
-	o.PutThreshold = querySize(q, "put_threshold")
-	o.BlockSize = querySize(q, "block_size")
-	o.Concurrency = q.Int("concurrency", DefaultConcurrency)
+	o.Retry.MaxRetries = int32(q.Int("retries", 0))
 	if err := q.Err(); err != nil {
 		return nil, err
+	}
+	// In a URL 0 means none; in Options it means the default.
+	if q.Has("warm_conns") && o.WarmConns == 0 {
+		o.WarmConns = -1
+	}
+	if q.Has("retries") && o.Retry.MaxRetries == 0 {
+		o.Retry.MaxRetries = -1
 	}
 	if o.Concurrency < 1 {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "concurrency %d below 1", o.Concurrency)
@@ -146,37 +156,9 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	return New(ctx, u.Host, o)
 }
 
-// querySize reads a byte size: a plain number or one with a KiB, MiB or GiB suffix.
-func querySize(q *driver.Query, name string) int64 {
-	v := q.String(name, "")
-	if v == "" {
-		return 0
-	}
-	n, err := parseSize(v)
-	if err != nil {
-		// Reported by q.Err through Int's parser, which names the parameter.
-		return int64(q.Int(name, 0))
-	}
-	return n
-}
-
-func parseSize(v string) (int64, error) {
-	mult := int64(1)
-	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
-		if s, ok := strings.CutSuffix(v, suffix); ok {
-			v, mult = s, m
-			break
-		}
-	}
-	var n int64
-	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || fmt.Sprint(n) != v || n < 0 {
-		return 0, fmt.Errorf("%q is not a size", v)
-	}
-	return n * mult, nil
-}
-
 // New opens container with opts. It validates everything before any request;
-// unless opts.NoWarmup, it then opens a connection in the background.
+// then it opens opts.WarmConns connections in the background. ctx gives the
+// warm-up its values; its end does not stop the warm-up (Close does).
 func New(ctx context.Context, containerName string, opts Options) (*Store, error) {
 	o := opts
 	var secrets []string
@@ -214,20 +196,23 @@ func New(ctx context.Context, containerName string, opts Options) (*Store, error
 	if ep.User != nil || ep.RawQuery != "" || ep.Fragment != "" {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "endpoint %s must not carry credentials or a query (use a SAS token option)", blob.Redact(o.Endpoint))
 	}
-	if o.PutThreshold == 0 {
-		o.PutThreshold = DefaultPutThreshold
+	if o.MultipartThreshold == 0 {
+		o.MultipartThreshold = DefaultMultipartThreshold
 	}
-	if o.BlockSize == 0 {
-		o.BlockSize = DefaultBlockSize
+	if o.PartSize == 0 {
+		o.PartSize = DefaultPartSize
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
 	}
+	if o.WarmConns == 0 {
+		o.WarmConns = DefaultWarmConns
+	}
 	switch {
-	case o.PutThreshold < 0 || o.PutThreshold > MaxPutThreshold:
-		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "put threshold %d outside [0, %d]", o.PutThreshold, int64(MaxPutThreshold))
-	case o.BlockSize <= 0 || o.BlockSize > MaxBlockSize:
-		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "block size %d outside [1, %d]", o.BlockSize, int64(MaxBlockSize))
+	case o.MultipartThreshold < 0 || o.MultipartThreshold > MaxMultipartThreshold:
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "multipart_threshold %d outside [0, %d]", o.MultipartThreshold, int64(MaxMultipartThreshold))
+	case o.PartSize <= 0 || o.PartSize > MaxPartSize:
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "part_size %d outside [1, %d]", o.PartSize, int64(MaxPartSize))
 	case o.Concurrency < 1:
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "concurrency %d below 1", o.Concurrency)
 	}
@@ -274,13 +259,13 @@ func New(ctx context.Context, containerName string, opts Options) (*Store, error
 		}
 	}
 	s := &Store{client: client, container: containerName, opts: o, secrets: secrets, warmDone: make(chan struct{})}
-	if o.NoWarmup {
+	if o.WarmConns < 0 {
 		close(s.warmDone)
 		s.warmSeen.Store(true)
 	} else {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		s.warmCancel = cancel
-		go s.warmup(wctx)
+		s.warmers.Go(func() { s.warmup(wctx) })
 	}
 	return s, nil
 }
@@ -297,13 +282,25 @@ func (s *Store) Client() *container.Client { return s.client }
 // authenticates a connection, and its 404 proves the container is there.
 const warmupKey = ".zonalblob-warmup"
 
+// warmup proves the credentials and the container with one request, lets the
+// calls waiting for it go, then opens the other connections: WarmConns
+// concurrent requests reuse the first one's connection and open the rest.
 func (s *Store) warmup(ctx context.Context) {
-	defer close(s.warmDone)
 	defer s.warmCancel()
 	_, err := s.client.NewBlobClient(warmupKey).GetProperties(ctx, nil)
 	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
 		s.warmErr = err
 	}
+	failed := s.warmErr != nil
+	close(s.warmDone)
+	if failed || s.opts.WarmConns < 2 {
+		return
+	}
+	var wg sync.WaitGroup
+	for range s.opts.WarmConns {
+		wg.Go(func() { s.client.NewBlobClient(warmupKey).GetProperties(ctx, nil) })
+	}
+	wg.Wait()
 }
 
 // begin runs before every operation: it refuses a closed store and a bad key,
@@ -393,7 +390,7 @@ func (s *Store) Close() error {
 	if s.warmCancel != nil {
 		s.warmCancel()
 	}
-	<-s.warmDone
+	s.warmers.Wait()
 	return nil
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
-// NewWriter implements blob.Store. Up to PutThreshold bytes are buffered and
+// NewWriter implements blob.Store. Up to MultipartThreshold bytes are buffered and
 // sent as one Put Blob at Close; past it, blocks are staged as they fill and
 // the block list is committed at Close.
 func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
@@ -57,9 +57,9 @@ func (o *Options) headers(wo *blob.WriterOptions) *azblobblob.HTTPHeaders {
 	return h
 }
 
-// writer buffers up to PutThreshold bytes for one Put Blob at Close. Past the
-// threshold it stages blocks as they fill, Concurrency at a time, and commits
-// the list at Close. Staged but uncommitted blocks are invisible and the
+// writer buffers up to MultipartThreshold bytes for one Put Blob at Close.
+// Past the threshold it stages blocks of PartSize as they fill, Concurrency
+// at a time, and commits the list at Close. Staged but uncommitted blocks are invisible and the
 // service discards them, so an abandoned writer commits nothing.
 type writer struct {
 	s    *Store
@@ -90,13 +90,13 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, w.s.wrap(driver.OpWrite, w.key, err, nil)
 	}
 	w.buf = append(w.buf, p...)
-	if !w.staging && int64(len(w.buf)) > w.s.opts.PutThreshold {
+	if !w.staging && int64(len(w.buf)) > w.s.opts.MultipartThreshold {
 		w.staging = true
 		w.sum = md5.New()
 		w.sem = make(chan struct{}, w.s.opts.Concurrency)
 	}
 	if w.staging {
-		bs := int(w.s.opts.BlockSize)
+		bs := int(w.s.opts.PartSize)
 		for len(w.buf) >= bs {
 			w.stage(w.buf[:bs:bs])
 			w.buf = bytes.Clone(w.buf[bs:])
