@@ -8,7 +8,10 @@
 //		})
 //	}
 //
-// A harness makes a fresh, empty store for every test. Capability flags name
+// A harness makes a fresh, empty store for every test. Optional interfaces
+// (appends, copies, finalizing) are discovered from the store with
+// blob.CapabilitiesOf, so wrappers are tested for what they pass through;
+// Caps declares only what discovery cannot tell. Capability flags name
 // what a backend lacks; a capability that is absent is still checked for
 // refusing clearly (a store that cannot enforce a precondition must fail the
 // write, never ignore it).
@@ -43,8 +46,6 @@ type Caps struct {
 	// GenerationPreconditions: IfGenerationMatch on writes and deletes is
 	// enforced. Without it, the suite checks that such writes are refused.
 	GenerationPreconditions bool
-	// Append: the store is a blob.Appender.
-	Append bool
 	// NonSlashDelimiters: List groups by delimiters other than "/".
 	NonSlashDelimiters bool
 	// FileTree: the store is a directory tree, so a key cannot also be a
@@ -869,7 +870,7 @@ func testCopy(t *testing.T, h Harness, s blob.Store) {
 func testAppend(t *testing.T, h Harness, s blob.Store) {
 	mustPut(t, s, "app", []byte("head"), nil)
 	w, err := blob.Append(ctxT(t), s, "app", &blob.AppendOptions{IfSizeMatch: -1})
-	if !h.Caps.Append {
+	if !blob.CapabilitiesOf(s).Append {
 		if !errors.Is(err, blob.ErrUnsupported) {
 			t.Errorf("Append on a store without appends: %v, want ErrUnsupported", err)
 		}

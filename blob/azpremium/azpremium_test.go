@@ -79,7 +79,7 @@ func newStore(t testing.TB, o azpremium.Options) *azpremium.Store {
 // caps are what Azurite and the driver support: generation preconditions
 // through ETags, appends (append blobs, and block lists for block blobs), and
 // any delimiter.
-var caps = conformance.Caps{GenerationPreconditions: true, Append: true, NonSlashDelimiters: true}
+var caps = conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true}
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Harness{

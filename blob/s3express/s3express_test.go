@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
 			return newStore(t, srv, s3express.Options{})
 		},
-		Caps: conformance.Caps{GenerationPreconditions: true, Append: true, NonSlashDelimiters: true},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})
 }
 
@@ -65,7 +65,7 @@ func TestConformanceNoSnapshots(t *testing.T) {
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
 			return newStore(t, srv, s3express.Options{ListSnapshotTTL: -1})
 		},
-		Caps: conformance.Caps{GenerationPreconditions: true, Append: true, NonSlashDelimiters: true},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})
 }
 
