@@ -77,6 +77,40 @@ func TestQuery(t *testing.T) {
 	}
 }
 
+func TestQuerySize(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want int64
+		ok   bool
+	}{
+		{"8388608", 8 << 20, true},
+		{"8MiB", 8 << 20, true},
+		{"64KiB", 64 << 10, true},
+		{"2GiB", 2 << 30, true},
+		{"0", 0, true},
+		{"8MB", 0, false},
+		{"-1", 0, false},
+		{"+5", 0, false},
+		{"lots", 0, false},
+		{"9999999999999GiB", 0, false},
+	} {
+		u, _ := url.Parse("x://b?size=" + url.QueryEscape(c.v))
+		q := driver.NewQuery(u)
+		got := q.Size("size", 7)
+		err := q.Err()
+		if c.ok && (err != nil || got != c.want) {
+			t.Errorf("Size(%q) = %d, %v; want %d", c.v, got, err, c.want)
+		}
+		if !c.ok && (err == nil || !errors.Is(err, blob.ErrInvalidArgument) || !strings.Contains(err.Error(), "size") || got != 7) {
+			t.Errorf("Size(%q) = %d, %v; want the default and an error naming the parameter", c.v, got, err)
+		}
+	}
+	u, _ := url.Parse("x://b")
+	if got := driver.NewQuery(u).Size("size", 7); got != 7 {
+		t.Errorf("absent Size = %d, want the default", got)
+	}
+}
+
 func TestPaginate(t *testing.T) {
 	var objs []blob.ListObject
 	for _, k := range []string{"b", "a/2", "a/1", "c", "a-", "a/x/y"} {
