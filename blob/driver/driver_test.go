@@ -196,3 +196,39 @@ func TestReader(t *testing.T) {
 		t.Errorf("EmptyReader: %d, %v, %+v", n, err, e.Attributes())
 	}
 }
+
+func TestClassifyWrite(t *testing.T) {
+	pre := func(error) error { return blob.ErrPrecondition }
+	nf := func(error) error { return blob.ErrNotFound }
+	cause := errors.New("backend")
+	for _, c := range []struct {
+		classify func(error) error
+		cond     blob.Condition
+		want     error
+	}{
+		{pre, blob.IfNotExist(), blob.ErrExists},
+		{pre, blob.IfGenerationMatch("1"), blob.ErrPrecondition},
+		{pre, blob.Condition{}, blob.ErrPrecondition},
+		{nf, blob.IfGenerationMatch("1"), blob.ErrPrecondition},
+		{nf, blob.IfNotExist(), blob.ErrNotFound},
+		{nf, blob.Condition{}, blob.ErrNotFound},
+	} {
+		if got := driver.ClassifyWrite(c.classify, c.cond)(cause); got != c.want {
+			t.Errorf("%v: %v, want %v", c.cond, got, c.want)
+		}
+	}
+}
+
+func TestCheckList(t *testing.T) {
+	var l driver.Lifecycle
+	if o, err := l.CheckList(nil); err != nil || o.Prefix != "" {
+		t.Errorf("nil options: %+v, %v", o, err)
+	}
+	if _, err := l.CheckList(&blob.ListOptions{PageSize: -1}); !errors.Is(err, blob.ErrInvalidArgument) {
+		t.Errorf("negative page size: %v", err)
+	}
+	l.Close()
+	if _, err := l.CheckList(&blob.ListOptions{PageSize: -1}); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("closed store: %v", err)
+	}
+}

@@ -20,16 +20,3 @@ func classify(err error) error {
 	}
 	return nil
 }
-
-// classifyCommit is classify for the commit of a write made under c: the
-// backend reports a lost IfNotExist as a failed precondition, which for the
-// caller means the object exists.
-func classifyCommit(c blob.Condition) func(error) error {
-	return func(err error) error {
-		kind := classify(err)
-		if kind == blob.ErrPrecondition && c.NotExist() {
-			return blob.ErrExists
-		}
-		return kind
-	}
-}

@@ -12,11 +12,8 @@ import (
 
 // List implements blob.Store.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	o, err := driver.CheckListOptions(opts)
+	o, err := s.life.CheckList(opts)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.life.CheckOpen(driver.OpList, o.Prefix); err != nil {
 		return nil, err
 	}
 	if s.opts.SortListings {

@@ -109,7 +109,7 @@ func (w *uploadWriter) Close() error {
 		}
 	}
 	err := w.s.b.Upload(w.ctx, w.key, bytes.NewReader(w.buf.Bytes()), &wo)
-	return driver.WrapError(driver.OpWrite, w.key, err, classifyCommit(w.cond))
+	return driver.WrapError(driver.OpWrite, w.key, err, driver.ClassifyWrite(classify, w.cond))
 }
 
 // writer streams a write through gocloud's writer.
@@ -162,7 +162,7 @@ func (w *writer) Close() error {
 			return err
 		}
 	}
-	return driver.WrapError(driver.OpWrite, w.key, w.w.Close(), classifyCommit(w.cond))
+	return driver.WrapError(driver.OpWrite, w.key, w.w.Close(), driver.ClassifyWrite(classify, w.cond))
 }
 
 // abort makes gocloud discard what was written: a writer whose context is

@@ -36,11 +36,8 @@ import (
 // be missed or still seen, which the Store contract allows; objects that
 // exist throughout are listed exactly once either way.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	o, err := driver.CheckListOptions(opts)
+	o, err := s.life.CheckList(opts)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.life.CheckOpen(driver.OpList, o.Prefix); err != nil {
 		return nil, err
 	}
 	dir := o.Prefix[:strings.LastIndexByte(o.Prefix, '/')+1]

@@ -447,13 +447,13 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 		Key:        aws.String(dstKey),
 		CopySource: aws.String(s.bucket + "/" + escapePath(srcKey)),
 	}
-	classifier := classify
+	var cond blob.Condition
 	if opts != nil && opts.IfNotExist {
 		in.IfNoneMatch = aws.String("*")
-		classifier = classifyCreate
+		cond = blob.IfNotExist()
 	}
 	_, err := s.client.CopyObject(ctx, in, s.session)
-	return driver.WrapError(driver.OpCopy, dstKey, err, classifier)
+	return driver.WrapError(driver.OpCopy, dstKey, err, driver.ClassifyWrite(classify, cond))
 }
 
 // escapePath escapes a key for x-amz-copy-source, keeping its slashes.

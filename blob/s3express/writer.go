@@ -185,7 +185,7 @@ func (w *writer) commit() error {
 		}
 		// On failure w.mp stays set, so Close's fail aborts the upload.
 		if err := w.s.retryConflicts(w.ctx, func() error { return w.mp.complete(w.ctx, &w.opts) }); err != nil {
-			return driver.WrapError(w.op, w.key, err, classifierFor(&w.opts))
+			return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(classify, w.opts.If))
 		}
 		w.mp = nil
 		return nil
@@ -200,17 +200,7 @@ func (w *writer) commit() error {
 		_, err := w.s.client.PutObject(w.ctx, in, w.s.session)
 		return err
 	})
-	return driver.WrapError(w.op, w.key, err, classifierFor(&w.opts))
-}
-
-func classifierFor(o *blob.WriterOptions) func(error) error {
-	switch {
-	case o.If.NotExist():
-		return classifyCreate
-	case o.If.GenerationMatch() != "":
-		return classifyMatch
-	}
-	return classify
+	return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(classify, w.opts.If))
 }
 
 // putInput is a PutObject of data to key with opts' attributes and
