@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 		{"IfNotExist", testIfNotExist},
 		{"IfNotExistRace", testIfNotExistRace},
 		{"GenerationPreconditions", testGenerationPreconditions},
+		{"EmptyGenerationRefused", testEmptyGenerationRefused},
 		{"Missing", testMissing},
 		{"InvalidKeys", testInvalidKeys},
 		{"WeirdKeys", testWeirdKeys},
@@ -393,6 +394,39 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 	wantErr(t, "conditional write of a deleted object", err, blob.ErrPrecondition)
 	if ok, _ := blob.Exists(ctxT(t), s, "gen"); ok {
 		t.Errorf("failed conditional write created the object")
+	}
+}
+
+// testEmptyGenerationRefused checks that IfGenerationMatch("") is refused by
+// NewWriter itself, with ErrInvalidArgument, whether or not the store enforces
+// generations and whether or not the key exists: a store that looked at the
+// object first would see a generation mismatch (ErrPrecondition) or no support
+// (ErrUnsupported) instead. Nothing is written.
+func testEmptyGenerationRefused(t *testing.T, h Harness, s blob.Store) {
+	mustPut(t, s, "emptygen/present", []byte("v1"), nil)
+	before, err := s.Stat(ctxT(t), "emptygen/present")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &blob.WriterOptions{If: blob.IfGenerationMatch("")}
+	for _, key := range []string{"emptygen/present", "emptygen/missing"} {
+		w, err := s.NewWriter(ctxT(t), key, opts)
+		if err == nil {
+			w.Write([]byte("v2"))
+			err = w.Close()
+			t.Errorf("%s: NewWriter accepted IfGenerationMatch(\"\"); Close returned %v", key, err)
+			continue
+		}
+		wantErr(t, key+": NewWriter with IfGenerationMatch(\"\")", err, blob.ErrInvalidArgument)
+	}
+	if got := mustRead(t, s, "emptygen/present"); string(got) != "v1" {
+		t.Errorf("refused write changed the object to %q", got)
+	}
+	if after, err := s.Stat(ctxT(t), "emptygen/present"); err != nil || after.Generation != before.Generation {
+		t.Errorf("refused write changed the generation from %q: %+v, %v", before.Generation, after, err)
+	}
+	if ok, err := blob.Exists(ctxT(t), s, "emptygen/missing"); ok || err != nil {
+		t.Errorf("refused write: Exists(missing key) = %v, %v; want false, nil", ok, err)
 	}
 }
 
