@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 var (
@@ -20,7 +21,7 @@ var (
 // W replicas finalized it; NotFound needs as many replicas to agree as a read
 // does.
 func (s *Store) Finalize(ctx context.Context, key string) error {
-	if err := s.check("finalize", key); err != nil {
+	if err := s.check(driver.OpFinalize, key); err != nil {
 		return err
 	}
 	var (
@@ -50,9 +51,9 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 	case done >= s.w:
 		return nil
 	case missing >= len(s.reps)-s.w+1:
-		return &blob.Error{Op: "finalize", Key: key, Kind: blob.ErrNotFound}
+		return &blob.Error{Op: driver.OpFinalize, Key: key, Kind: blob.ErrNotFound}
 	}
-	return &blob.Error{Op: "finalize", Key: key, Kind: ErrNoQuorum, Err: errors.Join(errs...)}
+	return &blob.Error{Op: driver.OpFinalize, Key: key, Kind: ErrNoQuorum, Err: errors.Join(errs...)}
 }
 
 // Capabilities implements blob.CapabilityReporter. Prewarm is native (every

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -32,10 +33,17 @@ type Stats struct {
 	// Calls counts RPCs by method name ("BidiWriteObject", "GetObject", ...),
 	// including calls that failed or had a fault injected.
 	Calls map[string]int64
+	// Delays counts the waits the latency profile imposed, and Delayed is
+	// their total as drawn (a wait cut short by a cancelled RPC included in
+	// full): a test can check that a profile was applied, or that the zero
+	// profile delayed nothing, without timing RPCs.
+	Delays  int64
+	Delayed time.Duration
 }
 
 type counters struct {
 	created, finalized, flushes, takeovers, deleted, written, read atomic.Int64
+	delays, delayed                                                atomic.Int64
 
 	mu    sync.Mutex
 	calls map[string]*atomic.Int64
@@ -64,6 +72,8 @@ func (s *Server) Stats() Stats {
 		BytesWritten:     c.written.Load(),
 		BytesRead:        c.read.Load(),
 		Calls:            map[string]int64{},
+		Delays:           c.delays.Load(),
+		Delayed:          time.Duration(c.delayed.Load()),
 	}
 	c.mu.Lock()
 	for k, v := range c.calls {
