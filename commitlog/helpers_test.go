@@ -49,7 +49,7 @@ func s3Zones(profile string) func(t testing.TB, n int) []blob.Store {
 			if err := srv.CreateBucket(name); err != nil {
 				t.Fatal(err)
 			}
-			s, err := s3express.New(srv.NewClient(), name, s3express.Options{})
+			s, err := s3express.New(context.Background(), srv.NewClient(), name, s3express.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
