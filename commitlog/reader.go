@@ -37,6 +37,17 @@ type Reader struct {
 	relist  bool
 	listed  time.Time
 	lat     []time.Duration // smoothed read latency per zone
+	zoneLAC []int64         // highest LAC each zone has shown, -1 after a failure
+
+	// Reads of the tip run in the background, a new one every PollInterval
+	// while earlier ones are in flight, so that a record appended while one
+	// read is on its way is found by the next, not after it.
+	bg       context.Context
+	stop     context.CancelFunc
+	results  chan tailRead
+	inflight int
+	launched time.Time
+	launches int
 
 	mu    sync.Mutex
 	stats ReaderStats
@@ -77,8 +88,20 @@ func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Re
 	if from < 0 {
 		return nil, fmt.Errorf("commitlog: negative offset %d", from)
 	}
-	return &Reader{zones: zones, opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
-		headers: map[segKey]frame{}, lat: make([]time.Duration, len(zones))}, nil
+	r := &Reader{zones: zones, opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
+		headers: map[segKey]frame{}, lat: make([]time.Duration, len(zones)), zoneLAC: make([]int64, len(zones)),
+		results: make(chan tailRead, maxTailReads)}
+	r.bg, r.stop = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// maxTailReads bounds the reads of the tip in flight at once.
+const maxTailReads = 4
+
+// Close stops the reader's background reads.
+func (r *Reader) Close() error {
+	r.stop()
+	return nil
 }
 
 // NewReader opens a reader of l's log from offset from (see NewReader).
@@ -140,6 +163,18 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 			}
 		}
 		if r.advance() {
+			continue
+		}
+		if r.cur.seg.end < 0 {
+			progressed, err := r.pollTail(ctx)
+			if err != nil {
+				return Record{}, err
+			}
+			if progressed {
+				idle = time.Time{}
+			} else if idle.IsZero() {
+				idle = time.Now()
+			}
 			continue
 		}
 		progressed, err := r.readCur(ctx)
@@ -228,34 +263,126 @@ func (r *Reader) readCur(ctx context.Context) (bool, error) {
 		if err != nil {
 			d += time.Second // a failing zone goes to the back
 		}
-		if r.lat[i] == 0 {
-			r.lat[i] = d
-		} else {
-			r.lat[i] = (r.lat[i]*7 + d) / 8
-		}
+		r.observe(i, d)
 		if err != nil && !errors.Is(err, blob.ErrNotFound) {
 			errs = append(errs, err)
 		}
-		c.zonePos[i] = pos
-		for _, f := range frames {
-			r.lac = max(r.lac, f.lac)
-			switch f.kind {
-			case frameSeal, frameFence:
-				r.relist = true
-			case frameData:
-				for j, rec := range f.records {
-					o := f.first + int64(j)
-					if o >= r.pos && (c.seg.end < 0 || o <= c.seg.end) {
-						c.buf[o] = rec
-					}
-				}
-			}
-		}
+		r.merge(c, i, frames, pos)
 		if _, ok := c.buf[r.pos]; ok && (c.seg.end >= 0 || r.pos <= r.lac) {
 			return true, nil
 		}
 	}
 	return false, errors.Join(errs...)
+}
+
+type tailRead struct {
+	zone   int
+	key    segKey
+	frames []frame
+	pos    int64
+	err    error
+	took   time.Duration
+}
+
+// pollTail reads the tip: it starts a read if none is in flight, or if the
+// last started PollInterval ago and fewer than maxTailReads are in flight,
+// and takes what the reads return until one is due. It reports whether a
+// record became available.
+func (r *Reader) pollTail(ctx context.Context) (bool, error) {
+	c := r.cur
+	if r.inflight == 0 || (r.inflight < maxTailReads && time.Since(r.launched) >= r.opts.PollInterval) {
+		z := r.tailZone()
+		key, pos := c.seg.key, c.zonePos[z]
+		r.inflight++
+		r.launched = time.Now()
+		r.launches++
+		r.count(func(s *ReaderStats) { s.Reads++ })
+		go func() {
+			rctx, cancel := context.WithTimeout(r.bg, r.opts.OpTimeout)
+			defer cancel()
+			start := time.Now()
+			frames, pos, err := r.zones[z].read(rctx, key, pos)
+			r.results <- tailRead{zone: z, key: key, frames: frames, pos: pos, err: err, took: time.Since(start)}
+		}()
+	}
+	wait := time.NewTimer(max(r.opts.PollInterval-time.Since(r.launched), 0))
+	defer wait.Stop()
+	select {
+	case res := <-r.results:
+		r.inflight--
+		if res.key != c.seg.key {
+			return false, nil
+		}
+		d := res.took
+		if res.err != nil && !errors.Is(res.err, blob.ErrNotFound) && r.bg.Err() == nil {
+			d += time.Second
+			r.zoneLAC[res.zone] = -1
+		}
+		r.observe(res.zone, d)
+		r.merge(c, res.zone, res.frames, res.pos)
+		if _, ok := c.buf[r.pos]; ok && r.pos <= r.lac {
+			return true, nil
+		}
+		return false, nil
+	case <-wait.C:
+		if r.inflight >= maxTailReads {
+			r.count(func(s *ReaderStats) { s.Polls++ })
+		}
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// tailZone picks the zone for the next read of the tip: the one that has
+// shown the highest LAC (it holds every record up to it), the fastest among
+// equals; every fourth read goes round the zones, so that a zone that fell
+// behind and caught up is noticed.
+func (r *Reader) tailZone() int {
+	if r.launches%4 == 3 {
+		return (r.launches / 4) % len(r.zones)
+	}
+	best := 0
+	for i := range r.zones {
+		if r.zoneLAC[i] > r.zoneLAC[best] || r.zoneLAC[i] == r.zoneLAC[best] && r.lat[i] < r.lat[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func (r *Reader) observe(z int, d time.Duration) {
+	if r.lat[z] == 0 {
+		r.lat[z] = d
+	} else {
+		r.lat[z] = (r.lat[z]*7 + d) / 8
+	}
+}
+
+// merge takes the frames a read of zone z returned, skipping those an
+// earlier read of z returned already: reads of one zone return the same
+// frames at the same positions, so the first new frame starts where z's
+// position is.
+func (r *Reader) merge(c *cursor, z int, frames []frame, pos int64) {
+	for _, f := range frames {
+		if f.end <= c.zonePos[z] {
+			continue
+		}
+		r.lac = max(r.lac, f.lac)
+		r.zoneLAC[z] = max(r.zoneLAC[z], f.lac)
+		switch f.kind {
+		case frameSeal, frameFence:
+			r.relist = true
+		case frameData:
+			for j, rec := range f.records {
+				o := f.first + int64(j)
+				if o >= r.pos && (c.seg.end < 0 || o <= c.seg.end) {
+					c.buf[o] = rec
+				}
+			}
+		}
+	}
+	c.zonePos[z] = max(c.zonePos[z], pos)
 }
 
 // refresh lists the segments and rebuilds the chain from the tip back to the
