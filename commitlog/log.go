@@ -147,6 +147,46 @@ func onAll(ctx context.Context, zones []*zone, timeout time.Duration, f func(con
 	return errs
 }
 
+// onQuorum runs f on every zone at once, each bounded by timeout, and
+// returns as soon as need of them succeeded, or all returned. Calls still
+// running go on (ctx still bounds them) and their results are dropped, so f
+// must not share state with the caller except through its result. A zone
+// that has not answered has a nil result and an errPending error.
+func onQuorum[T any](ctx context.Context, zones []*zone, need int, timeout time.Duration, f func(context.Context, *zone) (T, error)) ([]T, []error) {
+	type result struct {
+		i   int
+		v   T
+		err error
+	}
+	ch := make(chan result, len(zones))
+	for i, z := range zones {
+		go func() {
+			c, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			v, err := f(c, z)
+			ch <- result{i, v, err}
+		}()
+	}
+	vals := make([]T, len(zones))
+	errs := make([]error, len(zones))
+	for i := range errs {
+		errs[i] = errPending
+	}
+	ok := 0
+	for range zones {
+		r := <-ch
+		vals[r.i], errs[r.i] = r.v, r.err
+		if r.err == nil {
+			if ok++; ok >= need {
+				break
+			}
+		}
+	}
+	return vals, errs
+}
+
+var errPending = errors.New("commitlog: zone has not answered yet")
+
 func countNil(errs []error) int {
 	n := 0
 	for _, e := range errs {
@@ -164,11 +204,8 @@ func quorumErr(what string, need int, errs []error) error {
 // listChain lists the segments of the log on every zone and returns their
 // union, in key order. It needs answers from need zones.
 func listChain(ctx context.Context, zones []*zone, need int, timeout time.Duration) ([]segKey, error) {
-	lists := make([][]segKey, len(zones))
-	errs := onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
-		var err error
-		lists[z.idx], err = z.listSegments(ctx)
-		return err
+	lists, errs := onQuorum(ctx, zones, need, timeout, func(ctx context.Context, z *zone) ([]segKey, error) {
+		return z.listSegments(ctx)
 	})
 	if countNil(errs) < need {
 		return nil, quorumErr("listing segments", need, errs)
@@ -228,11 +265,8 @@ func acquireEpoch(ctx context.Context, zones []*zone, timeout time.Duration) (ui
 // the new epoch.
 func checkEpoch(ctx context.Context, zones []*zone, e uint64, timeout time.Duration) error {
 	majority := len(zones)/2 + 1
-	maxes := make([]uint64, len(zones))
-	errs := onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
-		var err error
-		maxes[z.idx], err = z.maxEpoch(ctx, e)
-		return err
+	maxes, errs := onQuorum(ctx, zones, majority, timeout, func(ctx context.Context, z *zone) (uint64, error) {
+		return z.maxEpoch(ctx, e)
 	})
 	if countNil(errs) < majority {
 		return quorumErr("checking the epoch", majority, errs)

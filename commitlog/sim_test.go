@@ -22,7 +22,7 @@ import (
 //
 //	go test ./commitlog -run TestSimulation -sim.appends 100000 -sim.seeds 4 -timeout 60m
 var (
-	simAppends = flag.Int("sim.appends", 800, "appends per seed and backend in TestSimulation")
+	simAppends = flag.Int("sim.appends", 600, "appends per seed and backend in TestSimulation")
 	simSeeds   = flag.Int("sim.seeds", 2, "seeds per backend in TestSimulation")
 )
 

@@ -101,24 +101,30 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	}
 	l := &Log{name: name, zones: zones, opts: o, epoch: epoch, changed: make(chan struct{})}
 	l.cond = sync.NewCond(&l.mu)
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	fail := func(err error) (*Log, error) {
+		l.cancel()
+		return nil, err
+	}
 	segs, err := listChain(ctx, zones, len(zones)-o.WriteQuorum+1, o.OpTimeout)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	last, prev := int64(-1), segKey{}
 	if len(segs) > 0 {
 		prev = segs[len(segs)-1]
 		if last, err = l.recoverSegment(ctx, prev); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	seg, err := l.startSegment(ctx, segKey{epoch, last + 1}, prev)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
+	l.mu.Lock()
 	l.seg, l.next, l.lac, l.lacCut = seg, last+1, last, last
 	l.stats.RecoveredTo = last
-	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.mu.Unlock()
 	for i := range zones {
 		l.wg.Go(func() { l.pump(i) })
 	}
@@ -222,35 +228,63 @@ func (l *Log) fail(err error) {
 }
 
 // startSegment creates segment k after prev on at least W zones, then checks
-// that no newer epoch exists. Zones it could not create it on catch up later.
+// that no newer epoch exists. It does not wait for the other zones: their
+// creates go on, and zones that fail catch up later from the frames kept in
+// memory.
 func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg, error) {
 	header := encodeHeader(k, prev)
 	seg := &openSeg{key: k, frames: []outFrame{{data: header, last: k.first - 1}}, zs: make([]zoneSeg, len(l.zones)), bytes: int64(len(header))}
-	for i := range seg.zs {
-		seg.zs[i].resync = true // not created yet
+	type result struct {
+		zone int
+		err  error
 	}
-	for attempt := 0; ; attempt++ {
-		errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
-			zs := &seg.zs[z.idx]
-			if !zs.resync {
-				return nil
-			}
-			return l.createOn(ctx, z, seg, zs)
-		})
-		if countNil(errs) >= l.opts.WriteQuorum {
-			break
+	ch := make(chan result, len(l.zones))
+	create := func(z *zone) {
+		zs := &seg.zs[z.idx]
+		c, cancel := context.WithTimeout(l.ctx, l.opts.OpTimeout)
+		err := l.createOn(c, z, seg, zs)
+		cancel()
+		l.mu.Lock()
+		zs.busy = false
+		if err != nil {
+			l.stats.ZoneErrors++
+			zs.resync = true
+			zs.fails++
+			zs.wakeAt = time.Now().Add(l.opts.RetryBackoff)
 		}
-		for _, err := range errs {
-			if errors.Is(err, ErrFenced) {
-				return nil, err
-			}
+		l.cond.Broadcast()
+		l.mu.Unlock()
+		ch <- result{z.idx, err}
+	}
+	l.mu.Lock()
+	for i := range seg.zs {
+		seg.zs[i].resync, seg.zs[i].busy = true, true // not created yet; creating
+	}
+	l.mu.Unlock()
+	for _, z := range l.zones {
+		go create(z)
+	}
+	ok := 0
+	errs := make([]error, len(l.zones))
+	for i := range errs {
+		errs[i] = errPending
+	}
+	for n := 0; n < len(l.zones) && ok < l.opts.WriteQuorum; n++ {
+		var r result
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		if attempt >= 3 {
-			return nil, quorumErr("creating segment "+k.String(), l.opts.WriteQuorum, errs)
+		errs[r.zone] = r.err
+		if r.err == nil {
+			ok++
+		} else if errors.Is(r.err, ErrFenced) {
+			return nil, r.err
 		}
-		if err := sleep(ctx, l.opts.RetryBackoff<<attempt); err != nil {
-			return nil, err
-		}
+	}
+	if ok < l.opts.WriteQuorum {
+		return nil, quorumErr("creating segment "+k.String(), l.opts.WriteQuorum, errs)
 	}
 	if err := checkEpoch(ctx, l.zones, l.epoch, l.opts.OpTimeout); err != nil {
 		return nil, err
@@ -323,11 +357,21 @@ func (l *Log) pump(i int) {
 	z := l.zones[i]
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var last segKey
 	for {
 		if l.err != nil {
 			return
 		}
 		seg := l.seg
+		if seg.key != last {
+			// A zone's streams are used by its pump alone: end those of
+			// earlier segments here, not while an append may be on them.
+			last = seg.key
+			l.mu.Unlock()
+			z.closeStreams(&last)
+			l.mu.Lock()
+			continue
+		}
 		zs := &seg.zs[i]
 		now := time.Now()
 		if zs.broken || zs.busy || now.Before(zs.wakeAt) {
@@ -496,9 +540,6 @@ func (l *Log) roll(seg *openSeg) {
 			l.seg = next
 			l.cond.Broadcast()
 			l.mu.Unlock()
-			for _, z := range l.zones {
-				z.closeStreams(&next.key)
-			}
 			return
 		}
 		if errors.Is(err, ErrFenced) || l.ctx.Err() != nil {
