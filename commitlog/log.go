@@ -201,11 +201,12 @@ func quorumErr(what string, need int, errs []error) error {
 	return fmt.Errorf("%w: %s needs %d of %d zones, %d answered: %w", ErrNotEnoughZones, what, need, len(errs), countNil(errs), errors.Join(errs...))
 }
 
-// listChain lists the segments of the log on every zone and returns their
-// union, in key order. It needs answers from need zones.
-func listChain(ctx context.Context, zones []*zone, need int, timeout time.Duration) ([]segKey, error) {
+// listChain lists the segments of the log from key from on (all if nil) on
+// every zone and returns their union, in key order. It needs answers from
+// need zones.
+func listChain(ctx context.Context, zones []*zone, need int, timeout time.Duration, from *segKey) ([]segKey, error) {
 	lists, errs := onQuorum(ctx, zones, need, timeout, func(ctx context.Context, z *zone) ([]segKey, error) {
-		return z.listSegments(ctx)
+		return z.listSegments(ctx, from)
 	})
 	if countNil(errs) < need {
 		return nil, quorumErr("listing segments", need, errs)

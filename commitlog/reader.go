@@ -391,15 +391,47 @@ func (r *Reader) merge(c *cursor, z int, frames []frame, pos int64) {
 // segment its writer recovered. A segment a fenced writer created but never
 // used is on no chain.
 func (r *Reader) refresh(ctx context.Context) error {
+	// A chain only goes back to lower keys, so from the current segment it
+	// is enough to list that segment and those after it; the full listing
+	// is the fallback when the walk needs more.
+	var from *segKey
+	if r.cur != nil {
+		k := r.cur.seg.key
+		from = &k
+	}
+	for {
+		chain, err := r.walk(ctx, from)
+		if errors.Is(err, errListShort) {
+			from = nil
+			continue
+		}
+		if err != nil || chain == nil {
+			if err == nil {
+				r.cur = nil
+			}
+			return err
+		}
+		r.setChain(chain)
+		return nil
+	}
+}
+
+var errListShort = errors.New("commitlog: the chain goes back past the listing")
+
+// walk lists the segments from key from on and returns the chain from the
+// segment holding pos to the tip (nil if the log has no segment).
+func (r *Reader) walk(ctx context.Context, from *segKey) ([]segKey, error) {
 	r.count(func(s *ReaderStats) { s.Lists++ })
-	keys, err := listChain(ctx, r.zones, r.need, r.opts.OpTimeout)
+	keys, err := listChain(ctx, r.zones, r.need, r.opts.OpTimeout, from)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.listed, r.relist = time.Now(), false
 	if len(keys) == 0 {
-		r.cur = nil
-		return nil
+		if from != nil {
+			return nil, errListShort
+		}
+		return nil, nil
 	}
 	var chain []segKey
 	cur := keys[len(keys)-1]
@@ -414,18 +446,30 @@ func (r *Reader) refresh(ctx context.Context) error {
 		if chain[0].first <= r.pos {
 			break
 		}
+		if from != nil && chain[0] == *from {
+			return nil, errListShort // the segment before it may be unlisted
+		}
 		h, err := r.header(ctx, chain[0])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if h.prevEpoch == 0 {
-			return fmt.Errorf("%w: offset %d, the log starts at %d", ErrTruncated, r.pos, chain[0].first)
+			return nil, fmt.Errorf("%w: offset %d, the log starts at %d", ErrTruncated, r.pos, chain[0].first)
 		}
 		cur = segKey{h.prevEpoch, h.prevFirst}
 		if !slices.Contains(keys, cur) {
-			return fmt.Errorf("%w: offset %d, segment %s is gone", ErrTruncated, r.pos, cur)
+			if from != nil {
+				return nil, errListShort
+			}
+			return nil, fmt.Errorf("%w: offset %d, segment %s is gone", ErrTruncated, r.pos, cur)
 		}
 	}
+	return chain, nil
+}
+
+// setChain makes chain (from the segment holding pos to the tip) the
+// reader's.
+func (r *Reader) setChain(chain []segKey) {
 	// Keep only the segment covering pos and those after it.
 	i := 0
 	for j, k := range chain {
@@ -455,7 +499,6 @@ func (r *Reader) refresh(ctx context.Context) error {
 	} else {
 		r.cur = r.newCursor(first)
 	}
-	return nil
 }
 
 // header returns the header frame of segment k, from any zone.

@@ -57,7 +57,7 @@ func zonesHolding(ctx context.Context, stores []blob.Store, name string, rec Rec
 	zones, _ := zonesFor(stores, name, Options{})
 	n := 0
 	for _, z := range zones {
-		segs, err := z.listSegments(ctx)
+		segs, err := z.listSegments(ctx, nil)
 		if err != nil {
 			continue
 		}

@@ -258,11 +258,19 @@ func (z *zone) readHeader(ctx context.Context, k segKey) (frame, error) {
 	return frames[0], nil
 }
 
-// listSegments returns the segments this zone holds, in order.
-func (z *zone) listSegments(ctx context.Context) ([]segKey, error) {
+// listSegments returns the segments this zone holds from key from on (all
+// of them if from is nil), in order.
+func (z *zone) listSegments(ctx context.Context, from *segKey) ([]segKey, error) {
 	var out []segKey
 	prefix := z.segPrefix()
-	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix, Delimiter: "/"}) {
+	opts := &blob.ListOptions{Prefix: prefix, Delimiter: "/"}
+	if from != nil {
+		// Just below from's name, so that from itself (an object, or a
+		// directory of slots) is listed.
+		opts.StartAfter = strings.TrimSuffix(z.segKey(*from), "/")
+		opts.StartAfter = opts.StartAfter[:len(opts.StartAfter)-1]
+	}
+	for o, err := range blob.All(ctx, z.s, opts) {
 		if err != nil {
 			return nil, err
 		}
