@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/zonalblob/zonalblob/blob"
 )
 
@@ -54,6 +56,11 @@ type Options struct {
 	// RetryBackoff is the first wait before retrying a failed zone; it
 	// doubles up to 1s (default 5ms).
 	RetryBackoff time.Duration
+	// MeterProvider receives the OpenTelemetry metrics (records, frames and
+	// records per frame, flush duration per zone, zone errors, segments,
+	// fencing, the LAC, and a reader's lag in records); nil means the
+	// global provider.
+	MeterProvider metric.MeterProvider
 	// Slots stores segments as directories of slot objects created with
 	// IfNotExist even where the stores can append. A log must always be
 	// opened with the same layout; stores without appends always use slots.

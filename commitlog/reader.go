@@ -49,8 +49,9 @@ type Reader struct {
 	launched time.Time
 	launches int
 
-	mu    sync.Mutex
-	stats ReaderStats
+	mu      sync.Mutex
+	stats   ReaderStats
+	metrics *readerMetrics
 }
 
 // ReaderStats counts what a reader did.
@@ -91,6 +92,9 @@ func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Re
 	r := &Reader{zones: zones, opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
 		headers: map[segKey]frame{}, lat: make([]time.Duration, len(zones)), zoneLAC: make([]int64, len(zones)),
 		results: make(chan tailRead, maxTailReads)}
+	if r.metrics, err = newReaderMetrics(o.MeterProvider); err != nil {
+		return nil, err
+	}
 	r.bg, r.stop = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -206,6 +210,7 @@ func (r *Reader) take() (Record, bool) {
 		return Record{}, false
 	}
 	delete(c.buf, r.pos)
+	r.metrics.behind.Record(context.Background(), max(r.lac-r.pos, 0))
 	rec := Record{Offset: r.pos, Data: data}
 	r.pos++
 	r.count(func(s *ReaderStats) { s.Records++ })

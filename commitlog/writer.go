@@ -35,12 +35,13 @@ type Log struct {
 	seg          *openSeg
 	err          error // sticky: ErrFenced, ErrClosed
 	stats        Stats
+	metrics      *writerMetrics
 }
 
 // Stats counts what a writer did.
 type Stats struct {
 	Records     int64 // records acknowledged
-	Frames      int64 // frames cut (each sent once to each zone)
+	Frames      int64 // frames of records cut (each sent once to each zone)
 	LACFrames   int64 // frames with no records that only published the LAC
 	Appends     int64 // appends made to zones, all zones together
 	ZoneErrors  int64 // appends or creates that failed on a zone
@@ -125,6 +126,9 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	l.seg, l.next, l.lac, l.lacCut = seg, last+1, last, last
 	l.stats.RecoveredTo = last
 	l.mu.Unlock()
+	if l.metrics, err = newWriterMetrics(l); err != nil {
+		return fail(err)
+	}
 	for i := range zones {
 		l.wg.Go(func() { l.pump(i) })
 	}
@@ -204,6 +208,7 @@ func (l *Log) Close() error {
 	for _, z := range l.zones {
 		z.closeStreams(nil)
 	}
+	l.metrics.close()
 	return nil
 }
 
@@ -399,10 +404,12 @@ func (l *Log) pump(i int) {
 			}
 			pos := zs.pos
 			op = func(ctx context.Context) error {
+				start := time.Now()
 				newPos, err := z.append(ctx, seg.key, pos, batch)
 				if err != nil {
 					return err
 				}
+				l.metrics.recordFlush(i, time.Since(start))
 				l.mu.Lock()
 				zs.sent, zs.pos = to, newPos
 				zs.appends++
@@ -460,6 +467,7 @@ func (l *Log) cutLocked(seg *openSeg) {
 	l.pending = slices.Delete(l.pending, 0, n)
 	l.appendFrameLocked(seg, data, first+int64(n)-1)
 	l.stats.Frames++
+	l.metrics.recordFrame(n)
 }
 
 func (l *Log) appendFrameLocked(seg *openSeg, data []byte, last int64) {
