@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"time"
 )
 
 // A segment is a sequence of frames. Every append carries one or more whole
@@ -20,7 +21,8 @@ import (
 //	  first  int64   offset of the first record (header: the segment's first offset)
 //	  count  uint32  number of records
 //	  lac    int64   last-add-confirmed when the frame was cut, -1 if none
-//	  header only: prevEpoch uint64, prevFirst int64 (the segment this one follows)
+//	  header only: prevEpoch uint64, prevFirst int64 (the segment this one
+//	  follows), created int64 (Unix nanoseconds, when the writer started it)
 //	  records: count x (uvarint length, bytes)
 const (
 	frameMagic      = "ZCL1"
@@ -49,6 +51,7 @@ type frame struct {
 	lac       int64
 	prevEpoch uint64
 	prevFirst int64
+	created   int64
 	records   [][]byte
 	raw       []byte // the whole encoded frame
 	end       int64  // position in the segment just after this frame
@@ -56,17 +59,20 @@ type frame struct {
 
 // encodeFrame encodes a frame.
 func encodeFrame(kind frameKind, epoch uint64, first, lac int64, records [][]byte) []byte {
-	return encode(kind, epoch, first, lac, 0, 0, records)
+	return encode(kind, epoch, first, lac, 0, 0, 0, records)
 }
 
-func encodeHeader(k segKey, prev segKey) []byte {
-	return encode(frameHeader, k.epoch, k.first, -1, prev.epoch, prev.first, nil)
+func encodeHeader(k segKey, prev segKey, created time.Time) []byte {
+	return encode(frameHeader, k.epoch, k.first, -1, prev.epoch, prev.first, created.UnixNano(), nil)
 }
 
-func encode(kind frameKind, epoch uint64, first, lac int64, prevEpoch uint64, prevFirst int64, records [][]byte) []byte {
+// headerExtra is what a header frame carries beyond the fixed body.
+const headerExtra = 24
+
+func encode(kind frameKind, epoch uint64, first, lac int64, prevEpoch uint64, prevFirst, created int64, records [][]byte) []byte {
 	n := bodyFixedSize
 	if kind == frameHeader {
-		n += 16
+		n += headerExtra
 	}
 	for _, r := range records {
 		n += binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(r))) + len(r)
@@ -82,6 +88,7 @@ func encode(kind frameKind, epoch uint64, first, lac int64, prevEpoch uint64, pr
 	if kind == frameHeader {
 		b = binary.BigEndian.AppendUint64(b, prevEpoch)
 		b = binary.BigEndian.AppendUint64(b, uint64(prevFirst))
+		b = binary.BigEndian.AppendUint64(b, uint64(created))
 	}
 	for _, r := range records {
 		b = binary.AppendUvarint(b, uint64(len(r)))
@@ -140,12 +147,13 @@ func decodeBody(b []byte) (frame, error) {
 	rest := b[bodyFixedSize:]
 	switch f.kind {
 	case frameHeader:
-		if len(rest) < 16 {
+		if len(rest) < headerExtra {
 			return f, fmt.Errorf("%w: short header", errCorrupt)
 		}
 		f.prevEpoch = binary.BigEndian.Uint64(rest)
 		f.prevFirst = int64(binary.BigEndian.Uint64(rest[8:]))
-		rest = rest[16:]
+		f.created = int64(binary.BigEndian.Uint64(rest[16:]))
+		rest = rest[headerExtra:]
 	case frameData, frameFence, frameSeal:
 	default:
 		return f, fmt.Errorf("%w: kind %d", errCorrupt, f.kind)
