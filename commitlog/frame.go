@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"time"
 )
 
 // A segment is a sequence of frames. Every append carries one or more whole
@@ -21,8 +20,7 @@ import (
 //	  first  int64   offset of the first record (header: the segment's first offset)
 //	  count  uint32  number of records
 //	  lac    int64   last-add-confirmed when the frame was cut, -1 if none
-//	  header only: prevEpoch uint64, prevFirst int64 (the segment this one
-//	  follows), created int64 (Unix nanoseconds, when the writer started it)
+//	  header only: prevEpoch uint64, prevFirst int64 (the segment this one follows)
 //	  records: count x (uvarint length, bytes)
 const (
 	frameMagic      = "ZCL1"
@@ -51,7 +49,6 @@ type frame struct {
 	lac       int64
 	prevEpoch uint64
 	prevFirst int64
-	created   int64
 	records   [][]byte
 	raw       []byte // the whole encoded frame
 	end       int64  // position in the segment just after this frame
@@ -59,20 +56,17 @@ type frame struct {
 
 // encodeFrame encodes a frame.
 func encodeFrame(kind frameKind, epoch uint64, first, lac int64, records [][]byte) []byte {
-	return encode(kind, epoch, first, lac, 0, 0, 0, records)
+	return encode(kind, epoch, first, lac, 0, 0, records)
 }
 
-func encodeHeader(k segKey, prev segKey, created time.Time) []byte {
-	return encode(frameHeader, k.epoch, k.first, -1, prev.epoch, prev.first, created.UnixNano(), nil)
+func encodeHeader(k segKey, prev segKey) []byte {
+	return encode(frameHeader, k.epoch, k.first, -1, prev.epoch, prev.first, nil)
 }
 
-// headerExtra is what a header frame carries beyond the fixed body.
-const headerExtra = 24
-
-func encode(kind frameKind, epoch uint64, first, lac int64, prevEpoch uint64, prevFirst, created int64, records [][]byte) []byte {
+func encode(kind frameKind, epoch uint64, first, lac int64, prevEpoch uint64, prevFirst int64, records [][]byte) []byte {
 	n := bodyFixedSize
 	if kind == frameHeader {
-		n += headerExtra
+		n += 16
 	}
 	for _, r := range records {
 		n += binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(r))) + len(r)
@@ -88,7 +82,6 @@ func encode(kind frameKind, epoch uint64, first, lac int64, prevEpoch uint64, pr
 	if kind == frameHeader {
 		b = binary.BigEndian.AppendUint64(b, prevEpoch)
 		b = binary.BigEndian.AppendUint64(b, uint64(prevFirst))
-		b = binary.BigEndian.AppendUint64(b, uint64(created))
 	}
 	for _, r := range records {
 		b = binary.AppendUvarint(b, uint64(len(r)))
@@ -147,13 +140,12 @@ func decodeBody(b []byte) (frame, error) {
 	rest := b[bodyFixedSize:]
 	switch f.kind {
 	case frameHeader:
-		if len(rest) < headerExtra {
+		if len(rest) < 16 {
 			return f, fmt.Errorf("%w: short header", errCorrupt)
 		}
 		f.prevEpoch = binary.BigEndian.Uint64(rest)
 		f.prevFirst = int64(binary.BigEndian.Uint64(rest[8:]))
-		f.created = int64(binary.BigEndian.Uint64(rest[16:]))
-		rest = rest[headerExtra:]
+		rest = rest[16:]
 	case frameData, frameFence, frameSeal:
 	default:
 		return f, fmt.Errorf("%w: kind %d", errCorrupt, f.kind)

@@ -61,12 +61,6 @@ type Options struct {
 	// fencing, the LAC, and a reader's lag in records); nil means the
 	// global provider.
 	MeterProvider metric.MeterProvider
-	// Cold, if set, is the regional store that sealed segments move to once
-	// their successor is older than MoveAfter; readers must be given it too,
-	// and read across both without noticing.
-	Cold blob.Store
-	// MoveAfter is the age at which sealed segments move to Cold (default 10m).
-	MoveAfter time.Duration
 	// Slots stores segments as directories of slot objects created with
 	// IfNotExist even where the stores can append. A log must always be
 	// opened with the same layout; stores without appends always use slots.
@@ -104,9 +98,6 @@ func (o *Options) withDefaults(n int) (Options, error) {
 	}
 	if r.OpTimeout <= 0 {
 		r.OpTimeout = 10 * time.Second
-	}
-	if r.MoveAfter <= 0 {
-		r.MoveAfter = 10 * time.Minute
 	}
 	if r.RetryBackoff <= 0 {
 		r.RetryBackoff = 5 * time.Millisecond

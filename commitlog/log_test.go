@@ -15,7 +15,7 @@ import (
 func TestFrameRoundTrip(t *testing.T) {
 	recs := [][]byte{[]byte("a"), {}, make([]byte, 300)}
 	b := encodeFrame(frameData, 7, 42, 41, recs)
-	b = append(b, encodeHeader(segKey{3, 9}, segKey{2, 1}, time.Unix(0, 77))...)
+	b = append(b, encodeHeader(segKey{3, 9}, segKey{2, 1})...)
 	frames, n, err := decodeFrames(append(b, b[:5]...))
 	if err != nil || n != len(b) || len(frames) != 2 {
 		t.Fatalf("decode: %d frames, %d of %d bytes, %v", len(frames), n, len(b), err)
@@ -24,7 +24,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	if f.kind != frameData || f.epoch != 7 || f.first != 42 || f.lac != 41 || len(f.records) != 3 || len(f.records[2]) != 300 {
 		t.Errorf("data frame decoded as %+v", f)
 	}
-	if h := frames[1]; h.kind != frameHeader || h.epoch != 3 || h.first != 9 || h.prevEpoch != 2 || h.prevFirst != 1 || h.created != 77 {
+	if h := frames[1]; h.kind != frameHeader || h.epoch != 3 || h.first != 9 || h.prevEpoch != 2 || h.prevFirst != 1 {
 		t.Errorf("header decoded as %+v", h)
 	}
 	b[20] ^= 1

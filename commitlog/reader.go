@@ -26,20 +26,18 @@ var ErrTruncated = errors.New("commitlog: offset before the start of the log")
 // safe for concurrent use; open one per consumer.
 type Reader struct {
 	zones []*zone
-	cold  *zone // nil without Options.Cold
 	opts  Options
 	need  int // zones that must answer a listing
 
-	pos      int64 // offset of the next record to return
-	lac      int64
-	chain    []segInfo // segments from the one covering pos to the tip
-	headers  map[segKey]frame
-	cur      *cursor
-	relist   bool
-	listed   time.Time
-	coldKeys map[segKey]bool // segments of the last listing found only in the cold store
-	lat      []time.Duration // smoothed read latency per zone
-	zoneLAC  []int64         // highest LAC each zone has shown, -1 after a failure
+	pos     int64 // offset of the next record to return
+	lac     int64
+	chain   []segInfo // segments from the one covering pos to the tip
+	headers map[segKey]frame
+	cur     *cursor
+	relist  bool
+	listed  time.Time
+	lat     []time.Duration // smoothed read latency per zone
+	zoneLAC []int64         // highest LAC each zone has shown, -1 after a failure
 
 	// Reads of the tip run in the background, a new one every PollInterval
 	// while earlier ones are in flight, so that a record appended while one
@@ -66,9 +64,8 @@ type ReaderStats struct {
 }
 
 type segInfo struct {
-	key  segKey
-	end  int64 // last offset; -1 for the tip, whose end is not known yet
-	cold bool  // moved to the cold store
+	key segKey
+	end int64 // last offset; -1 for the tip, whose end is not known yet
 }
 
 type cursor struct {
@@ -92,7 +89,7 @@ func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Re
 	if from < 0 {
 		return nil, fmt.Errorf("commitlog: negative offset %d", from)
 	}
-	r := &Reader{zones: zones, cold: coldZone(o.Cold, name), opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
+	r := &Reader{zones: zones, opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
 		headers: map[segKey]frame{}, lat: make([]time.Duration, len(zones)), zoneLAC: make([]int64, len(zones)),
 		results: make(chan tailRead, maxTailReads)}
 	if r.metrics, err = newReaderMetrics(o.MeterProvider); err != nil {
@@ -246,21 +243,6 @@ func (r *Reader) newCursor(s segInfo) *cursor {
 // whether a record became available.
 func (r *Reader) readCur(ctx context.Context) (bool, error) {
 	c := r.cur
-	if c.seg.cold {
-		c2, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
-		frames, _, err := r.cold.read(c2, c.seg.key, 0)
-		cancel()
-		r.count(func(s *ReaderStats) { s.Reads++ })
-		if err != nil {
-			r.relist = true
-			return false, err
-		}
-		c.zonePos = make([]int64, len(r.zones)) // a cold copy is read whole
-		r.merge(c, 0, frames, 0)
-		_, ok := c.buf[r.pos]
-		return ok, nil
-	}
-	missing := 0
 	order := make([]int, len(r.zones))
 	for i := range order {
 		order[i] = i
@@ -287,19 +269,13 @@ func (r *Reader) readCur(ctx context.Context) (bool, error) {
 			d += time.Second // a failing zone goes to the back
 		}
 		r.observe(i, d)
-		if errors.Is(err, blob.ErrNotFound) {
-			missing++
-		} else if err != nil {
+		if err != nil && !errors.Is(err, blob.ErrNotFound) {
 			errs = append(errs, err)
 		}
 		r.merge(c, i, frames, pos)
 		if _, ok := c.buf[r.pos]; ok && (c.seg.end >= 0 || r.pos <= r.lac) {
 			return true, nil
 		}
-	}
-	if missing == len(r.zones) {
-		// Gone from every zone: moved to the cold store.
-		r.relist, r.cur = true, nil
 	}
 	return false, errors.Join(errs...)
 }
@@ -455,31 +431,6 @@ func (r *Reader) walk(ctx context.Context, from *segKey) ([]segKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.coldKeys = nil
-	if from == nil && r.cold != nil {
-		c, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
-		cold, err := r.cold.listSegments(c, nil)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		r.coldKeys = map[segKey]bool{}
-		for _, k := range cold {
-			if !containsKey(keys, k) {
-				r.coldKeys[k] = true
-				keys = append(keys, k)
-			}
-		}
-		slices.SortFunc(keys, func(a, b segKey) int {
-			switch {
-			case a.less(b):
-				return -1
-			case b.less(a):
-				return 1
-			}
-			return 0
-		})
-	}
 	r.listed, r.relist = time.Now(), false
 	if len(keys) == 0 {
 		if from != nil {
@@ -538,7 +489,7 @@ func (r *Reader) setChain(chain []segKey) {
 		if j+1 < len(chain) {
 			end = chain[j+1].first - 1
 		}
-		r.chain = append(r.chain, segInfo{key: k, end: end, cold: r.coldKeys[k]})
+		r.chain = append(r.chain, segInfo{key: k, end: end})
 	}
 	first := r.chain[0]
 	if r.cur != nil && r.cur.seg.key == first.key {
@@ -564,17 +515,6 @@ func (r *Reader) header(ctx context.Context, k segKey) (frame, error) {
 	for _, z := range r.zones {
 		c, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
 		h, err := z.readHeader(c, k)
-		cancel()
-		if err == nil {
-			h.raw = nil
-			r.headers[k] = h
-			return h, nil
-		}
-		errs = append(errs, err)
-	}
-	if r.cold != nil {
-		c, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
-		h, err := r.cold.readHeader(c, k)
 		cancel()
 		if err == nil {
 			h.raw = nil

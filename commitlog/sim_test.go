@@ -52,6 +52,39 @@ type simResult struct {
 	acked, failed, fenced, logLen, served, restarts, faults, injected, writers int64
 }
 
+// describe says what a stuck reader sees, for the failure message.
+func describe(ctx context.Context, r *Reader, inner []blob.Store, name string) string {
+	out := fmt.Sprintf("chain %+v\n", r.chain)
+	if r.cur != nil {
+		out += fmt.Sprintf("cursor %+v zonePos %v buffered %d lac %d\n", r.cur.seg, r.cur.zonePos, len(r.cur.buf), r.lac)
+	}
+	zones, _ := zonesFor(inner, name, Options{})
+	for i, z := range zones {
+		keys, err := z.listSegments(ctx, nil)
+		out += fmt.Sprintf("zone %d (%v): %d segments, err %v\n", i, z.mode, len(keys), err)
+		for _, k := range keys {
+			frames, _, err := z.read(ctx, k, 0)
+			if k.first > r.pos+200 || len(frames) == 0 {
+				continue
+			}
+			lo, hi := int64(-1), int64(-1)
+			var kinds []frameKind
+			for _, f := range frames {
+				kinds = append(kinds, f.kind)
+				if f.kind == frameData && len(f.records) > 0 {
+					if lo < 0 {
+						lo = f.first
+					}
+					hi = max(hi, f.first+int64(len(f.records))-1)
+				}
+			}
+			h := frames[0]
+			out += fmt.Sprintf("  %s prev %d-%d records %d..%d kinds %v err %v\n", k, h.prevEpoch, h.prevFirst, lo, hi, kinds, err)
+		}
+	}
+	return out
+}
+
 // zonesHolding counts the zones whose segments hold rec at its offset.
 func zonesHolding(ctx context.Context, stores []blob.Store, name string, rec Record) int {
 	zones, _ := zonesFor(stores, name, Options{})
@@ -298,7 +331,14 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	logRecs := readN(t, rctx, r, int(end+1))
+	logRecs := make([]Record, 0, end+1)
+	for range end + 1 {
+		rec, err := r.Next(rctx)
+		if err != nil {
+			t.Fatalf("final read at %d: %v\n%s", r.Offset(), err, describe(ctx, r, inner, name))
+		}
+		logRecs = append(logRecs, rec)
+	}
 	seen := map[string]int64{}
 	for i, rec := range logRecs {
 		if rec.Offset != int64(i) {
@@ -309,11 +349,17 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 		}
 		seen[string(rec.Data)] = int64(i)
 	}
+	described := false
 	for data, off := range acked {
 		got, ok := seen[data]
 		switch {
 		case !ok:
-			t.Errorf("lost: acknowledged %q at %d is not in the log", data, off)
+			t.Errorf("lost: acknowledged %q at %d is not in the log (it holds %q)", data, off, logRecs[min(off, end)].Data)
+			if !described {
+				described = true
+				r.pos = off
+				t.Log(describe(ctx, r, inner, name))
+			}
 		case got != off:
 			t.Errorf("moved: acknowledged %q at %d is at %d", data, off, got)
 		}

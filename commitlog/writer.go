@@ -17,7 +17,6 @@ import (
 type Log struct {
 	name  string
 	zones []*zone
-	cold  *zone // nil without Options.Cold
 	opts  Options
 	epoch uint64
 
@@ -101,7 +100,7 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{name: name, zones: zones, cold: coldZone(o.Cold, name), opts: o, epoch: epoch, changed: make(chan struct{})}
+	l := &Log{name: name, zones: zones, opts: o, epoch: epoch, changed: make(chan struct{})}
 	l.cond = sync.NewCond(&l.mu)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (*Log, error) {
@@ -132,9 +131,6 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	}
 	for i := range zones {
 		l.wg.Go(func() { l.pump(i) })
-	}
-	if l.cold != nil {
-		l.wg.Go(l.mover)
 	}
 	return l, nil
 }
@@ -241,7 +237,7 @@ func (l *Log) fail(err error) {
 // creates go on, and zones that fail catch up later from the frames kept in
 // memory.
 func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg, error) {
-	header := encodeHeader(k, prev, time.Now())
+	header := encodeHeader(k, prev)
 	seg := &openSeg{key: k, frames: []outFrame{{data: header, last: k.first - 1}}, zs: make([]zoneSeg, len(l.zones)), bytes: int64(len(header))}
 	type result struct {
 		zone int

@@ -246,7 +246,7 @@ func (z *zone) readHeader(ctx context.Context, k segKey) (frame, error) {
 		key = slotKey(key, 0)
 		p, err = blob.ReadAll(ctx, z.s, key)
 	} else {
-		p, err = blob.ReadRange(ctx, z.s, key, 0, frameHeaderSize+bodyFixedSize+headerExtra)
+		p, err = blob.ReadRange(ctx, z.s, key, 0, frameHeaderSize+bodyFixedSize+16)
 	}
 	if err != nil {
 		return frame{}, err
@@ -256,27 +256,6 @@ func (z *zone) readHeader(ctx context.Context, k segKey) (frame, error) {
 		return frame{}, blob.Errorf("read", key, nil, "%w: no segment header (%v)", errCorrupt, err)
 	}
 	return frames[0], nil
-}
-
-// delete removes segment k from this zone; a missing one is not an error.
-func (z *zone) delete(ctx context.Context, k segKey) error {
-	var keys []string
-	if z.mode == modeSlots {
-		for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: z.segKey(k)}) {
-			if err != nil {
-				return err
-			}
-			keys = append(keys, o.Key)
-		}
-	} else {
-		keys = []string{z.segKey(k)}
-	}
-	for _, key := range keys {
-		if err := z.s.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
 }
 
 // listSegments returns the segments this zone holds from key from on (all
