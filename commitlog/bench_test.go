@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/latency"
@@ -39,6 +40,7 @@ func BenchmarkAppend(b *testing.B) {
 		{name: "rapid-2of3", zones: rapidZones(rapid), n: 3, w: 2},
 		{name: "rapid-2of3-slowzone", zones: rapidZones(rapid), n: 3, w: 2, slow: true},
 		{name: "s3express-2of3", zones: s3Zones("express"), n: 3, w: 2},
+		{name: "azpremium-2of3", zones: azZones(azuritetest.Premium), n: 3, w: 2},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

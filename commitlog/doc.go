@@ -24,8 +24,9 @@
 //
 //   - blob.AppendStreamer (GCS appendable objects): one open stream per
 //     segment, each append a write and a flush; a takeover fences the holder.
-//   - blob.Appender with IfSizeMatch (S3 Express WriteOffsetBytes, Azure
-//     append-position): each append is refused if the segment grew.
+//   - blob.Appender with IfSizeMatch (S3 Express WriteOffsetBytes; Azure
+//     Premium block blobs, a staged block committed under the blob's ETag):
+//     each append is refused if the segment grew.
 //   - any other Store: a segment is a directory of slot objects name/seg/
 //     <epoch>-<first>/<n>, each created with IfNotExist; two writers of slot
 //     n have one winner. This costs one object per append.

@@ -9,6 +9,8 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/zonalblob/zonalblob/blob"
 
+	"github.com/zonalblob/zonalblob/blob/azpremium"
+	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
@@ -133,4 +135,34 @@ func readN(t testing.TB, ctx context.Context, r *Reader, n int) []Record {
 		out = append(out, rec)
 	}
 	return out
+}
+
+// azZones makes n containers on one Azurite server, each behind its own
+// latency proxy with profile p (Azure Premium block blobs: appends are
+// staged blocks committed under the blob's ETag).
+func azZones(p azuritetest.Profile) func(t testing.TB, n int) []blob.Store {
+	return func(t testing.TB, n int) []blob.Store {
+		srv := azuritetest.Start(t)
+		out := make([]blob.Store, n)
+		for i := range out {
+			name := fmt.Sprintf("log%d", bucketSeq.Add(1))
+			endpoint := srv.Endpoint
+			if p.Name != azuritetest.None.Name {
+				proxy := srv.WithLatency(p, uint64(i+1))
+				t.Cleanup(proxy.Close)
+				endpoint = proxy.Endpoint
+			}
+			o := azpremium.Options{Account: srv.Account, Endpoint: endpoint, AccountKey: azpremium.Secret(srv.Key), WarmConns: -1}
+			s, err := azpremium.New(context.Background(), name, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Client().Create(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			out[i] = s
+		}
+		return out
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
 )
@@ -255,5 +256,37 @@ func TestZoneDown(t *testing.T) {
 				t.Errorf("record 31 = %q", recs[31].Data)
 			}
 		})
+	}
+}
+
+// Azure Premium block blobs append by staging a block and committing the
+// block list on condition of the blob's ETag: the same log runs on them.
+func TestAzurePremium(t *testing.T) {
+	ctx := context.Background()
+	stores := azZones(azuritetest.None)(t, 3)
+	w1 := mustOpen(t, stores, "az", &Options{MaxSegmentAppends: 8})
+	if m := w1.zones[0].mode; m != modeAppend {
+		t.Fatalf("mode %v, want append", m)
+	}
+	for i := range 20 {
+		if _, err := w1.Append(ctx, fmt.Appendf(nil, "%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w2 := mustOpen(t, stores, "az", nil)
+	if _, err := w1.Append(ctx, []byte("late")); !errors.Is(err, ErrFenced) {
+		t.Fatalf("old writer after takeover: %v, want ErrFenced", err)
+	}
+	if off, err := w2.Append(ctx, []byte("20")); err != nil || off != 20 {
+		t.Fatalf("new writer: %d, %v", off, err)
+	}
+	r, _ := NewReader(stores, "az", 0, nil)
+	defer r.Close()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for i, rec := range readN(t, rctx, r, 21) {
+		if string(rec.Data) != fmt.Sprint(i) {
+			t.Fatalf("record %d = %q", i, rec.Data)
+		}
 	}
 }
