@@ -33,10 +33,18 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 // creatorView is the Store as its pool.Creator sees it: prewarming natively,
 // and left open when the Creator closes (Store.Close closes it). The
 // Creator makes its unpooled names with blob.CreateInline, never through
-// this view's Create.
+// this view's Create. Its deletes work while the Store closes, which is when
+// the Creator undoes its pooled objects.
 type creatorView struct{ *Store }
 
 func (creatorView) Close() error { return nil }
+
+func (v creatorView) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
+	if err := validateKey("delete", key); err != nil {
+		return err
+	}
+	return v.delete(ctx, key, opts)
+}
 
 func newCreator(s *Store) (*pool.Creator, error) {
 	return pool.NewCreator(creatorView{s}, pool.CreatorOptions{

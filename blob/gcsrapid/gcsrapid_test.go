@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"google.golang.org/api/iterator"
 
 	"github.com/zonalblob/zonalblob/blob/latency"
 
@@ -360,4 +361,61 @@ func TestGocloudDrivertest(t *testing.T) {
 		},
 		Caps: conformance.Caps{NonSlashDelimiters: true},
 	})
+}
+
+// rawNames lists every object in the bucket as the service holds it,
+// hidden or not, with a client of its own.
+func rawNames(ctx context.Context, t *testing.T, srv *gcsrapidtest.Server, bucket string) []string {
+	t.Helper()
+	c, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out []string
+	it := c.Bucket(bucket).Objects(ctx, nil)
+	for {
+		a, err := it.Next()
+		if err == iterator.Done {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a.Name)
+	}
+}
+
+// Close undoes every object its pools made: spares, a writer handed out and
+// never closed, and prewarms still in flight whose object the service has
+// created already (flushes are slow here, so they are mid-flush at Close).
+func TestCloseLeavesOnlyWrittenObjects(t *testing.T) {
+	ctx := context.Background()
+	p := gcsrapidtest.Zero()
+	p.Flush = latency.Fixed(time.Second)
+	srv := newServer(t, p)
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, PoolMinIdle: 2})
+	written, err := blob.CreateBytes(ctx, s, "seg/", []byte("kept"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, "seg/", 2)
+	if _, _, err := blob.Create(ctx, s, "seg/", nil); err != nil { // never closed
+		t.Fatal(err)
+	}
+	// Wait until a refill's object exists on the service while its load is
+	// still in flight (created, not yet flushed).
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Stats().ObjectsCreated <= s.Stats().Pools["seg/"].Loads && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if srv.Stats().ObjectsCreated <= s.Stats().Pools["seg/"].Loads {
+		t.Fatal("no load in flight with its object created")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rawNames(ctx, t, srv, s.Bucket()); len(got) != 1 || got[0] != written {
+		t.Errorf("after Close the bucket holds %q, want only %s", got, written)
+	}
 }

@@ -322,6 +322,12 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if err := s.check("delete", key); err != nil {
 		return err
 	}
+	return s.delete(ctx, key, opts)
+}
+
+// delete is Delete without the closed check: Close uses it to undo what its
+// pools made.
+func (s *Store) delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	o := s.bucket.Object(key)
 	if opts != nil && opts.IfGenerationMatch != "" {
 		g, err := parseGeneration("delete", key, opts.IfGenerationMatch)
