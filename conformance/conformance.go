@@ -305,7 +305,7 @@ func testOverwrite(t *testing.T, h Harness, s blob.Store) {
 }
 
 func testIfNotExist(t *testing.T, h Harness, s blob.Store) {
-	ine := &blob.WriterOptions{IfNotExist: true}
+	ine := &blob.WriterOptions{If: blob.IfNotExist()}
 	mustPut(t, s, "ine", []byte("winner"), ine)
 	err := blob.Put(ctxT(t), s, "ine", []byte("loser"), ine)
 	wantErr(t, "second IfNotExist Put", err, blob.ErrExists)
@@ -324,7 +324,7 @@ func testIfNotExistRace(t *testing.T, h Harness, s blob.Store) {
 		for i := range writers {
 			wg.Go(func() {
 				<-start
-				errs[i] = blob.Put(ctxT(t), s, key, fmt.Appendf(nil, "writer %d", i), &blob.WriterOptions{IfNotExist: true})
+				errs[i] = blob.Put(ctxT(t), s, key, fmt.Appendf(nil, "writer %d", i), &blob.WriterOptions{If: blob.IfNotExist()})
 			})
 		}
 		close(start)
@@ -356,7 +356,7 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 		t.Fatal(err)
 	}
 	if !h.Caps.GenerationPreconditions {
-		err := blob.Put(ctxT(t), s, "gen", []byte("v2"), &blob.WriterOptions{IfGenerationMatch: "not-" + a1.Generation})
+		err := blob.Put(ctxT(t), s, "gen", []byte("v2"), &blob.WriterOptions{If: blob.IfGenerationMatch("not-" + a1.Generation)})
 		if err == nil {
 			t.Fatalf("store without generation preconditions accepted (and ignored) IfGenerationMatch")
 		}
@@ -365,7 +365,7 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 		}
 		return
 	}
-	mustPut(t, s, "gen", []byte("v2"), &blob.WriterOptions{IfGenerationMatch: a1.Generation})
+	mustPut(t, s, "gen", []byte("v2"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)})
 	a2, err := s.Stat(ctxT(t), "gen")
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +373,7 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 	if a2.Generation == a1.Generation {
 		t.Fatalf("generation did not change on overwrite: %q", a2.Generation)
 	}
-	err = blob.Put(ctxT(t), s, "gen", []byte("v3"), &blob.WriterOptions{IfGenerationMatch: a1.Generation})
+	err = blob.Put(ctxT(t), s, "gen", []byte("v3"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)})
 	wantErr(t, "write with a stale generation", err, blob.ErrPrecondition)
 	if got := mustRead(t, s, "gen"); string(got) != "v2" {
 		t.Errorf("content %q after failed conditional write, want v2", got)
@@ -383,7 +383,7 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 	if err := s.Delete(ctxT(t), "gen", &blob.DeleteOptions{IfGenerationMatch: a2.Generation}); err != nil {
 		t.Fatalf("delete with the current generation: %v", err)
 	}
-	err = blob.Put(ctxT(t), s, "gen", []byte("v4"), &blob.WriterOptions{IfGenerationMatch: a2.Generation})
+	err = blob.Put(ctxT(t), s, "gen", []byte("v4"), &blob.WriterOptions{If: blob.IfGenerationMatch(a2.Generation)})
 	wantErr(t, "conditional write of a deleted object", err, blob.ErrPrecondition)
 	if ok, _ := blob.Exists(ctxT(t), s, "gen"); ok {
 		t.Errorf("failed conditional write created the object")

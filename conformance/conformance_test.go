@@ -30,9 +30,9 @@ func (b broken) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	}
 	switch b.kind {
 	case "ignores-ifnotexist":
-		o.IfNotExist = false
+		o.If = blob.Condition{}
 	case "ignores-generation":
-		o.IfGenerationMatch = ""
+		o.If = blob.Condition{}
 	case "commits-canceled":
 		ctx = context.WithoutCancel(ctx)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 func blobErrIs(err, kind error) bool { return errors.Is(err, kind) }
@@ -124,7 +125,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrNotFound}
 	}
 	if err := ctx.Err(); err != nil {
-		return blob.WrapError("delete", key, err, nil)
+		return driver.WrapError("delete", key, err, nil)
 	}
 	if failed > len(s.reps)-s.w && g != "" && errorsAll(errs, blob.ErrPrecondition) {
 		return blob.Errorf("delete", key, blob.ErrPrecondition, "object changed on the replicas")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // List implements blob.Store by merging one page from each replica. Every
@@ -31,7 +32,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	}
 	after := o.StartAfter
 	if o.PageToken != "" {
-		k, err := blob.DecodePageToken(o.PageToken)
+		k, err := driver.DecodePageToken(o.PageToken)
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +77,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 			continue
 		}
 		if len(page.Objects) == size {
-			page.NextPageToken = blob.EncodePageToken(page.Objects[size-1].Key)
+			page.NextPageToken = driver.EncodePageToken(page.Objects[size-1].Key)
 			return page, nil
 		}
 		page.Objects = append(page.Objects, obj)
@@ -86,7 +87,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		if n := len(page.Objects); n > 0 {
 			last = page.Objects[n-1].Key
 		}
-		page.NextPageToken = blob.EncodePageToken(last)
+		page.NextPageToken = driver.EncodePageToken(last)
 	}
 	return page, nil
 }
@@ -145,7 +146,7 @@ func (s *Store) listReplicas(ctx context.Context, o *blob.ListOptions) ([]*blob.
 		case <-grace:
 			return pages, nil
 		case <-ctx.Done():
-			return nil, blob.WrapError("list", o.Prefix, ctx.Err(), nil)
+			return nil, driver.WrapError("list", o.Prefix, ctx.Err(), nil)
 		}
 	}
 	if len(pages) < s.nf {

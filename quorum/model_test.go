@@ -230,7 +230,7 @@ func (m *model) client(ctx context.Context, s blob.Store, id int, seed uint64, n
 		switch p := r.IntN(100); {
 		case p < 30:
 			key := fmt.Sprintf("log/%d/%06d", id, i)
-			if m.put(ctx, s, key, value, &blob.WriterOptions{IfNotExist: true}) == nil {
+			if m.put(ctx, s, key, value, &blob.WriterOptions{If: blob.IfNotExist()}) == nil {
 				mine = append(mine, key)
 			}
 		case p < 55 && len(mine) > 0:
@@ -239,10 +239,10 @@ func (m *model) client(ctx context.Context, s blob.Store, id int, seed uint64, n
 			m.put(ctx, s, shared, value, nil)
 		case p < 72:
 			if a, err := s.Stat(ctx, shared); err == nil {
-				m.put(ctx, s, shared, value, &blob.WriterOptions{IfGenerationMatch: a.Generation})
+				m.put(ctx, s, shared, value, &blob.WriterOptions{If: blob.IfGenerationMatch(a.Generation)})
 			}
 		case p < 76:
-			m.put(ctx, s, shared, value, &blob.WriterOptions{IfNotExist: true})
+			m.put(ctx, s, shared, value, &blob.WriterOptions{If: blob.IfNotExist()})
 		case p < 80:
 			m.del(ctx, s, shared, nil)
 		default:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // prefetch is how much of a read the hedged attempt reads before it counts as
@@ -126,7 +127,7 @@ func (s *Store) hedged(ctx context.Context, op, key string, rs []*replica, st *k
 				timer.Reset(launch())
 			} else if inflight == 0 {
 				if err := ctx.Err(); err != nil {
-					return nil, nil, blob.WrapError(op, key, err, nil)
+					return nil, nil, driver.WrapError(op, key, err, nil)
 				}
 				err := fmt.Errorf("%w: %d of %d replicas said not found, %d needed; last error: %v", ErrNoQuorum, nf, len(rs), s.nf, lastErr)
 				if errors.Is(lastErr, errUnservable) {
@@ -138,7 +139,7 @@ func (s *Store) hedged(ctx context.Context, op, key string, rs []*replica, st *k
 			}
 		case <-ctx.Done():
 			finish()
-			return nil, nil, blob.WrapError(op, key, ctx.Err(), nil)
+			return nil, nil, driver.WrapError(op, key, ctx.Err(), nil)
 		}
 	}
 }
@@ -223,7 +224,7 @@ func (s *Store) statMajority(ctx context.Context, key string) (*blob.Attributes,
 			return nil, nil, &blob.Error{Op: "stat", Key: key, Kind: blob.ErrNotFound}
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, nil, blob.WrapError("stat", key, err, nil)
+			return nil, nil, driver.WrapError("stat", key, err, nil)
 		}
 		return nil, nil, &blob.Error{Op: "stat", Key: key, Err: fmt.Errorf("%w: %d of %d answered; last error: %v", ErrNoQuorum, answered, len(rs), lastErr)}
 	}

@@ -356,15 +356,15 @@ func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
 		}
 		o := blob.WriterOptionsFrom(newest.attrs)
 		if a.err == nil {
-			o.IfGenerationMatch = a.attrs.Generation
+			o.If = blob.IfGenerationMatch(a.attrs.Generation)
 		} else {
-			o.IfNotExist = true
+			o.If = blob.IfNotExist()
 		}
 		if err := blob.Put(ctx, a.r.s, key, data, &o); err != nil {
-			if errors.Is(err, blob.ErrUnsupported) && o.IfGenerationMatch != "" {
+			if errors.Is(err, blob.ErrUnsupported) && o.If.GenerationMatch() != "" {
 				// A replica without generation preconditions: the version was
 				// checked just above, which is the best it allows.
-				o.IfGenerationMatch = ""
+				o.If = blob.Condition{}
 				err = blob.Put(ctx, a.r.s, key, data, &o)
 			}
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewWriter implements blob.Store. The writer buffers the object and commits
@@ -30,8 +31,8 @@ func (s *Store) writerOptions(key string, opts *blob.WriterOptions) (blob.Writer
 	if opts != nil {
 		o = *opts
 	}
-	if o.IfNotExist && o.IfGenerationMatch != "" {
-		return o, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	if err := o.If.Validate("write", key); err != nil {
+		return o, err
 	}
 	if _, ok := o.Metadata[VersionKey]; ok {
 		return o, blob.Errorf("write", key, blob.ErrInvalidArgument, "metadata key %s is reserved", VersionKey)
@@ -79,7 +80,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
 	}
 	if err := w.ctx.Err(); err != nil {
-		return 0, blob.WrapError("write", w.key, err, nil)
+		return 0, driver.WrapError("write", w.key, err, nil)
 	}
 	return w.buf.Write(p)
 }
@@ -108,7 +109,7 @@ func (w *writer) Close() error {
 	w.done = true
 	if err := w.ctx.Err(); err != nil {
 		w.abort()
-		return blob.WrapError("write", w.key, err, nil)
+		return driver.WrapError("write", w.key, err, nil)
 	}
 	if w.s.closed.Load() {
 		w.abort()
@@ -122,9 +123,9 @@ func (w *writer) Close() error {
 		}
 	}
 	switch {
-	case w.opts.IfNotExist:
+	case w.opts.If.NotExist():
 		return w.create(data)
-	case w.opts.IfGenerationMatch != "":
+	case w.opts.If.GenerationMatch() != "":
 		return w.conditional(data)
 	}
 	return w.plain(data)
@@ -139,7 +140,7 @@ type plan struct {
 
 func (w *writer) optsWith(tok string) blob.WriterOptions {
 	o := w.opts
-	o.IfNotExist, o.IfGenerationMatch = false, ""
+	o.If = blob.Condition{}
 	o.Metadata = make(map[string]string, len(w.opts.Metadata)+1)
 	for k, v := range w.opts.Metadata {
 		o.Metadata[k] = v
@@ -162,7 +163,7 @@ func (w *writer) plain(data []byte) error {
 }
 
 func (w *writer) conditional(data []byte) error {
-	s, g := w.s, w.opts.IfGenerationMatch
+	s, g := w.s, w.opts.If.GenerationMatch()
 	tok := s.newToken(g)
 	s.update(w.key, func(st *keyState) { st.starting() })
 	flying := true
@@ -204,7 +205,7 @@ func (w *writer) conditional(data []byte) error {
 			continue
 		}
 		o := w.optsWith(tok)
-		o.IfGenerationMatch = a.attrs.Generation
+		o.If = blob.IfGenerationMatch(a.attrs.Generation)
 		plans = append(plans, plan{r: a.r, opts: o})
 	}
 	if matched == 0 || refused > len(s.reps)-s.w {
@@ -249,7 +250,7 @@ func (w *writer) create(data []byte) error {
 			tok = s.newToken("")
 			for _, r := range s.upReplicas(s.ine) {
 				o := w.optsWith(tok)
-				o.IfNotExist = true
+				o.If = blob.IfNotExist()
 				plans = append(plans, plan{r: r, opts: o})
 			}
 		}
@@ -273,7 +274,7 @@ func (w *writer) create(data []byte) error {
 		select {
 		case <-time.After(pause):
 		case <-w.ctx.Done():
-			return blob.WrapError("write", w.key, w.ctx.Err(), nil)
+			return driver.WrapError("write", w.key, w.ctx.Err(), nil)
 		}
 	}
 }
@@ -544,7 +545,7 @@ func (f *fan) fail(cause, kindIfRefused error) error {
 		uncertain = !done || promoted || kept
 	}
 	if err := f.w.ctx.Err(); err != nil {
-		return blob.WrapError("write", key, err, nil)
+		return driver.WrapError("write", key, err, nil)
 	}
 	var kind error
 	if kindIfRefused != nil && f.count(kindIfRefused)+f.refused > len(f.s.reps)-f.s.w {
@@ -595,10 +596,10 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 	if err != nil {
 		return nil, err
 	}
-	if o.IfGenerationMatch != "" {
+	if o.If.GenerationMatch() != "" {
 		return nil, blob.Errorf("prewarm", key, blob.ErrInvalidArgument, "a prewarmed write is IfNotExist")
 	}
-	o.IfNotExist = true
+	o.If = blob.IfNotExist()
 	w := s.newWriter(ctx, key, o)
 	w.tok = s.newToken("")
 	w.warm = make([]chan warmResult, len(s.reps))
@@ -608,7 +609,7 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 		ch := make(chan warmResult, 1)
 		w.warm[r.idx] = ch
 		ro := w.optsWith(w.tok)
-		ro.IfNotExist = true
+		ro.If = blob.IfNotExist()
 		go func() {
 			rctx, cancel := context.WithCancel(w.wctx)
 			start := time.Now()
@@ -644,7 +645,7 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 		case <-ctx.Done():
 			w.done = true
 			w.abort()
-			return nil, blob.WrapError("prewarm", key, ctx.Err(), nil)
+			return nil, driver.WrapError("prewarm", key, ctx.Err(), nil)
 		}
 	}
 	return w, nil

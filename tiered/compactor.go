@@ -14,13 +14,6 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 )
 
-// Finalizer is a hot store that seals an object explicitly (gcsrapid leaves
-// appendable objects unfinalized on the write path). The compactor finalizes
-// an object before it copies it, so the copy is of the object's final bytes.
-type Finalizer interface {
-	Finalize(ctx context.Context, key string) error
-}
-
 // Stats is the compactor's progress since the Store was made.
 type Stats struct {
 	Passes       int64 // compaction passes completed
@@ -203,7 +196,7 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 	defer cancel()
 
 	// 1. Finalize, where the hot store needs it.
-	if f, ok := s.hot.(Finalizer); ok {
+	if f, ok := s.hot.(blob.Finalizer); ok {
 		if err := f.Finalize(ctx, key); errors.Is(err, blob.ErrNotFound) {
 			return none, 0, nil
 		} else if err != nil {

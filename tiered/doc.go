@@ -34,7 +34,7 @@
 // For each hot object older than After, at most Concurrency at a time and
 // within the rate limits, holding the key's lock in this process:
 //
-//  1. Finalize it, if hot is a Finalizer (gcsrapid leaves objects unfinalized).
+//  1. Finalize it, if hot is a blob.Finalizer (gcsrapid leaves objects unfinalized).
 //  2. Stat hot: generation g1.
 //  3. Write a marker (hot, IfNotExist) naming the key and g1, and Stat hot
 //     again: it must still be g1.

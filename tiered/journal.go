@@ -58,7 +58,7 @@ func (s *Store) writeMarker(ctx context.Context, key, g1 string) (gen string, er
 	m := marker{Key: key, Gen: g1, Owner: s.opts.Owner, State: stateMoving, Time: s.opts.Now()}
 	b, _ := json.Marshal(m)
 	mk := markerKey(key)
-	if err := blob.Put(ctx, s.hot, mk, b, &blob.WriterOptions{IfNotExist: true, ContentType: "application/json"}); err != nil {
+	if err := blob.Put(ctx, s.hot, mk, b, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
 		return "", err
 	}
 	a, err := s.hot.Stat(ctx, mk)
@@ -113,7 +113,7 @@ func (s *Store) noteDelete(ctx context.Context, key, deleted string) error {
 		}
 		m.State = stateDeleted
 		b, _ := json.Marshal(m)
-		err = blob.Put(ctx, s.hot, markerKey(key), b, &blob.WriterOptions{IfGenerationMatch: gen, ContentType: "application/json"})
+		err = blob.Put(ctx, s.hot, markerKey(key), b, &blob.WriterOptions{If: blob.IfGenerationMatch(gen), ContentType: "application/json"})
 		if err == nil || errors.Is(err, blob.ErrNotFound) {
 			return nil
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // generationKey is the metadata key under which a cold copy records the hot
@@ -285,11 +286,11 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	if err := s.check("write", key); err != nil {
 		return nil, err
 	}
-	if opts == nil || (!opts.IfNotExist && opts.IfGenerationMatch == "") {
+	if opts == nil || opts.If.IsZero() {
 		return s.hot.NewWriter(ctx, key, opts)
 	}
-	if opts.IfNotExist && opts.IfGenerationMatch != "" {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	if err := opts.If.Validate("write", key); err != nil {
+		return nil, err
 	}
 	if _, ok := opts.Metadata[generationKey]; ok {
 		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "metadata key %s is reserved", generationKey)
@@ -357,7 +358,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 		return &blob.Error{Op: "write", Key: key, Err: err}
 	}
 	defer unlock()
-	if opts.IfNotExist {
+	if opts.If.NotExist() {
 		if _, err := s.cold.Stat(ctx, key); err == nil {
 			return &blob.Error{Op: "write", Key: key, Kind: blob.ErrExists}
 		} else if !errors.Is(err, blob.ErrNotFound) {
@@ -365,7 +366,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 		}
 		return blob.Put(ctx, s.hot, key, data, &opts)
 	}
-	want := opts.IfGenerationMatch
+	want := opts.If.GenerationMatch()
 	a, err := s.hot.Stat(ctx, key)
 	switch {
 	case err == nil:
@@ -386,8 +387,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	// The object lives in cold only; the new version goes to hot, where it
 	// shadows the cold one until it is moved over it.
 	o := opts
-	o.IfGenerationMatch = ""
-	o.IfNotExist = true
+	o.If = blob.IfNotExist()
 	err = blob.Put(ctx, s.hot, key, data, &o)
 	if errors.Is(err, blob.ErrExists) {
 		return &blob.Error{Op: "write", Key: key, Kind: blob.ErrPrecondition, Err: err}
@@ -428,7 +428,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	}
 	after := o.StartAfter
 	if o.PageToken != "" {
-		k, err := blob.DecodePageToken(o.PageToken)
+		k, err := driver.DecodePageToken(o.PageToken)
 		if err != nil {
 			return nil, err
 		}
@@ -500,7 +500,7 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 		more = true
 	}
 	if more && len(page.Objects) > 0 {
-		page.NextPageToken = blob.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
+		page.NextPageToken = driver.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
 	}
 	return page, bound, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Scheme is the URL scheme of a tiered store.
@@ -22,7 +23,7 @@ func init() { blob.RegisterWithGocloud(Scheme, Open) }
 // max_bytes_per_second, move_timeout, remember, manual (see Options).
 // Unknown parameters are an error.
 func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
-	q := blob.NewQuery(u)
+	q := driver.NewQuery(u)
 	hotURL := q.String("hot", "")
 	coldURL := q.String("cold", "")
 	opts := Options{

@@ -29,8 +29,8 @@ func (s *Store) CreateAppendBlob(ctx context.Context, key string, opts *blob.Wri
 	if opts != nil {
 		o = *opts
 	}
-	if o.IfNotExist && o.IfGenerationMatch != "" {
-		return blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	if err := o.If.Validate("write", key); err != nil {
+		return err
 	}
 	if o.ContentMD5 != nil {
 		return blob.Errorf("write", key, blob.ErrInvalidArgument, "ContentMD5 on an empty append blob")
@@ -45,10 +45,10 @@ func (s *Store) CreateAppendBlob(ctx context.Context, key string, opts *blob.Wri
 	_, err = s.client.NewAppendBlobClient(escapeKey(key)).Create(ctx, &appendblob.CreateOptions{
 		HTTPHeaders:      s.opts.headers(&o),
 		Metadata:         md,
-		AccessConditions: accessConditions(o.IfNotExist, o.IfGenerationMatch),
+		AccessConditions: accessConditions(o.If.NotExist(), o.If.GenerationMatch()),
 	})
 	if err != nil {
-		kind := ctxKind(err, writeKind(err, o.IfNotExist, o.IfGenerationMatch))
+		kind := ctxKind(err, writeKind(err, o.If.NotExist(), o.If.GenerationMatch()))
 		if kind == blob.ErrUnsupported {
 			s.noAppendBlobs.Store(true)
 		}

@@ -49,6 +49,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Scheme is the URL scheme of this driver.
@@ -157,7 +158,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if u.Path != "" && u.Path != "/" {
 		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "%s://%s has a path; the URL names a container only", Scheme, u.Host)
 	}
-	q := blob.NewQuery(u)
+	q := driver.NewQuery(u)
 	o := Options{
 		Account:  q.String("account", os.Getenv("AZURE_STORAGE_ACCOUNT")),
 		Endpoint: q.String("endpoint", ""),
@@ -184,7 +185,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 }
 
 // querySize reads a byte size: a plain number or one with a KiB, MiB or GiB suffix.
-func querySize(q *blob.Query, name string) int64 {
+func querySize(q *driver.Query, name string) int64 {
 	v := q.String(name, "")
 	if v == "" {
 		return 0
@@ -404,9 +405,9 @@ func classify(err error) error {
 	return nil
 }
 
-// wrap is blob.WrapError plus redaction of this store's credentials.
+// wrap is driver.WrapError plus redaction of this store's credentials.
 func (s *Store) wrap(op, key string, err error, classify func(error) error) error {
-	return redact(blob.WrapError(op, key, err, classify), s.secrets)
+	return redact(driver.WrapError(op, key, err, classify), s.secrets)
 }
 
 // writeKind classifies a failed conditional write: with IfNotExist every
@@ -492,7 +493,7 @@ func (s *Store) emptyReader(ctx context.Context, key string) (blob.Reader, error
 	if err != nil {
 		return nil, err
 	}
-	return blob.EmptyReader(a), nil
+	return driver.EmptyReader(a), nil
 }
 
 type reader struct {
@@ -571,8 +572,8 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	if opts != nil {
 		o = *opts
 	}
-	if o.IfNotExist && o.IfGenerationMatch != "" {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	if err := o.If.Validate("write", key); err != nil {
+		return nil, err
 	}
 	if o.ContentMD5 != nil && len(o.ContentMD5) != md5.Size {
 		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "ContentMD5 has %d bytes, want %d", len(o.ContentMD5), md5.Size)

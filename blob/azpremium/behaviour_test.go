@@ -186,7 +186,7 @@ func TestIfNotExistRaceOneWinner(t *testing.T) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				errs[i] = blob.Put(ctx, s, key, fmt.Appendf(nil, "w%d", i), &blob.WriterOptions{IfNotExist: true})
+				errs[i] = blob.Put(ctx, s, key, fmt.Appendf(nil, "w%d", i), &blob.WriterOptions{If: blob.IfNotExist()})
 			})
 		}
 		close(start)
@@ -234,15 +234,15 @@ func TestETagPreconditions(t *testing.T) {
 			if !strings.HasPrefix(a1.Generation, `"`) || a1.Generation != a1.ETag {
 				t.Errorf("Generation %q, want the quoted ETag %q", a1.Generation, a1.ETag)
 			}
-			if err := blob.Put(ctx, s, "k", []byte("v2"), &blob.WriterOptions{IfGenerationMatch: a1.Generation}); err != nil {
+			if err := blob.Put(ctx, s, "k", []byte("v2"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)}); err != nil {
 				t.Fatalf("write at the current ETag: %v", err)
 			}
-			err = blob.Put(ctx, s, "k", []byte("v3"), &blob.WriterOptions{IfGenerationMatch: a1.Generation})
+			err = blob.Put(ctx, s, "k", []byte("v3"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)})
 			var re *azcore.ResponseError
 			if !errors.Is(err, blob.ErrPrecondition) || !errors.As(err, &re) || re.StatusCode != 412 {
 				t.Errorf("write at a stale ETag = %v, want ErrPrecondition over a 412", err)
 			}
-			err = blob.Put(ctx, s, "absent", []byte("v"), &blob.WriterOptions{IfGenerationMatch: a1.Generation})
+			err = blob.Put(ctx, s, "absent", []byte("v"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)})
 			if !errors.Is(err, blob.ErrPrecondition) {
 				t.Errorf("conditional write of an absent key = %v, want ErrPrecondition", err)
 			}
@@ -283,10 +283,10 @@ func TestAppendBlobOffsets(t *testing.T) {
 	s := newStore(t, azpremium.Options{})
 	defer s.Close()
 	ctx := context.Background()
-	if err := s.CreateAppendBlob(ctx, "log", &blob.WriterOptions{IfNotExist: true, ContentType: "text/plain"}); err != nil {
+	if err := s.CreateAppendBlob(ctx, "log", &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "text/plain"}); err != nil {
 		t.Fatal(err)
 	}
-	err := s.CreateAppendBlob(ctx, "log", &blob.WriterOptions{IfNotExist: true})
+	err := s.CreateAppendBlob(ctx, "log", &blob.WriterOptions{If: blob.IfNotExist()})
 	if !errors.Is(err, blob.ErrExists) {
 		t.Errorf("second CreateAppendBlob = %v, want ErrExists", err)
 	}

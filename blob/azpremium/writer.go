@@ -122,7 +122,7 @@ func (w *writer) Close() error {
 		return blob.Errorf("write", w.key, blob.ErrInvalidArgument, "content MD5 %x does not match ContentMD5 %x", sum, w.opts.ContentMD5)
 	}
 	headers := w.s.opts.headers(&w.opts)
-	conds := accessConditions(w.opts.IfNotExist, w.opts.IfGenerationMatch)
+	conds := accessConditions(w.opts.If.NotExist(), w.opts.If.GenerationMatch())
 	bb := w.s.client.NewBlockBlobClient(escapeKey(w.key))
 	var err error
 	if w.staging {
@@ -142,7 +142,7 @@ func (w *writer) Close() error {
 	}
 	w.buf = nil
 	if err != nil {
-		kind := ctxKind(err, writeKind(err, w.opts.IfNotExist, w.opts.IfGenerationMatch))
+		kind := ctxKind(err, writeKind(err, w.opts.If.NotExist(), w.opts.If.GenerationMatch()))
 		return redact(&blob.Error{Op: "write", Key: w.key, Kind: kind, Err: err}, w.s.secrets)
 	}
 	return nil

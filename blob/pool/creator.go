@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Creator serves blob.Create from pools of writers prewarmed on any store
@@ -167,7 +168,7 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 func hasAttributes(o *blob.WriterOptions) bool {
 	return o != nil && (o.ContentType != "" || o.CacheControl != "" || o.ContentDisposition != "" ||
 		o.ContentEncoding != "" || o.ContentLanguage != "" || len(o.Metadata) > 0 ||
-		len(o.ContentMD5) > 0 || o.IfGenerationMatch != "")
+		len(o.ContentMD5) > 0 || o.If.GenerationMatch() != "")
 }
 
 func (c *Creator) poolFor(prefix string) *Pool[*prewarmed] {
@@ -244,7 +245,7 @@ type pooledWriter struct {
 
 func (w *pooledWriter) Write(p []byte) (int, error) {
 	if err := w.ctx.Err(); err != nil {
-		return 0, blob.WrapError("write", w.item.key, err, nil)
+		return 0, driver.WrapError("write", w.item.key, err, nil)
 	}
 	return w.item.w.Write(p)
 }
@@ -273,7 +274,7 @@ func (w *pooledWriter) Close() error {
 	defer w.c.closing.Done()
 	var err error
 	if err = w.ctx.Err(); err != nil {
-		err = blob.WrapError("write", w.item.key, err, nil)
+		err = driver.WrapError("write", w.item.key, err, nil)
 	} else {
 		err = w.item.w.Close()
 		// A commit that ended after the deadline may have been cut short,

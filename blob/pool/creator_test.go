@@ -116,7 +116,7 @@ type slowPrewarmer struct {
 }
 
 func (s *slowPrewarmer) Prewarm(ctx context.Context, key string, _ *blob.WriterOptions) (blob.Writer, error) {
-	if err := blob.Put(context.WithoutCancel(ctx), s.Store, key, nil, &blob.WriterOptions{IfNotExist: true}); err != nil {
+	if err := blob.Put(context.WithoutCancel(ctx), s.Store, key, nil, &blob.WriterOptions{If: blob.IfNotExist()}); err != nil {
 		return nil, err
 	}
 	if s.hold.Load() {

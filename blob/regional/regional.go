@@ -50,6 +50,7 @@ import (
 	_ "gocloud.dev/blob/s3blob"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Schemes are the URL schemes this package registers on blob.Open.
@@ -197,11 +198,11 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		// Some backends (Azure: 416) refuse a range that starts at or past
 		// the end; our contract reads nothing there.
 		if a, serr := s.b.Attributes(ctx, key); serr == nil && offset >= a.Size {
-			return blob.EmptyReader(s.attrs(key, a)), nil
+			return driver.EmptyReader(s.attrs(key, a)), nil
 		}
 	}
 	if err != nil {
-		return nil, blob.WrapError("read", key, err, classify)
+		return nil, driver.WrapError("read", key, err, classify)
 	}
 	return &reader{r: r, key: key}, nil
 }
@@ -215,7 +216,7 @@ type reader struct {
 func (r *reader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	if err != nil && err != io.EOF {
-		err = blob.WrapError("read", r.key, err, classify)
+		err = driver.WrapError("read", r.key, err, classify)
 	}
 	return n, err
 }
@@ -239,7 +240,7 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	}
 	a, err := s.b.Attributes(ctx, key)
 	if err != nil {
-		return nil, blob.WrapError("stat", key, err, classify)
+		return nil, driver.WrapError("stat", key, err, classify)
 	}
 	return s.attrs(key, a), nil
 }
@@ -282,7 +283,7 @@ func (s *Store) generation(ctx context.Context, op, key string) (string, error) 
 		return "", nil
 	}
 	if err != nil {
-		return "", blob.WrapError(op, key, err, classify)
+		return "", driver.WrapError(op, key, err, classify)
 	}
 	return s.attrs(key, a).Generation, nil
 }
@@ -296,10 +297,10 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	if opts != nil {
 		o = *opts
 	}
-	if o.IfNotExist && o.IfGenerationMatch != "" {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	if err := o.If.Validate("write", key); err != nil {
+		return nil, err
 	}
-	if o.IfGenerationMatch != "" && !s.opts.LocalPreconditions {
+	if o.If.GenerationMatch() != "" && !s.opts.LocalPreconditions {
 		return nil, blob.Errorf("write", key, blob.ErrUnsupported, "generation preconditions on this bucket")
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -312,7 +313,7 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 		ContentMD5:         o.ContentMD5,
 		Metadata:           o.Metadata,
 		// Local mode checks existence itself at commit, under the key lock.
-		IfNotExist: o.IfNotExist && !s.opts.LocalPreconditions,
+		IfNotExist: o.If.NotExist() && !s.opts.LocalPreconditions,
 	}
 	if s.opts.LocalPreconditions {
 		md := make(map[string]string, len(o.Metadata)+1)
@@ -329,7 +330,7 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	w, err := s.b.NewWriter(wctx, key, wo)
 	if err != nil {
 		cancel()
-		return nil, blob.WrapError("write", key, err, classify)
+		return nil, driver.WrapError("write", key, err, classify)
 	}
 	return &writer{s: s, w: w, ctx: ctx, cancel: cancel, key: key, opts: o}, nil
 }
@@ -359,7 +360,7 @@ func (w *uploadWriter) Close() error {
 	}
 	w.closed = true
 	if err := w.ctx.Err(); err != nil {
-		return blob.WrapError("write", w.key, err, nil)
+		return driver.WrapError("write", w.key, err, nil)
 	}
 	if w.s.closed.Load() {
 		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
@@ -379,7 +380,7 @@ func (w *uploadWriter) Close() error {
 	}
 	if w.s.opts.LocalPreconditions {
 		defer w.s.locks.lock(w.key)()
-		if err := w.s.checkPrecondition(w.ctx, "write", w.key, w.opts.IfNotExist, w.opts.IfGenerationMatch); err != nil {
+		if err := w.s.checkPrecondition(w.ctx, "write", w.key, w.opts.If.NotExist(), w.opts.If.GenerationMatch()); err != nil {
 			return err
 		}
 	}
@@ -388,7 +389,7 @@ func (w *uploadWriter) Close() error {
 		return nil
 	}
 	kind := classify(err)
-	if kind == blob.ErrPrecondition && w.opts.IfNotExist {
+	if kind == blob.ErrPrecondition && w.opts.If.NotExist() {
 		kind = blob.ErrExists
 	}
 	return &blob.Error{Op: "write", Key: w.key, Kind: kind, Err: err}
@@ -427,7 +428,7 @@ func (w *writer) Write(p []byte) (int, error) {
 	}
 	n, err := w.w.Write(p)
 	if err != nil {
-		w.failed = blob.WrapError("write", w.key, err, classify)
+		w.failed = driver.WrapError("write", w.key, err, classify)
 		return n, w.failed
 	}
 	return n, nil
@@ -441,7 +442,7 @@ func (w *writer) Close() error {
 	defer w.cancel()
 	if err := w.ctx.Err(); err != nil {
 		w.abort()
-		return blob.WrapError("write", w.key, err, nil)
+		return driver.WrapError("write", w.key, err, nil)
 	}
 	if w.failed != nil {
 		w.abort()
@@ -454,14 +455,14 @@ func (w *writer) Close() error {
 	if w.s.opts.LocalPreconditions {
 		unlock := w.s.locks.lock(w.key)
 		defer unlock()
-		if err := w.s.checkPrecondition(w.ctx, "write", w.key, w.opts.IfNotExist, w.opts.IfGenerationMatch); err != nil {
+		if err := w.s.checkPrecondition(w.ctx, "write", w.key, w.opts.If.NotExist(), w.opts.If.GenerationMatch()); err != nil {
 			w.abort()
 			return err
 		}
 	}
 	if err := w.w.Close(); err != nil {
 		kind := classify(err)
-		if kind == blob.ErrPrecondition && w.opts.IfNotExist {
+		if kind == blob.ErrPrecondition && w.opts.If.NotExist() {
 			kind = blob.ErrExists
 		}
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -517,7 +518,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 			return err
 		}
 	}
-	return blob.WrapError("delete", key, s.b.Delete(ctx, key), classify)
+	return driver.WrapError("delete", key, s.b.Delete(ctx, key), classify)
 }
 
 // Copy implements blob.Copier with the backend's server-side copy.
@@ -534,12 +535,12 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 		// (our generation token included), so copy through a writer instead.
 		return blob.CopyBetween(ctx, s, dstKey, s, srcKey, opts)
 	}
-	return blob.WrapError("copy", srcKey, s.b.Copy(ctx, dstKey, srcKey, nil), classify)
+	return driver.WrapError("copy", srcKey, s.b.Copy(ctx, dstKey, srcKey, nil), classify)
 }
 
 // List implements blob.Store.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	o, err := blob.CheckListOptions(opts)
+	o, err := driver.CheckListOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -562,7 +563,7 @@ func (s *Store) listPaged(ctx context.Context, o *blob.ListOptions) (*blob.ListP
 	}
 	token := gcblob.FirstPageToken
 	if o.PageToken != "" {
-		t, err := blob.DecodePageToken(o.PageToken)
+		t, err := driver.DecodePageToken(o.PageToken)
 		if err != nil {
 			return nil, err
 		}
@@ -572,18 +573,18 @@ func (s *Store) listPaged(ctx context.Context, o *blob.ListOptions) (*blob.ListP
 	for {
 		objs, next, err := s.b.ListPage(ctx, token, size-len(page.Objects), &gcblob.ListOptions{Prefix: o.Prefix, Delimiter: o.Delimiter})
 		if err != nil {
-			return nil, blob.WrapError("list", o.Prefix, err, classify)
+			return nil, driver.WrapError("list", o.Prefix, err, classify)
 		}
 		batch := make([]blob.ListObject, 0, len(objs))
 		for _, obj := range objs {
 			batch = append(batch, blob.ListObject{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime, MD5: obj.MD5, IsDir: obj.IsDir})
 		}
-		page.Objects = append(page.Objects, blob.FilterAfter(batch, o.StartAfter)...)
+		page.Objects = append(page.Objects, driver.FilterAfter(batch, o.StartAfter)...)
 		if len(next) == 0 {
 			return page, nil
 		}
 		if len(page.Objects) >= size {
-			page.NextPageToken = blob.EncodePageToken(string(next))
+			page.NextPageToken = driver.EncodePageToken(string(next))
 			return page, nil
 		}
 		token = next
@@ -600,11 +601,11 @@ func (s *Store) listSorted(ctx context.Context, o *blob.ListOptions) (*blob.List
 			break
 		}
 		if err != nil {
-			return nil, blob.WrapError("list", o.Prefix, err, classify)
+			return nil, driver.WrapError("list", o.Prefix, err, classify)
 		}
 		all = append(all, blob.ListObject{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime, MD5: obj.MD5})
 	}
-	return blob.Paginate(all, o)
+	return driver.Paginate(all, o)
 }
 
 // Close implements blob.Store.

@@ -226,7 +226,7 @@ func TestIfNotExistRaceWithConflicts(t *testing.T) {
 		for i := range writers {
 			wg.Go(func() {
 				<-start
-				errs[i] = blob.Put(ctx, s, key, fmt.Appendf(nil, "writer %d", i), &blob.WriterOptions{IfNotExist: true})
+				errs[i] = blob.Put(ctx, s, key, fmt.Appendf(nil, "writer %d", i), &blob.WriterOptions{If: blob.IfNotExist()})
 			})
 		}
 		close(start)
@@ -251,7 +251,7 @@ func TestIfNotExistRaceWithConflicts(t *testing.T) {
 
 	// A 409 on an uncontended write is retried to success.
 	srv.InjectFault(s3expresstest.Fault{Op: s3expresstest.OpPutObject, Nth: srv.Stats().PutObject + 1, Status: http.StatusConflict})
-	if err := blob.Put(ctx, s, "after-conflict", []byte("v"), &blob.WriterOptions{IfNotExist: true}); err != nil {
+	if err := blob.Put(ctx, s, "after-conflict", []byte("v"), &blob.WriterOptions{If: blob.IfNotExist()}); err != nil {
 		t.Errorf("write after one injected 409: %v", err)
 	}
 	if srv.Stats().FaultsInjected != 1 {
@@ -310,7 +310,7 @@ func TestErrorsKeepTheSDKError(t *testing.T) {
 	if err := blob.Put(ctx, s, "k", []byte("v"), nil); err != nil {
 		t.Fatal(err)
 	}
-	err = blob.Put(ctx, s, "k", []byte("v2"), &blob.WriterOptions{IfNotExist: true})
+	err = blob.Put(ctx, s, "k", []byte("v2"), &blob.WriterOptions{If: blob.IfNotExist()})
 	if !errors.Is(err, blob.ErrExists) || !errors.As(err, &ae) || ae.ErrorCode() != "PreconditionFailed" {
 		t.Errorf("IfNotExist onto an existing key = %v; want ErrExists wrapping PreconditionFailed", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewRangeReader implements blob.Store with one GetObject. A whole-object
@@ -29,9 +30,9 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		// S3 has no empty range; a zero-length read only needs the object.
 		a, err := s.Stat(ctx, key)
 		if err != nil {
-			return nil, blob.WrapError("read", key, err, classify)
+			return nil, driver.WrapError("read", key, err, classify)
 		}
-		return blob.EmptyReader(a), nil
+		return driver.EmptyReader(a), nil
 	}
 	in := &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
 	switch {
@@ -48,13 +49,13 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 			// The offset is at or past the end: not an error for us.
 			a, serr := s.Stat(ctx, key)
 			if serr != nil {
-				return nil, blob.WrapError("read", key, serr, classify)
+				return nil, driver.WrapError("read", key, serr, classify)
 			}
 			if offset >= a.Size {
-				return blob.EmptyReader(a), nil
+				return driver.EmptyReader(a), nil
 			}
 		}
-		return nil, blob.WrapError("read", key, err, classify)
+		return nil, driver.WrapError("read", key, err, classify)
 	}
 	size := aws.ToInt64(out.ContentLength)
 	if total, ok := rangeTotal(aws.ToString(out.ContentRange)); ok {
@@ -94,7 +95,7 @@ type reader struct {
 func (r *reader) Read(p []byte) (int, error) {
 	n, err := r.body.Read(p)
 	if err != nil && err != io.EOF {
-		err = blob.WrapError("read", r.key, err, classify)
+		err = driver.WrapError("read", r.key, err, classify)
 	}
 	return n, err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Scheme is the URL scheme of this driver.
@@ -160,7 +161,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if u.Host == "" || u.Path != "" && u.Path != "/" {
 		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: URL must be s3express://BUCKET?region=REGION, got %s", blob.Redact(u.String()))
 	}
-	q := blob.NewQuery(u)
+	q := driver.NewQuery(u)
 	region := q.String("region", "")
 	endpoint := q.String("endpoint", "")
 	opts := Options{
@@ -314,7 +315,7 @@ func (s *Store) waitWarm(ctx context.Context, op, key string) error {
 		select {
 		case <-s.warm:
 		case <-ctx.Done():
-			return blob.WrapError(op, key, ctx.Err(), nil)
+			return driver.WrapError(op, key, ctx.Err(), nil)
 		}
 	}
 	if s.warmErr.Load() != nil {
@@ -340,7 +341,7 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	}
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 	if err != nil {
-		return nil, blob.WrapError("stat", key, err, classify)
+		return nil, driver.WrapError("stat", key, err, classify)
 	}
 	return &blob.Attributes{
 		Key:                key,
@@ -367,7 +368,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	}
 	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 	if err != nil {
-		return blob.WrapError("delete", key, err, classify)
+		return driver.WrapError("delete", key, err, classify)
 	}
 	in := &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
 	if opts != nil && opts.IfGenerationMatch != "" {
@@ -377,7 +378,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		in.IfMatch = aws.String(opts.IfGenerationMatch)
 	}
 	_, err = s.client.DeleteObject(ctx, in, s.session)
-	return blob.WrapError("delete", key, err, classify)
+	return driver.WrapError("delete", key, err, classify)
 }
 
 func etagEqual(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b, `"`) }
@@ -411,7 +412,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 			ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
 		}, s.session)
 		if err != nil {
-			return errors.Join(append(errs, blob.WrapError("delete", batch[0], err, classify))...)
+			return errors.Join(append(errs, driver.WrapError("delete", batch[0], err, classify))...)
 		}
 		for _, e := range out.Errors {
 			errs = append(errs, &blob.Error{Op: "delete", Key: aws.ToString(e.Key),
@@ -441,7 +442,7 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 		classifier = classifyCreate
 	}
 	_, err := s.client.CopyObject(ctx, in, s.session)
-	return blob.WrapError("copy", dstKey, err, classifier)
+	return driver.WrapError("copy", dstKey, err, classifier)
 }
 
 // escapePath escapes a key for x-amz-copy-source, keeping its slashes.

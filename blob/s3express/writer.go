@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewWriter implements blob.Store. Bytes are buffered up to
@@ -30,8 +31,8 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	}
 	w := &writer{s: s, ctx: ctx, key: key, op: "write"}
 	if opts != nil {
-		if opts.IfNotExist && opts.IfGenerationMatch != "" {
-			return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+		if err := opts.If.Validate("write", key); err != nil {
+			return nil, err
 		}
 		w.opts = *opts
 		if len(opts.ContentMD5) > 0 {
@@ -55,12 +56,12 @@ func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOp
 		o = *opts
 	}
 	w := &writer{s: s, ctx: ctx, key: key, op: "append", offset: o.IfSizeMatch}
-	w.opts.IfGenerationMatch = o.IfGenerationMatch
+	w.opts.If = appendCondition(o)
 	if o.IfSizeMatch <= 0 {
 		// Offset 0 would create a missing object; appending needs one.
 		head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 		if err != nil {
-			return nil, blob.WrapError("append", key, err, classify)
+			return nil, driver.WrapError("append", key, err, classify)
 		}
 		if o.IfSizeMatch < 0 {
 			w.offset = aws.ToInt64(head.ContentLength)
@@ -108,7 +109,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	if err := w.ctx.Err(); err != nil {
-		w.fail(blob.WrapError(w.op, w.key, err, nil))
+		w.fail(driver.WrapError(w.op, w.key, err, nil))
 		return 0, w.err
 	}
 	if w.md5 != nil {
@@ -169,7 +170,7 @@ func (w *writer) commit() error {
 		return &blob.Error{Op: w.op, Key: w.key, Kind: blob.ErrClosed}
 	}
 	if err := w.ctx.Err(); err != nil {
-		return blob.WrapError(w.op, w.key, err, nil)
+		return driver.WrapError(w.op, w.key, err, nil)
 	}
 	if w.md5 != nil {
 		if sum := w.md5.Sum(nil); !bytes.Equal(sum, w.opts.ContentMD5) {
@@ -187,7 +188,7 @@ func (w *writer) commit() error {
 		}
 		// On failure w.mp stays set, so Close's fail aborts the upload.
 		if err := w.s.retryConflicts(w.ctx, func() error { return w.mp.complete(w.ctx, &w.opts) }); err != nil {
-			return blob.WrapError(w.op, w.key, err, classifierFor(&w.opts))
+			return driver.WrapError(w.op, w.key, err, classifierFor(&w.opts))
 		}
 		w.mp = nil
 		return nil
@@ -202,14 +203,14 @@ func (w *writer) commit() error {
 		_, err := w.s.client.PutObject(w.ctx, in, w.s.session)
 		return err
 	})
-	return blob.WrapError(w.op, w.key, err, classifierFor(&w.opts))
+	return driver.WrapError(w.op, w.key, err, classifierFor(&w.opts))
 }
 
 func classifierFor(o *blob.WriterOptions) func(error) error {
 	switch {
-	case o.IfNotExist:
+	case o.If.NotExist():
 		return classifyCreate
-	case o.IfGenerationMatch != "":
+	case o.If.GenerationMatch() != "":
 		return classifyMatch
 	}
 	return classify
@@ -229,10 +230,10 @@ func (s *Store) putInput(key string, o *blob.WriterOptions, data []byte) *s3.Put
 	}
 	setAttributes(o, &in.ContentType, &in.CacheControl, &in.ContentDisposition, &in.ContentEncoding, &in.ContentLanguage, &in.Metadata)
 	switch {
-	case o.IfNotExist:
+	case o.If.NotExist():
 		in.IfNoneMatch = aws.String("*")
-	case o.IfGenerationMatch != "":
-		in.IfMatch = aws.String(o.IfGenerationMatch)
+	case o.If.GenerationMatch() != "":
+		in.IfMatch = aws.String(o.If.GenerationMatch())
 	}
 	return in
 }
@@ -285,7 +286,7 @@ func (s *Store) startMultipart(ctx context.Context, key string, o *blob.WriterOp
 	setAttributes(o, &in.ContentType, &in.CacheControl, &in.ContentDisposition, &in.ContentEncoding, &in.ContentLanguage, &in.Metadata)
 	out, err := s.client.CreateMultipartUpload(ctx, in, s.session)
 	if err != nil {
-		return nil, blob.WrapError("write", key, err, classify)
+		return nil, driver.WrapError("write", key, err, classify)
 	}
 	return &multipart{s: s, key: key, id: aws.ToString(out.UploadId)}, nil
 }
@@ -302,7 +303,7 @@ func (m *multipart) upload(ctx context.Context, part []byte) error {
 		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
 	}, m.s.session)
 	if err != nil {
-		return blob.WrapError("write", m.key, err, classify)
+		return driver.WrapError("write", m.key, err, classify)
 	}
 	m.parts = append(m.parts, types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.ETag, ChecksumCRC32C: out.ChecksumCRC32C})
 	return nil
@@ -316,10 +317,10 @@ func (m *multipart) complete(ctx context.Context, o *blob.WriterOptions) error {
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: m.parts},
 	}
 	switch {
-	case o.IfNotExist:
+	case o.If.NotExist():
 		in.IfNoneMatch = aws.String("*")
-	case o.IfGenerationMatch != "":
-		in.IfMatch = aws.String(o.IfGenerationMatch)
+	case o.If.GenerationMatch() != "":
+		in.IfMatch = aws.String(o.If.GenerationMatch())
 	}
 	_, err := m.s.client.CompleteMultipartUpload(ctx, in, m.s.session)
 	return err
@@ -335,4 +336,12 @@ func (m *multipart) abort() {
 			Bucket: aws.String(m.s.bucket), Key: aws.String(m.key), UploadId: aws.String(m.id),
 		}, m.s.session)
 	})
+}
+
+// appendCondition is the write condition an append carries to PutObject.
+func appendCondition(o blob.AppendOptions) blob.Condition {
+	if o.IfGenerationMatch != "" {
+		return blob.IfGenerationMatch(o.IfGenerationMatch)
+	}
+	return blob.Condition{}
 }
