@@ -34,8 +34,13 @@
 // bucket in one flush at Close (canceled before Close: nothing written). A
 // larger write streams, so readers may see a prefix before Close; if it is
 // canceled, Close deletes what it wrote before returning. Objects from
-// Create exist, empty, from the moment they are handed out; a canceled Create
-// deletes its empty object in the background (or leaves it to the reconciler).
+// Create (and Prewarm) exist on the service, empty, before their write, but
+// not for readers: prewarmed objects carry a metadata mark, and List, Stat and
+// reads hide a marked object that holds no committed write (a size of zero,
+// which may be out of date for an unfinalized object, is checked with a
+// one-byte read). A pooled write of zero bytes clears the mark, one metadata
+// operation. A canceled Create deletes its object in the background; Close
+// deletes every object its pools made.
 // A writer is written once: Write after Close, a second Close, or concurrent
 // use fail with an error.
 package gcsrapid

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/storage"
+	gcblob "gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 	"google.golang.org/api/iterator"
 
 	"github.com/zonalblob/zonalblob/blob/latency"
@@ -417,5 +420,111 @@ func TestCloseLeavesOnlyWrittenObjects(t *testing.T) {
 	}
 	if got := rawNames(ctx, t, srv, s.Bucket()); len(got) != 1 || got[0] != written {
 		t.Errorf("after Close the bucket holds %q, want only %s", got, written)
+	}
+}
+
+// An object made by Create does not exist for anyone until its writer's Close
+// returns: the pool's spares (empty objects on the service) are invisible to
+// List, Stat and reads, through this Store, another Store on the bucket and
+// the gocloud bridge; a pooled write of zero bytes becomes visible.
+func TestUnwrittenPooledObjectsAreInvisible(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, gcsrapidtest.Zero())
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, PoolMinIdle: 4})
+	defer s.Close()
+	written, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := blob.CreateBytes(ctx, s, "log/", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, "log/", 4)
+	raw := rawNames(ctx, t, srv, s.Bucket())
+	var spares []string
+	for _, k := range raw {
+		if k != written && k != empty {
+			spares = append(spares, k)
+		}
+	}
+	if len(spares) < 4 {
+		t.Fatalf("the service holds %q: want at least 4 spares besides the 2 written", raw)
+	}
+	oc, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oc.Close()
+	other, err := gcsrapid.New(oc, s.Bucket(), gcsrapid.Options{PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for name, st := range map[string]blob.Store{"same store": s, "another store": other} {
+		var listed []string
+		for o, err := range blob.All(ctx, st, &blob.ListOptions{Prefix: "log/"}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed = append(listed, o.Key)
+		}
+		want := []string{written, empty}
+		slices.Sort(want)
+		if !slices.Equal(listed, want) {
+			t.Errorf("%s lists %q, want only the written %q", name, listed, want)
+		}
+		for _, k := range spares {
+			if _, err := st.Stat(ctx, k); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("%s: Stat(spare %s) = %v, want ErrNotFound", name, k, err)
+			}
+			if _, err := blob.ReadAll(ctx, st, k); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("%s: ReadAll(spare %s) = %v, want ErrNotFound", name, k, err)
+			}
+			if _, err := blob.ReadRange(ctx, st, k, 5, 10); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("%s: ReadRange(spare %s, 5) = %v, want ErrNotFound", name, k, err)
+			}
+			if _, err := blob.OpenReaderAt(ctx, st, k); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("%s: OpenReaderAt(spare %s) = %v, want ErrNotFound", name, k, err)
+			}
+		}
+		a, err := st.Stat(ctx, empty)
+		if err != nil || a.Size != 0 {
+			t.Errorf("%s: the empty pooled write: Stat = %+v, %v; want it visible with size 0", name, a, err)
+		}
+		if got, err := blob.ReadAll(ctx, st, empty); err != nil || len(got) != 0 {
+			t.Errorf("%s: ReadAll(empty pooled write) = %q, %v", name, got, err)
+		}
+		if a, err := st.Stat(ctx, written); err != nil || len(a.Metadata) != 0 {
+			t.Errorf("%s: Stat(written) = %+v, %v; want no metadata of the driver's own", name, a, err)
+		}
+	}
+
+	b := blob.Bucket(other)
+	it := b.List(&gcblob.ListOptions{Prefix: "log/"})
+	var listed []string
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, o.Key)
+	}
+	if len(listed) != 2 {
+		t.Errorf("through gocloud: listed %q, want the 2 written", listed)
+	}
+	for _, k := range spares {
+		if ok, err := b.Exists(ctx, k); ok || err != nil {
+			t.Errorf("through gocloud: Exists(spare %s) = %v, %v", k, ok, err)
+		}
+		if _, err := b.ReadAll(ctx, k); gcerrors.Code(err) != gcerrors.NotFound {
+			t.Errorf("through gocloud: ReadAll(spare %s) = %v, want NotFound", k, err)
+		}
+	}
+	if got, err := b.ReadAll(ctx, written); err != nil || string(got) != "record" {
+		t.Errorf("through gocloud: ReadAll(written) = %q, %v", got, err)
 	}
 }

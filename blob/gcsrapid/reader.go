@@ -44,6 +44,18 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	if err != nil {
 		return nil, driver.WrapError("read", key, err, classify)
 	}
+	if marked(r.Metadata()) && r.Attrs.Size == 0 {
+		hidden, err := s.holdsNoBytes(ctx, key, r.Attrs.Generation)
+		if err != nil || hidden {
+			r.Close()
+		}
+		if err != nil {
+			return nil, driver.WrapError("read", key, err, classify)
+		}
+		if hidden {
+			return nil, notFoundUnwritten("read", key)
+		}
+	}
 	return &reader{r: r, key: key}, nil
 }
 
@@ -83,6 +95,13 @@ func (s *Store) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, er
 	mrd, err := s.bucket.Object(key).NewMultiRangeDownloader(ctx)
 	if err != nil {
 		return nil, driver.WrapError("read", key, err, classify)
+	}
+	if mrd.Attrs.Size == 0 {
+		// Perhaps a prewarmed object not yet written: Stat knows.
+		if _, err := s.Stat(ctx, key); err != nil {
+			mrd.Close()
+			return nil, driver.WrapError("read", key, err, classify)
+		}
 	}
 	return &readerAt{mrd: mrd, key: key, size: mrd.Attrs.Size}, nil
 }

@@ -2,6 +2,7 @@ package gcsrapid
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob/pool"
@@ -9,6 +10,7 @@ import (
 
 type statsRecorder struct {
 	writes latencies
+	probes atomic.Int64 // reads made to tell an unwritten prewarmed object from a written one
 }
 
 type latencies struct {
@@ -36,11 +38,14 @@ type Stats struct {
 	// Writes is the latency of committed writes, from NewWriter (or hand-out)
 	// to the end of Close.
 	Writes pool.Histogram
+	// VisibilityProbes counts the one-byte reads that told a prewarmed object
+	// whose size read zero (perhaps out of date) from a written one.
+	VisibilityProbes int64
 }
 
 // Stats returns a snapshot of the Store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot()}
+	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot(), VisibilityProbes: s.stats.probes.Load()}
 	if s.creator != nil {
 		st.Pools = s.creator.Stats()
 	}

@@ -287,6 +287,12 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	if err != nil {
 		return nil, driver.WrapError("stat", key, err, classify)
 	}
+	switch hidden, err := s.unwritten(ctx, a); {
+	case err != nil:
+		return nil, driver.WrapError("stat", key, err, classify)
+	case hidden:
+		return nil, notFoundUnwritten("stat", key)
+	}
 	return attributes(a), nil
 }
 
@@ -305,8 +311,8 @@ func attributes(a *storage.ObjectAttrs) *blob.Attributes {
 		CreateTime:         a.Created,
 		ModTime:            a.Updated,
 	}
-	if len(a.Metadata) > 0 {
-		out.Metadata = a.Metadata
+	if md := withoutMark(a.Metadata); len(md) > 0 {
+		out.Metadata = md
 	}
 	if out.ModTime.IsZero() {
 		out.ModTime = a.Created
