@@ -49,7 +49,7 @@ func (v creatorView) Delete(ctx context.Context, key string, opts *blob.DeleteOp
 func newCreator(s *Store) (*pool.Creator, error) {
 	return pool.NewCreator(creatorView{s}, pool.CreatorOptions{
 		Capacity: s.opts.PoolSize, MinIdle: s.opts.PoolMinIdle, LoadConcurrency: s.opts.LoadConcurrency,
-		MaxItemAge: s.opts.MaxItemAge, WriteTimeout: s.opts.WriteTimeout, GraceWindow: s.opts.GraceWindow,
+		MaxItemAge: s.opts.MaxItemAge, WriteTimeout: s.opts.WriteTimeout, GraceWindow: s.opts.GraceWindow - s.opts.ClockSkew,
 		MaxPools: s.opts.MaxPools,
 	})
 }

@@ -22,13 +22,22 @@
 //	max_item_age      pooled objects older than this are deleted, not used (default 1m)
 //	write_timeout     a handed-out writer must Close within this (default 30s)
 //	grace_window      the orphan reconciler's grace window (default 10m)
+//	clock_skew        largest clock difference between processes and the service
+//	                  (default 30s, or half of what grace_window leaves if less)
+//	sweep_interval    how often unwritten pooled objects left by crashed processes
+//	                  are swept (default half their window, at most 1m; <0: never)
+//	sweep_rate        deletes per second the sweep makes at most (default 50)
 //	grpc_conn_pool    gRPC connections (default: the client's)
 //	retries           attempts per operation, 1 = no retry (default 1: the hot path fails fast)
 //	max_buffer        bytes a writer buffers before it streams (default 16MiB)
 //
-// Safety: max_item_age + write_timeout must be below grace_window, or a
-// pre-created object could be reclaimed as an orphan between its write and its
-// commit; Open refuses such a configuration.
+// Safety: max_item_age + write_timeout + clock_skew must be below
+// grace_window, or a pre-created object could be reclaimed as an orphan
+// between its write and its commit; Open refuses such a configuration. Every
+// pooling Store sweeps the prefixes it pools, in the background: a prewarmed
+// object that was never written (its process crashed) is deleted, on
+// condition of its generation, once it is older than max_item_age +
+// write_timeout + clock_skew.
 //
 // Guarantees and limits: writes up to max_buffer are buffered and reach the
 // bucket in one flush at Close (canceled before Close: nothing written). A

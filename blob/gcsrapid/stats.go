@@ -41,6 +41,10 @@ type Stats struct {
 	// VisibilityProbes counts the one-byte reads that told a prewarmed object
 	// whose size read zero (perhaps out of date) from a written one.
 	VisibilityProbes int64
+	// SweepPasses counts the sweeper's passes over the pooled prefixes;
+	// Swept the unwritten prewarmed objects it deleted, and SweepErrors the
+	// passes that ended early on an error.
+	SweepPasses, Swept, SweepErrors int64
 }
 
 // Stats returns a snapshot of the Store's counters.
@@ -48,6 +52,9 @@ func (s *Store) Stats() Stats {
 	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot(), VisibilityProbes: s.stats.probes.Load()}
 	if s.creator != nil {
 		st.Pools = s.creator.Stats()
+	}
+	if sw := s.sweeper; sw != nil {
+		st.SweepPasses, st.Swept, st.SweepErrors = sw.passes.Load(), sw.swept.Load(), sw.errors.Load()
 	}
 	return st
 }

@@ -44,6 +44,17 @@ type Options struct {
 	// GraceWindow is the orphan reconciler's grace window; MaxItemAge +
 	// WriteTimeout must be below it.
 	GraceWindow time.Duration
+	// ClockSkew is the largest difference between the clocks of the
+	// processes that pool under the same prefixes and the service's
+	// (default: 30s, or half of what GraceWindow leaves above MaxItemAge +
+	// WriteTimeout if that is less).
+	ClockSkew time.Duration
+	// SweepInterval is how often the Store sweeps its pooled prefixes for
+	// prewarmed objects that crashed processes left unwritten (deleting those
+	// older than MaxItemAge + WriteTimeout + ClockSkew); SweepRate bounds
+	// the deletes per second. A negative SweepInterval turns the sweep off.
+	SweepInterval time.Duration
+	SweepRate     int
 	// Retries is the number of attempts per operation (1: no retry).
 	Retries int
 	// MaxBuffer is how many bytes a writer buffers before it streams.
@@ -67,6 +78,8 @@ const (
 	DefaultGraceWindow     = 10 * time.Minute
 	DefaultMaxBuffer       = 16 << 20
 	DefaultMaxPools        = 16
+	DefaultClockSkew       = 30 * time.Second
+	DefaultSweepRate       = 50
 )
 
 func (o *Options) setDefaults() {
@@ -88,6 +101,16 @@ func (o *Options) setDefaults() {
 	if o.GraceWindow == 0 {
 		o.GraceWindow = DefaultGraceWindow
 	}
+	if margin := o.GraceWindow - o.MaxItemAge - o.WriteTimeout; o.ClockSkew == 0 && margin > 0 {
+		o.ClockSkew = min(DefaultClockSkew, margin/2)
+	}
+	if o.SweepInterval == 0 {
+		// Often enough that residue lives at most about 1.5 windows.
+		o.SweepInterval = min(max((o.MaxItemAge+o.WriteTimeout+o.ClockSkew)/2, 10*time.Millisecond), time.Minute)
+	}
+	if o.SweepRate == 0 {
+		o.SweepRate = DefaultSweepRate
+	}
 	if o.Retries == 0 {
 		o.Retries = 1
 	}
@@ -105,15 +128,17 @@ func (o Options) Validate() error {
 		return blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: "+format, args...)
 	}
 	switch {
-	case o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0:
+	case o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0 || o.ClockSkew < 0:
 		return bad("durations must not be negative")
+	case o.SweepRate < 0:
+		return bad("sweep_rate must not be negative")
 	case o.PoolSize > 0 && o.PoolMinIdle > o.PoolSize:
 		return bad("pool_min_idle %d exceeds pool_size %d", o.PoolMinIdle, o.PoolSize)
 	case o.LoadConcurrency < 0 || o.Retries < 0 || o.MaxBuffer < 0 || o.MaxPools < 0:
 		return bad("counts must not be negative")
-	case o.MaxItemAge+o.WriteTimeout >= o.GraceWindow:
-		return bad("max_item_age (%v) + write_timeout (%v) must be below grace_window (%v): "+
-			"a pooled object could be reclaimed as an orphan between its write and its commit", o.MaxItemAge, o.WriteTimeout, o.GraceWindow)
+	case o.MaxItemAge+o.WriteTimeout+o.ClockSkew >= o.GraceWindow:
+		return bad("max_item_age (%v) + write_timeout (%v) + clock_skew (%v) must be below grace_window (%v): "+
+			"a pooled object could be reclaimed as an orphan between its write and its commit", o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow)
 	}
 	return nil
 }
@@ -132,6 +157,7 @@ type Store struct {
 	stop   context.CancelFunc
 
 	creator *pool.Creator // nil when pooling is off
+	sweeper *sweeper      // nil when pooling or the sweep is off
 
 	stats   statsRecorder
 	metrics *metrics
@@ -160,6 +186,9 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		MaxItemAge:      q.Duration("max_item_age", 0),
 		WriteTimeout:    q.Duration("write_timeout", 0),
 		GraceWindow:     q.Duration("grace_window", 0),
+		ClockSkew:       q.Duration("clock_skew", 0),
+		SweepInterval:   q.Duration("sweep_interval", 0),
+		SweepRate:       q.Int("sweep_rate", 0),
 		Retries:         q.Int("retries", 0),
 		MaxBuffer:       q.Int("max_buffer", 0),
 	}
@@ -239,9 +268,15 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.creator = c
+		if opts.SweepInterval > 0 {
+			s.startSweeper()
+		}
 	}
 	m, err := newMetrics(s, opts.MeterProvider)
 	if err != nil {
+		if s.sweeper != nil {
+			s.sweeper.close()
+		}
 		stop()
 		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("gcsrapid: metrics: %w", err)}
 	}
@@ -372,6 +407,9 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	}
+	if s.sweeper != nil {
+		s.sweeper.close()
 	}
 	if s.creator != nil {
 		// Discards every pooled object (deleting it) and waits for that.

@@ -195,6 +195,17 @@ func (c *Creator) poolFor(prefix string) *Pool[*prewarmed] {
 	return p
 }
 
+// Prefixes returns the prefixes that have a pool.
+func (c *Creator) Prefixes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.pools))
+	for k := range c.pools {
+		out = append(out, k)
+	}
+	return out
+}
+
 // Stats returns each prefix's pool counters.
 func (c *Creator) Stats() map[string]Stats {
 	c.mu.Lock()
