@@ -528,3 +528,65 @@ func TestUnwrittenPooledObjectsAreInvisible(t *testing.T) {
 		t.Errorf("through gocloud: ReadAll(written) = %q, %v", got, err)
 	}
 }
+
+// The service may report an out of date size for an unfinalized object; here
+// it reports the size of the first flush for an hour. A pooled write
+// (created empty, written by a later flush) must still be visible at once,
+// and every read must go to the true end.
+func TestStaleSizesAreNotTrusted(t *testing.T) {
+	ctx := context.Background()
+	p := gcsrapidtest.Zero()
+	p.StaleSize = time.Hour
+	srv := newServer(t, p)
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, PoolMinIdle: 2})
+	defer s.Close()
+	if _, err := blob.CreateBytes(ctx, s, "log/", []byte("warm"), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, "log/", 2)
+	key, err := blob.CreateBytes(ctx, s, "log/", []byte("0123456789"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats().Pools["log/"]; st.Hits == 0 {
+		t.Fatalf("the write was not pooled: %+v", st)
+	}
+	a, err := s.Stat(ctx, key)
+	if err != nil {
+		t.Fatalf("Stat of a committed pooled write: %v", err)
+	}
+	if a.Size != 0 {
+		t.Fatalf("Stat reports %d bytes: the emulator's sizes are not stale, the test proves nothing", a.Size)
+	}
+	if got, err := blob.ReadAll(ctx, s, key); err != nil || string(got) != "0123456789" {
+		t.Errorf("ReadAll = %q, %v", got, err)
+	}
+	if got, err := blob.ReadRange(ctx, s, key, 4, -1); err != nil || string(got) != "456789" {
+		t.Errorf("ReadRange(4, -1) = %q, %v", got, err)
+	}
+	if got, err := blob.ReadRange(ctx, s, key, 2, 3); err != nil || string(got) != "234" {
+		t.Errorf("ReadRange(2, 3) = %q, %v", got, err)
+	}
+	ra, err := blob.OpenReaderAt(ctx, s, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	buf := make([]byte, 20)
+	if n, err := ra.ReadAt(buf, 3); n != 7 || err != io.EOF || string(buf[:n]) != "3456789" {
+		t.Errorf("ReadAt(3) = %d %q, %v", n, buf[:n], err)
+	}
+	if ra.Size() != 10 {
+		t.Errorf("ReaderAt.Size after reading to the end = %d, want 10", ra.Size())
+	}
+	listed := false
+	for o, err := range blob.All(ctx, s, &blob.ListOptions{Prefix: "log/"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = listed || o.Key == key
+	}
+	if !listed {
+		t.Errorf("the committed pooled write %s is not listed", key)
+	}
+}

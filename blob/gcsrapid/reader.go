@@ -3,7 +3,9 @@ package gcsrapid
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"math"
 	"strconv"
 	"sync"
 
@@ -30,6 +32,13 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 			return nil, driver.WrapError("read", key, err, classify)
 		}
 		return driver.EmptyReader(a), nil
+	}
+	if length < 0 {
+		// To the end, which for an unfinalized object may lie past the size
+		// its metadata reports: ask for everything there is rather than for
+		// "the rest", which the client would check against that metadata's
+		// checksum. Each message's checksum is still checked.
+		length = math.MaxInt64 - offset
 	}
 	r, err := s.bucket.Object(key).NewRangeReader(ctx, offset, length)
 	if isOutOfRange(err) {
@@ -114,7 +123,13 @@ type readerAt struct {
 	closed bool
 }
 
-func (r *readerAt) Size() int64 { return r.size }
+// Size is the object's size as far as known: the size reported when the
+// stream opened, or the end of the furthest read, whichever is larger.
+func (r *readerAt) Size() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.size
+}
 
 func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 	r.mu.Lock()
@@ -125,19 +140,24 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 		return 0, &blob.Error{Op: "read", Key: r.key, Kind: blob.ErrClosed}
 	case off < 0:
 		return 0, blob.Errorf("read", r.key, blob.ErrInvalidArgument, "negative offset %d", off)
-	case off >= r.size:
-		return 0, io.EOF
 	case len(p) == 0:
 		return 0, nil
 	}
-	want := min(int64(len(p)), r.size-off)
+	// The size reported when the stream opened may be out of date for an
+	// unfinalized object: read past it, to the true end.
 	var buf bytes.Buffer
 	done := make(chan error, 1)
-	r.mrd.Add(&buf, off, want, func(_, _ int64, err error) { done <- err })
+	r.mrd.Add(&buf, off, int64(len(p)), func(_, _ int64, err error) { done <- err })
 	if err := <-done; err != nil {
+		if off >= r.Size() && (isOutOfRange(err) || errors.Is(classify(err), blob.ErrInvalidArgument)) {
+			return 0, io.EOF
+		}
 		return 0, driver.WrapError("read", r.key, err, classify)
 	}
 	n := copy(p, buf.Bytes())
+	r.mu.Lock()
+	r.size = max(r.size, off+int64(n))
+	r.mu.Unlock()
 	if n < len(p) {
 		return n, io.EOF
 	}

@@ -46,7 +46,7 @@ func (s *Server) getObject(ctx context.Context, req msg) (msg, error) {
 	}
 	var m msg
 	if err == nil {
-		m = o.toProto()
+		m = o.metaProto(time.Now(), s.opts.Profile.StaleSize)
 	}
 	s.store.mu.Unlock()
 	if status.Code(err) == codes.NotFound {
@@ -125,6 +125,7 @@ func (s *Server) listObjects(ctx context.Context, req msg) (msg, error) {
 	sort.Strings(names)
 
 	resp := newMsg("ListObjectsResponse")
+	now := time.Now()
 	items, last := 0, ""
 	seenPrefix := map[string]bool{}
 	for _, n := range names {
@@ -161,7 +162,7 @@ func (s *Server) listObjects(ctx context.Context, req msg) (msg, error) {
 			resp.set("next_page_token", base64.RawURLEncoding.EncodeToString([]byte(last)))
 			return resp, nil
 		}
-		resp.appendMsg("objects", b.objects[n].toProto())
+		resp.appendMsg("objects", b.objects[n].metaProto(now, s.opts.Profile.StaleSize))
 		items, last = items+1, n
 	}
 	return resp, nil
