@@ -20,6 +20,11 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 		if err := validateKey("create", prefix); err != nil {
 			return "", nil, err
 		}
+		if s.opts.Hierarchical {
+			if err := validateHierarchical("create", prefix+"name"); err != nil {
+				return "", nil, err
+			}
+		}
 	}
 	if opts != nil && opts.If.GenerationMatch() != "" {
 		return "", nil, blob.Errorf("create", prefix, blob.ErrInvalidArgument, "Create makes new objects: IfGenerationMatch makes no sense")

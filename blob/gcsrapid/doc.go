@@ -27,8 +27,13 @@
 //	sweep_interval    how often unwritten pooled objects left by crashed processes
 //	                  are swept (default half their window, at most 1m; <0: never)
 //	sweep_rate        deletes per second the sweep makes at most (default 50)
-//	grpc_conn_pool    gRPC connections (default: the client's)
-//	retries           attempts per operation, 1 = no retry (default 1: the hot path fails fast)
+//	max_pools         prefixes with a pool; Creates under further prefixes create inline (default 16)
+//	grpc_conn_pool    gRPC connections (default: enough for pool_size x max_pools open
+//	                  writer streams at max_streams_per_conn; a smaller value is refused)
+//	max_streams_per_conn  the front end's cap on streams per connection (default 100)
+//	retries           attempts of an idempotent call, with jittered backoff; 1 = no retry
+//	                  (default 3; a write that could apply twice is never retried)
+//	hierarchical      apply hierarchical namespace naming rules to keys before I/O (default false)
 //	max_buffer        bytes a writer buffers before it streams (default 16MiB)
 //
 // Safety: max_item_age + write_timeout + clock_skew must be below
@@ -38,6 +43,10 @@
 // object that was never written (its process crashed) is deleted, on
 // condition of its generation, once it is older than max_item_age +
 // write_timeout + clock_skew.
+//
+// At open, the Store reads the bucket's metadata once and logs whether its
+// client uses direct connectivity (DirectPath), which the published latencies
+// need; Stats.Connectivity says the same.
 //
 // Guarantees and limits: writes up to max_buffer are buffered and reach the
 // bucket in one flush at Close (canceled before Close: nothing written). A

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/zonalblob/zonalblob/blob/latency"
 
@@ -305,6 +308,7 @@ func TestOpenURLValidation(t *testing.T) {
 		{"gcsrapid://b?pool_size=2&pool_min_idle=3", "pool_min_idle"},
 		{"gcsrapid://b?retries=x", "not an integer"},
 		{"gcsrapid://b?max_item_age=soon", "not a duration"},
+		{"gcsrapid://b?pool_size=64&grpc_conn_pool=2", "grpc_conn_pool=2"},
 	} {
 		_, err := blob.Open(ctx, c.url)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, blob.ErrInvalidArgument) {
@@ -315,7 +319,7 @@ func TestOpenURLValidation(t *testing.T) {
 	if err := srv.CreateBucket("byurl", true); err != nil {
 		t.Fatal(err)
 	}
-	s, err := blob.Open(ctx, "gcsrapid://byurl?endpoint="+srv.Endpoint()+"&pool_size=4&max_item_age=30s&grpc_conn_pool=1")
+	s, err := blob.Open(ctx, "gcsrapid://byurl?endpoint="+srv.Endpoint()+"&pool_size=4&max_item_age=30s&grpc_conn_pool=3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,5 +592,114 @@ func TestStaleSizesAreNotTrusted(t *testing.T) {
 	}
 	if !listed {
 		t.Errorf("the committed pooled write %s is not listed", key)
+	}
+}
+
+// Pooled writers hold their streams open, and the front end caps streams per
+// connection (the emulator's default of 100): a Store opened by URL spreads
+// them over enough connections to fill its pools, and says at open whether
+// its connections are direct.
+func TestPoolsFitUnderTheStreamCap(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, gcsrapidtest.Zero())
+	if err := srv.CreateBucket("capped", true); err != nil {
+		t.Fatal(err)
+	}
+	u := "gcsrapid://capped?endpoint=" + srv.Endpoint() + "&pool_size=128&pool_min_idle=128&max_pools=2&load_concurrency=64"
+	st, err := blob.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := st.(*gcsrapid.Store)
+	defer s.Close()
+	for _, prefix := range []string{"a/", "b/"} {
+		if _, err := blob.CreateBytes(ctx, s, prefix, []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitReady(t, s, "a/", 128)
+	waitReady(t, s, "b/", 128)
+	sst := srv.Stats()
+	if sst.StreamsRefused != 0 || sst.PeakStreamsPerConn > gcsrapidtest.DefaultMaxStreamsPerConn {
+		t.Errorf("server: %d streams refused, peak %d per connection", sst.StreamsRefused, sst.PeakStreamsPerConn)
+	}
+	if want := gcsrapid.Connections(gcsrapid.Options{PoolSize: 128, MaxPools: 2}); sst.Connections < 3 || want < 3 {
+		t.Errorf("%d connections seen (%d wanted by the driver) for 256 open writers", sst.Connections, want)
+	}
+	if c := s.Stats().Connectivity; c != gcsrapid.ConnectivityIndirect {
+		t.Errorf("Connectivity = %q, want %q for a plaintext emulator", c, gcsrapid.ConnectivityIndirect)
+	}
+}
+
+// With hierarchical namespace rules on, keys they forbid fail before any I/O.
+func TestHierarchicalNamesCheckedBeforeIO(t *testing.T) {
+	ctx := context.Background()
+	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Hierarchical: true,
+		Buckets: []gcsrapidtest.Bucket{{Name: "hns", Zonal: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	client, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	// The emulator refuses them itself.
+	w := client.Bucket("hns").Object("a//b").NewWriter(ctx)
+	w.Append = true
+	w.Write([]byte("x"))
+	if err := w.Close(); status.Code(err) != codes.InvalidArgument && !strings.Contains(fmt.Sprint(err), "hierarchical") {
+		t.Errorf("emulator accepted a//b: %v", err)
+	}
+	s, err := gcsrapid.New(client, "hns", gcsrapid.Options{Hierarchical: true, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := srv.Stats().Calls
+	for _, k := range []string{"a//b", "/lead", "x/./y", "x/../y", strings.Repeat("f", gcsrapid.MaxFolderNameLen+1) + "/obj"} {
+		if err := blob.Put(ctx, s, k, []byte("x"), nil); !errors.Is(err, blob.ErrInvalidKey) {
+			t.Errorf("Put(%q) = %v, want ErrInvalidKey", k, err)
+		}
+		if _, err := s.Stat(ctx, k); !errors.Is(err, blob.ErrInvalidKey) {
+			t.Errorf("Stat(%q) = %v, want ErrInvalidKey", k, err)
+		}
+	}
+	if after := srv.Stats().Calls; fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("invalid keys reached the service: calls %v, then %v", before, after)
+	}
+	if err := blob.Put(ctx, s, strings.Repeat("f", gcsrapid.MaxFolderNameLen)+"/ok/obj", []byte("x"), nil); err != nil {
+		t.Errorf("a valid hierarchical name: %v", err)
+	}
+}
+
+// The strict emulator: stale sizes for unfinalized objects, the stream cap,
+// and transient UNAVAILABLE / RESOURCE_EXHAUSTED on idempotent calls, which
+// the driver retries with backoff.
+func TestConformanceStrict(t *testing.T) {
+	p := gcsrapidtest.Zero()
+	p.StaleSize = time.Hour
+	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: p, Seed: 7, TransientFaults: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	conformance.Run(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			return newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, Retries: 6})
+		},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
+	})
+	t.Run("gocloud", func(t *testing.T) {
+		conformance.RunGocloud(t, conformance.Harness{
+			NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+				return newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, Retries: 6})
+			},
+			Caps: conformance.Caps{NonSlashDelimiters: true},
+		})
+	})
+	if st := srv.Stats(); st.TransientFaults == 0 || st.StreamsRefused != 0 {
+		t.Errorf("transient faults %d (want some), streams refused %d (want none)", st.TransientFaults, st.StreamsRefused)
 	}
 }

@@ -45,11 +45,15 @@ type Stats struct {
 	// Swept the unwritten prewarmed objects it deleted, and SweepErrors the
 	// passes that ended early on an error.
 	SweepPasses, Swept, SweepErrors int64
+	// Connectivity says whether the client reaches the service with direct
+	// connectivity (DirectPath): ConnectivityDirect, ConnectivityIndirect,
+	// or ConnectivityUnknown for a Store made with New over a caller's client.
+	Connectivity string
 }
 
 // Stats returns a snapshot of the Store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot(), VisibilityProbes: s.stats.probes.Load()}
+	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot(), VisibilityProbes: s.stats.probes.Load(), Connectivity: s.connectivity}
 	if s.creator != nil {
 		st.Pools = s.creator.Stats()
 	}

@@ -3,13 +3,16 @@ package gcsrapid
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/storage"
+	gax "github.com/googleapis/gax-go/v2"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -55,8 +58,24 @@ type Options struct {
 	// the deletes per second. A negative SweepInterval turns the sweep off.
 	SweepInterval time.Duration
 	SweepRate     int
-	// Retries is the number of attempts per operation (1: no retry).
+	// Retries is the number of attempts of an idempotent call (reads, stats,
+	// listings, deletes, conditional writes such as a pool's prewarms), with
+	// jittered exponential backoff between them; 1 means no retry. A write
+	// that could be applied twice (an unconditional Put) is never retried.
 	Retries int
+	// MaxStreamsPerConn is the front end's cap on concurrent streams per
+	// gRPC connection. A pooled writer holds a stream open, so OpenURL opens
+	// enough connections for PoolSize x MaxPools writers (see Connections),
+	// or refuses a grpc_conn_pool too small for them.
+	MaxStreamsPerConn int
+	// Hierarchical applies the naming rules of a bucket with hierarchical
+	// namespace (as Rapid buckets have) to keys, before any I/O: no empty
+	// segment (leading or double slash), no "." or ".." segment, folder
+	// names of at most MaxFolderNameLen bytes.
+	Hierarchical bool
+	// Logger receives the line that says, at open, whether the client uses
+	// direct connectivity (nil: slog.Default()).
+	Logger *slog.Logger
 	// MaxBuffer is how many bytes a writer buffers before it streams.
 	MaxBuffer int
 	// MaxPools bounds the number of distinct Create prefixes that get a pool;
@@ -80,7 +99,25 @@ const (
 	DefaultMaxPools        = 16
 	DefaultClockSkew       = 30 * time.Second
 	DefaultSweepRate       = 50
+	DefaultRetries         = 3
+	// DefaultMaxStreamsPerConn is a typical front end's HTTP/2 cap.
+	DefaultMaxStreamsPerConn = 100
+	// MaxFolderNameLen bounds one folder name in a hierarchical namespace.
+	MaxFolderNameLen = 64
 )
+
+// Connections is how many gRPC connections a client needs so that the
+// Store's pooled writers (PoolSize x MaxPools streams held open), its loads
+// and other calls fit under MaxStreamsPerConn, with room for the uneven
+// spread of round-robin assignment.
+func Connections(o Options) int {
+	o.setDefaults()
+	streams := 100 // reads, listings, commits and loads in flight
+	if o.PoolSize > 0 {
+		streams += o.PoolSize * o.MaxPools
+	}
+	return max(1, (streams*3/2+o.MaxStreamsPerConn-1)/o.MaxStreamsPerConn)
+}
 
 func (o *Options) setDefaults() {
 	if o.PoolSize == 0 {
@@ -112,7 +149,13 @@ func (o *Options) setDefaults() {
 		o.SweepRate = DefaultSweepRate
 	}
 	if o.Retries == 0 {
-		o.Retries = 1
+		o.Retries = DefaultRetries
+	}
+	if o.MaxStreamsPerConn == 0 {
+		o.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.MaxBuffer == 0 {
 		o.MaxBuffer = DefaultMaxBuffer
@@ -134,7 +177,7 @@ func (o Options) Validate() error {
 		return bad("sweep_rate must not be negative")
 	case o.PoolSize > 0 && o.PoolMinIdle > o.PoolSize:
 		return bad("pool_min_idle %d exceeds pool_size %d", o.PoolMinIdle, o.PoolSize)
-	case o.LoadConcurrency < 0 || o.Retries < 0 || o.MaxBuffer < 0 || o.MaxPools < 0:
+	case o.LoadConcurrency < 0 || o.Retries < 0 || o.MaxBuffer < 0 || o.MaxPools < 0 || o.MaxStreamsPerConn < 0:
 		return bad("counts must not be negative")
 	case o.MaxItemAge+o.WriteTimeout+o.ClockSkew >= o.GraceWindow:
 		return bad("max_item_age (%v) + write_timeout (%v) + clock_skew (%v) must be below grace_window (%v): "+
@@ -161,6 +204,8 @@ type Store struct {
 
 	stats   statsRecorder
 	metrics *metrics
+
+	connectivity string // what reportConnectivity found; see Stats
 }
 
 var (
@@ -180,17 +225,20 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	}
 	q := driver.NewQuery(u)
 	opts := Options{
-		PoolSize:        q.Int("pool_size", 0),
-		PoolMinIdle:     q.Int("pool_min_idle", 0),
-		LoadConcurrency: q.Int("load_concurrency", 0),
-		MaxItemAge:      q.Duration("max_item_age", 0),
-		WriteTimeout:    q.Duration("write_timeout", 0),
-		GraceWindow:     q.Duration("grace_window", 0),
-		ClockSkew:       q.Duration("clock_skew", 0),
-		SweepInterval:   q.Duration("sweep_interval", 0),
-		SweepRate:       q.Int("sweep_rate", 0),
-		Retries:         q.Int("retries", 0),
-		MaxBuffer:       q.Int("max_buffer", 0),
+		PoolSize:          q.Int("pool_size", 0),
+		PoolMinIdle:       q.Int("pool_min_idle", 0),
+		LoadConcurrency:   q.Int("load_concurrency", 0),
+		MaxItemAge:        q.Duration("max_item_age", 0),
+		WriteTimeout:      q.Duration("write_timeout", 0),
+		GraceWindow:       q.Duration("grace_window", 0),
+		ClockSkew:         q.Duration("clock_skew", 0),
+		SweepInterval:     q.Duration("sweep_interval", 0),
+		SweepRate:         q.Int("sweep_rate", 0),
+		Retries:           q.Int("retries", 0),
+		MaxBuffer:         q.Int("max_buffer", 0),
+		MaxPools:          q.Int("max_pools", 0),
+		MaxStreamsPerConn: q.Int("max_streams_per_conn", 0),
+		Hierarchical:      q.Bool("hierarchical", false),
 	}
 	if q.Has("pool_size") && opts.PoolSize == 0 {
 		opts.PoolSize = -1 // pool_size=0 asks for no pool
@@ -213,9 +261,16 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if endpoint != "" {
 		copts = append(copts, EmulatorOptions(endpoint)...)
 	}
-	if connPool > 0 {
-		copts = append(copts, option.WithGRPCConnectionPool(connPool))
+	need := Connections(opts)
+	if connPool > 0 && connPool < need {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument,
+			"gcsrapid: grpc_conn_pool=%d holds %d streams at %d per connection, but pool_size=%d x max_pools=%d pooled writers and other calls need %d connections: raise grpc_conn_pool or lower pool_size",
+			connPool, connPool*opts.MaxStreamsPerConn, opts.MaxStreamsPerConn, opts.PoolSize, opts.MaxPools, need)
 	}
+	tr := &targetRecorder{}
+	copts = append(copts, option.WithGRPCConnectionPool(max(connPool, need)),
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(tr.unary)),
+		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(tr.stream)))
 	client, err := storage.NewGRPCClient(ctx, copts...)
 	if err != nil {
 		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("gcsrapid: %w", err)}
@@ -226,6 +281,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		return nil, err
 	}
 	s.ownsClient = true
+	s.reportConnectivity(ctx, tr)
 	return s, nil
 }
 
@@ -255,11 +311,15 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 	if opts.Retries <= 1 {
 		b = b.Retryer(storage.WithPolicy(storage.RetryNever))
 	} else {
-		b = b.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(opts.Retries))
+		// The client's policy retries only idempotent calls; gax's backoff
+		// draws each pause at random below its bound (full jitter), so
+		// clients that failed together do not retry together.
+		b = b.Retryer(storage.WithPolicy(storage.RetryIdempotent), storage.WithMaxAttempts(opts.Retries),
+			storage.WithBackoff(gax.Backoff{Initial: 5 * time.Millisecond, Max: time.Second, Multiplier: 2}))
 	}
 	s := &Store{
 		client: client, bucket: b, name: bucket, opts: opts,
-		bgCtx: ctx, stop: stop,
+		bgCtx: ctx, stop: stop, connectivity: ConnectivityUnknown,
 	}
 	if opts.PoolSize > 0 {
 		c, err := newCreator(s)
@@ -291,7 +351,13 @@ func (s *Store) check(op, key string) error {
 	if s.closed.Load() {
 		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
 	}
-	return validateKey(op, key)
+	if err := validateKey(op, key); err != nil {
+		return err
+	}
+	if s.opts.Hierarchical {
+		return validateHierarchical(op, key)
+	}
+	return nil
 }
 
 // validateKey adds GCS's own naming rules to the common ones.
@@ -301,6 +367,23 @@ func validateKey(op, key string) error {
 	}
 	if key == "." || key == ".." {
 		return blob.Errorf(op, key, blob.ErrInvalidKey, `GCS object names cannot be "." or ".."`)
+	}
+	return nil
+}
+
+// validateHierarchical adds the naming rules of a hierarchical namespace.
+func validateHierarchical(op, key string) error {
+	segs := strings.Split(key, "/")
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch {
+		case seg == "" && !last:
+			return blob.Errorf(op, key, blob.ErrInvalidKey, "a bucket with hierarchical namespace allows no empty folder name (leading or double slash)")
+		case seg == "." || seg == "..":
+			return blob.Errorf(op, key, blob.ErrInvalidKey, "a bucket with hierarchical namespace allows no %q segment", seg)
+		case !last && len(seg) > MaxFolderNameLen:
+			return blob.Errorf(op, key, blob.ErrInvalidKey, "a folder name of %d bytes; a bucket with hierarchical namespace allows %d", len(seg), MaxFolderNameLen)
+		}
 	}
 	return nil
 }

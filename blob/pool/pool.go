@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -244,7 +245,8 @@ func (p *Pool[T]) load(w *waiter[T]) {
 	if err != nil {
 		p.stats.LoadErrors++
 		p.backoff = min(max(2*p.backoff, 10*time.Millisecond), time.Second)
-		p.retryAt = now.Add(p.backoff)
+		// Jittered, so that pools that failed together do not retry together.
+		p.retryAt = now.Add(p.backoff/2 + rand.N(p.backoff/2+1))
 		if w != nil && p.removeWaiterLocked(w) {
 			w.ch <- result[T]{err: err}
 		}

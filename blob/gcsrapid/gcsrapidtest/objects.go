@@ -437,7 +437,11 @@ func (s *Server) checkWriteSpec(spec msg) (*bucket, error) {
 	}
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
-	return s.store.bucketLocked(res.str("bucket"))
+	b, err := s.store.bucketLocked(res.str("bucket"))
+	if err == nil && b.zonal && s.opts.Hierarchical {
+		err = CheckHierarchicalName(res.str("name"))
+	}
+	return b, err
 }
 
 func errZonalNeedsAppendable(bucket string) error {
