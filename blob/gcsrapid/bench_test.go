@@ -181,8 +181,10 @@ func BenchmarkPooledCreateRoundTrip(b *testing.B) {
 			data := []byte("0123456789")
 
 			// The emulator's own round trip: append+flush on an open object.
+			// (Buffered: with ChunkSize 0 the client flushes at every Write,
+			// and Write+Flush would cost two flushes.)
 			w := client.Bucket("rtt").Object("open").NewWriter(ctx)
-			w.Append, w.FinalizeOnClose, w.ChunkSize = true, false, 0
+			w.Append, w.FinalizeOnClose, w.ChunkSize = true, false, 256<<10
 			if _, err := w.Flush(); err != nil {
 				b.Fatal(err)
 			}
