@@ -703,3 +703,73 @@ func TestConformanceStrict(t *testing.T) {
 		t.Errorf("transient faults %d (want some), streams refused %d (want none)", st.TransientFaults, st.StreamsRefused)
 	}
 }
+
+// The sweep deletes a prewarmed object left unwritten (by a process that
+// died) once it is older than the window, and nothing written: not a pooled
+// write whose size still reads zero (stale), nor a pooled write of zero bytes.
+func TestSweepTakesOnlyUnwrittenResidue(t *testing.T) {
+	ctx := context.Background()
+	p := gcsrapidtest.Zero()
+	p.StaleSize = time.Hour
+	srv := newServer(t, p)
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, PoolMinIdle: 2, MaxItemAge: 100 * time.Millisecond,
+		WriteTimeout: 100 * time.Millisecond, ClockSkew: 50 * time.Millisecond, GraceWindow: time.Second, SweepInterval: 20 * time.Millisecond})
+	defer s.Close()
+	written, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, "log/", 2)
+	empty, err := blob.CreateBytes(ctx, s, "log/", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written2, err := blob.CreateBytes(ctx, s, "log/", []byte("pooled"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats().Pools["log/"]; st.Hits < 2 {
+		t.Fatalf("the writes were not pooled: %+v", st)
+	}
+	// What a dead process leaves: a prewarmed object, marked, never written.
+	c, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	residue := blob.NewName("log/")
+	w := c.Bucket(s.Bucket()).Object(residue).NewWriter(ctx)
+	w.Append, w.FinalizeOnClose = true, false
+	w.Metadata = map[string]string{"zonalblob-prewarmed": "1"}
+	if _, err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	created := time.Now()
+	if _, err := s.Stat(ctx, residue); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("the residue is visible: %v", err)
+	}
+	for time.Since(created) <= 250*time.Millisecond { // MaxItemAge + WriteTimeout + ClockSkew
+		time.Sleep(10 * time.Millisecond)
+	}
+	p0 := s.Stats().SweepPasses
+	deadline := time.Now().Add(time.Minute)
+	for s.Stats().SweepPasses < p0+2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	raw := rawNames(ctx, t, srv, s.Bucket())
+	if slices.Contains(raw, residue) {
+		t.Errorf("the residue %s was not swept after the window", residue)
+	}
+	for _, k := range []string{written, written2, empty} {
+		if !slices.Contains(raw, k) {
+			t.Errorf("the sweep deleted the written %s", k)
+		}
+	}
+	if got, err := blob.ReadAll(ctx, s, written2); err != nil || string(got) != "pooled" {
+		t.Errorf("ReadAll(%s) = %q, %v", written2, got, err)
+	}
+	if n := s.Stats().Swept; n != 1 {
+		t.Errorf("swept %d objects, want the 1 residue", n)
+	}
+}

@@ -45,7 +45,7 @@ type Options struct {
 	// WriteTimeout bounds the time from handing out a writer to its Close.
 	WriteTimeout time.Duration
 	// GraceWindow is the orphan reconciler's grace window; MaxItemAge +
-	// WriteTimeout must be below it.
+	// WriteTimeout + ClockSkew must be below it.
 	GraceWindow time.Duration
 	// ClockSkew is the largest difference between the clocks of the
 	// processes that pool under the same prefixes and the service's

@@ -23,13 +23,18 @@ import (
 // SweepInterval and delete at most SweepRate objects per second, so a large
 // backlog costs a steady trickle of requests, not a burst.
 
-// sweepPageLimit bounds the objects a pass examines per prefix.
+// sweepPageLimit bounds the objects one scan of a pass examines.
 const sweepPageLimit = 10_000
+
+// nameTimeLayout is the time layout of blob.NewName's names, which sort by
+// time: a scan from a time's name finds the names made since.
+const nameTimeLayout = "20060102T150405.000000000Z"
 
 type sweeper struct {
 	s      *Store
 	stop   context.CancelFunc
 	done   chan struct{}
+	cursor map[string]string // per prefix: where the next backlog scan starts
 	passes atomic.Int64
 	swept  atomic.Int64
 	errors atomic.Int64
@@ -37,7 +42,7 @@ type sweeper struct {
 
 func (s *Store) startSweeper() {
 	ctx, stop := context.WithCancel(context.Background())
-	sw := &sweeper{s: s, stop: stop, done: make(chan struct{})}
+	sw := &sweeper{s: s, stop: stop, done: make(chan struct{}), cursor: map[string]string{}}
 	s.sweeper = sw
 	go sw.run(ctx)
 }
@@ -72,17 +77,38 @@ func (sw *sweeper) window() time.Duration {
 	return o.MaxItemAge + o.WriteTimeout + o.ClockSkew
 }
 
+// pass sweeps prefix: first the names made since the window plus a few
+// intervals began, where a recent crash left its objects, however many older
+// objects the prefix holds (Create names sort by time); then the next
+// sweepPageLimit objects of the whole prefix from where the last pass
+// stopped, for older residue and for keys that are not Create names.
 func (sw *sweeper) pass(ctx context.Context, prefix string) error {
-	it := sw.s.bucket.Objects(ctx, &storage.Query{Prefix: prefix})
+	since := time.Now().Add(-sw.window() - 10*sw.s.opts.SweepInterval)
+	if _, err := sw.scan(ctx, prefix, prefix+since.UTC().Format(nameTimeLayout)); err != nil {
+		return err
+	}
+	next, err := sw.scan(ctx, prefix, sw.cursor[prefix])
+	if err != nil {
+		return err
+	}
+	sw.cursor[prefix] = next
+	return nil
+}
+
+// scan examines up to sweepPageLimit objects under prefix from start on and
+// returns where a next scan should continue ("" once it reached the end).
+func (sw *sweeper) scan(ctx context.Context, prefix, start string) (string, error) {
+	it := sw.s.bucket.Objects(ctx, &storage.Query{Prefix: prefix, StartOffset: start})
 	gap := time.Second / time.Duration(sw.s.opts.SweepRate)
 	for range sweepPageLimit {
 		a, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			return nil
+			return "", nil
 		}
 		if err != nil {
-			return err
+			return start, err
 		}
+		start = a.Name
 		if !marked(a.Metadata) || a.Size > 0 || !a.Finalized.IsZero() || !sw.old(a) {
 			continue
 		}
@@ -95,11 +121,11 @@ func (sw *sweeper) pass(ctx context.Context, prefix string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return start, ctx.Err()
 		case <-time.After(gap):
 		}
 	}
-	return nil
+	return start, nil
 }
 
 // old reports whether a is past the window by both the service's creation
