@@ -57,7 +57,10 @@
 // reads hide a marked object that holds no committed write (a size of zero,
 // which may be out of date for an unfinalized object, is checked with a
 // one-byte read). A pooled write of zero bytes clears the mark, one metadata
-// operation. A canceled Create deletes its object in the background; Close
+// operation. The price of hiding: a listing makes one such read for each
+// spare it meets under the prefix (every pooling process keeps some), so a
+// consumer that polls a pooled prefix often pays a read per spare per poll
+// (Stats.VisibilityProbes counts them). A canceled Create deletes its object in the background; Close
 // deletes every object its pools made.
 // A writer is written once: Write after Close, a second Close, or concurrent
 // use fail with an error.
