@@ -148,6 +148,17 @@ func Append(ctx context.Context, s Store, key string, opts *AppendOptions) (Writ
 	return nil, &Error{Op: "append", Key: key, Kind: ErrUnsupported, Err: fmt.Errorf("%T cannot append", s)}
 }
 
+// Finalize seals key (see Finalizer). On a Store without appendable objects
+// every committed object is final already, so it only checks that key exists
+// (ErrNotFound otherwise).
+func Finalize(ctx context.Context, s Store, key string) error {
+	if f, ok := s.(Finalizer); ok {
+		return f.Finalize(ctx, key)
+	}
+	_, err := s.Stat(ctx, key)
+	return err
+}
+
 // Copy copies srcKey to dstKey: server-side on a Copier, otherwise by streaming
 // the bytes and attributes through this process.
 func Copy(ctx context.Context, s Store, dstKey, srcKey string, opts *CopyOptions) error {

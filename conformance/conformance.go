@@ -8,7 +8,10 @@
 //		})
 //	}
 //
-// A harness makes a fresh, empty store for every test. Capability flags name
+// A harness makes a fresh, empty store for every test. Optional interfaces
+// (appends, copies, finalizing) are discovered from the store with
+// blob.CapabilitiesOf, so wrappers are tested for what they pass through;
+// Caps declares only what discovery cannot tell. Capability flags name
 // what a backend lacks; a capability that is absent is still checked for
 // refusing clearly (a store that cannot enforce a precondition must fail the
 // write, never ignore it).
@@ -36,6 +39,10 @@ type Harness struct {
 	// NewStore returns a new, empty store. The suite closes it.
 	NewStore func(ctx context.Context, t *testing.T) blob.Store
 	Caps     Caps
+
+	// opened is when Run asked for the store under test: no name the store
+	// makes, even one made ahead of need for a pool, is older.
+	opened time.Time
 }
 
 // Caps are the capabilities that vary between backends.
@@ -43,8 +50,6 @@ type Caps struct {
 	// GenerationPreconditions: IfGenerationMatch on writes and deletes is
 	// enforced. Without it, the suite checks that such writes are refused.
 	GenerationPreconditions bool
-	// Append: the store is a blob.Appender.
-	Append bool
 	// NonSlashDelimiters: List groups by delimiters other than "/".
 	NonSlashDelimiters bool
 	// FileTree: the store is a directory tree, so a key cannot also be a
@@ -69,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 		{"IfNotExist", testIfNotExist},
 		{"IfNotExistRace", testIfNotExistRace},
 		{"GenerationPreconditions", testGenerationPreconditions},
+		{"EmptyGenerationRefused", testEmptyGenerationRefused},
 		{"Missing", testMissing},
 		{"InvalidKeys", testInvalidKeys},
 		{"WeirdKeys", testWeirdKeys},
@@ -90,6 +96,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
+			h.opened = time.Now()
 			s := h.NewStore(ctx, t)
 			if s == nil {
 				t.Fatal("harness returned a nil store")
@@ -387,6 +394,39 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 	wantErr(t, "conditional write of a deleted object", err, blob.ErrPrecondition)
 	if ok, _ := blob.Exists(ctxT(t), s, "gen"); ok {
 		t.Errorf("failed conditional write created the object")
+	}
+}
+
+// testEmptyGenerationRefused checks that IfGenerationMatch("") is refused by
+// NewWriter itself, with ErrInvalidArgument, whether or not the store enforces
+// generations and whether or not the key exists: a store that looked at the
+// object first would see a generation mismatch (ErrPrecondition) or no support
+// (ErrUnsupported) instead. Nothing is written.
+func testEmptyGenerationRefused(t *testing.T, h Harness, s blob.Store) {
+	mustPut(t, s, "emptygen/present", []byte("v1"), nil)
+	before, err := s.Stat(ctxT(t), "emptygen/present")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &blob.WriterOptions{If: blob.IfGenerationMatch("")}
+	for _, key := range []string{"emptygen/present", "emptygen/missing"} {
+		w, err := s.NewWriter(ctxT(t), key, opts)
+		if err == nil {
+			w.Write([]byte("v2"))
+			err = w.Close()
+			t.Errorf("%s: NewWriter accepted IfGenerationMatch(\"\"); Close returned %v", key, err)
+			continue
+		}
+		wantErr(t, key+": NewWriter with IfGenerationMatch(\"\")", err, blob.ErrInvalidArgument)
+	}
+	if got := mustRead(t, s, "emptygen/present"); string(got) != "v1" {
+		t.Errorf("refused write changed the object to %q", got)
+	}
+	if after, err := s.Stat(ctxT(t), "emptygen/present"); err != nil || after.Generation != before.Generation {
+		t.Errorf("refused write changed the generation from %q: %+v, %v", before.Generation, after, err)
+	}
+	if ok, err := blob.Exists(ctxT(t), s, "emptygen/missing"); ok || err != nil {
+		t.Errorf("refused write: Exists(missing key) = %v, %v; want false, nil", ok, err)
 	}
 }
 
@@ -793,19 +833,21 @@ func testConcurrentReadersWriters(t *testing.T, h Harness, s blob.Store) {
 }
 
 func testCreate(t *testing.T, h Harness, s blob.Store) {
-	start := time.Now().Add(-time.Second)
 	var keys []string
 	for i := range 5 {
 		key, err := blob.CreateBytes(ctxT(t), s, "created/", fmt.Appendf(nil, "entry %d", i), &blob.WriterOptions{ContentType: "text/plain"})
+		returned := time.Now()
 		if err != nil {
 			t.Fatalf("Create: %v", err)
 		}
 		if !strings.HasPrefix(key, "created/") {
 			t.Errorf("Create key %q lacks prefix", key)
 		}
+		// The name was made after the store was asked for and before
+		// Create returned, however long either took.
 		ts, ok := blob.NameTime(key)
-		if !ok || ts.Before(start) || ts.After(time.Now().Add(time.Second)) {
-			t.Errorf("NameTime(%q) = %v, %v; want a time within the test", key, ts, ok)
+		if !ok || ts.Before(h.opened) || ts.After(returned) {
+			t.Errorf("NameTime(%q) = %v, %v; want a time between the store's opening (%v) and Create's return (%v)", key, ts, ok, h.opened, returned)
 		}
 		keys = append(keys, key)
 	}
@@ -869,7 +911,7 @@ func testCopy(t *testing.T, h Harness, s blob.Store) {
 func testAppend(t *testing.T, h Harness, s blob.Store) {
 	mustPut(t, s, "app", []byte("head"), nil)
 	w, err := blob.Append(ctxT(t), s, "app", &blob.AppendOptions{IfSizeMatch: -1})
-	if !h.Caps.Append {
+	if !blob.CapabilitiesOf(s).Append {
 		if !errors.Is(err, blob.ErrUnsupported) {
 			t.Errorf("Append on a store without appends: %v, want ErrUnsupported", err)
 		}

@@ -404,5 +404,9 @@ func (r *reader) Attributes() *blob.Attributes {
 	if _, ok := a.Metadata[VersionKey]; ok {
 		return publicAttrs(&a)
 	}
+	// The replica's reader carries no metadata, so no quorum version: its
+	// generation is the replica's own, which no other replica shares and
+	// no quorum call accepts. Say nothing rather than something wrong.
+	a.Generation = ""
 	return &a
 }

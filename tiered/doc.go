@@ -88,6 +88,7 @@
 // can be read from the move's copy. Nothing acknowledged is lost, and the
 // copy never outlives the recovery.
 //
-// Finalize is found by type assertion on the hot store itself: wrappers
-// between the tiered store and gcsrapid must pass it through.
+// Whether hot needs finalizing is asked of the hot store with
+// blob.CapabilitiesOf, so it is seen through wrappers (the fault wrapper,
+// pool.Creator, a quorum) that pass gcsrapid's Finalize on.
 package tiered

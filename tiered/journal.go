@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // markerPrefix starts the names of move markers in the hot store. Two
@@ -81,7 +82,7 @@ func (s *Store) readMarker(ctx context.Context, key string) (*marker, string, er
 	}
 	var m marker
 	if err := json.Unmarshal(b, &m); err != nil || m.Key != key {
-		return nil, "", blob.Errorf("read", mk, blob.ErrInvalidArgument, "malformed move marker")
+		return nil, "", blob.Errorf(driver.OpRead, mk, blob.ErrInvalidArgument, "malformed move marker")
 	}
 	return &m, a.Generation, nil
 }
@@ -121,7 +122,7 @@ func (s *Store) noteDelete(ctx context.Context, key, deleted string) error {
 			return err
 		}
 	}
-	return blob.Errorf("delete", key, nil, "tiered: move marker kept changing")
+	return blob.Errorf(driver.OpDelete, key, nil, "tiered: move marker kept changing")
 }
 
 // recoverMarkers finishes what moves left behind: markers of this Store's

@@ -40,10 +40,10 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 		return nil, err
 	}
 	if u.Host != "" || (u.Path != "" && u.Path != "/") {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tiered: the URL takes no host or path, only ?hot=...&cold=...")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: the URL takes no host or path, only ?hot=...&cold=...")
 	}
 	if hotURL == "" || coldURL == "" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tiered: both hot and cold URLs are required")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: both hot and cold URLs are required")
 	}
 	if opts.After == 0 {
 		// after=0 asks for immediate moves; zero in Options means the default.

@@ -38,9 +38,12 @@ func TestOpenErrors(t *testing.T) {
 		{"azpremium://Bad_Name?account=acct", "container"},
 		{"azpremium://logs?account=acct&endpoint=ftp://x", "not an http(s) URL"},
 		{"azpremium://logs?account=acct&endpoint=http://h/acct?sig=abc", "must not carry credentials"},
-		{"azpremium://logs?account=acct&put_threshold=6000MiB", "put threshold"},
-		{"azpremium://logs?account=acct&block_size=lots", "block_size"},
+		{"azpremium://logs?account=acct&multipart_threshold=6000MiB", "multipart_threshold"},
+		{"azpremium://logs?account=acct&part_size=lots", "part_size"},
 		{"azpremium://logs?account=acct&concurrency=0", "concurrency"},
+		{"azpremium://logs?account=acct&warm_conns=many", "warm_conns"},
+		{"azpremium://logs?account=acct&retries=x", "retries"},
+		{"azpremium://logs?account=acct&warmup=false", "unknown parameter(s) warmup"},
 		{"azpremium://user:pw@logs?account=acct", "carry no credentials"},
 		{"azpremium://logs/sub?account=acct", "has a path"},
 	}
@@ -64,7 +67,7 @@ func TestOpenURL(t *testing.T) {
 	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", srv.ConnectionString())
 	ctx := context.Background()
 	// The endpoint comes from the connection string.
-	s, err := blob.Open(ctx, "azpremium://"+name+"?put_threshold=1MiB&block_size=256KiB&concurrency=2")
+	s, err := blob.Open(ctx, "azpremium://"+name+"?multipart_threshold=1MiB&part_size=256KiB&concurrency=2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +220,7 @@ func TestETagPreconditions(t *testing.T) {
 		size int
 	}{
 		{"put-blob", azpremium.Options{}, 100},
-		{"staged", azpremium.Options{PutThreshold: 1 << 10, BlockSize: 700}, 3000},
+		{"staged", azpremium.Options{MultipartThreshold: 1 << 10, PartSize: 700}, 3000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.opts)
@@ -256,7 +259,7 @@ func TestETagPreconditions(t *testing.T) {
 // TestCanceledStagedWrite: blocks already staged when ctx is canceled stay
 // uncommitted, and an earlier version survives.
 func TestCanceledStagedWrite(t *testing.T) {
-	s := newStore(t, azpremium.Options{PutThreshold: 1 << 10, BlockSize: 1 << 10})
+	s := newStore(t, azpremium.Options{MultipartThreshold: 1 << 10, PartSize: 1 << 10})
 	defer s.Close()
 	ctx := context.Background()
 	if err := blob.Put(ctx, s, "k", []byte("old"), nil); err != nil {

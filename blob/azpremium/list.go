@@ -21,7 +21,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	if err != nil {
 		return nil, err
 	}
-	if err := s.begin(ctx, "list", o.Prefix, false); err != nil {
+	if err := s.begin(ctx, driver.OpList, o.Prefix, false); err != nil {
 		return nil, err
 	}
 	size := o.PageSize
@@ -63,7 +63,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 			batch, next, err = s.listHierarchy(ctx, delim, prefix, marker, n)
 		}
 		if err != nil {
-			return nil, s.wrap("list", o.Prefix, err, classify)
+			return nil, s.wrap(driver.OpList, o.Prefix, err, classify)
 		}
 		for _, obj := range driver.FilterAfter(batch, startAfter) {
 			obj.Key = unescapeKey(obj.Key)

@@ -77,6 +77,40 @@ func TestQuery(t *testing.T) {
 	}
 }
 
+func TestQuerySize(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want int64
+		ok   bool
+	}{
+		{"8388608", 8 << 20, true},
+		{"8MiB", 8 << 20, true},
+		{"64KiB", 64 << 10, true},
+		{"2GiB", 2 << 30, true},
+		{"0", 0, true},
+		{"8MB", 0, false},
+		{"-1", 0, false},
+		{"+5", 0, false},
+		{"lots", 0, false},
+		{"9999999999999GiB", 0, false},
+	} {
+		u, _ := url.Parse("x://b?size=" + url.QueryEscape(c.v))
+		q := driver.NewQuery(u)
+		got := q.Size("size", 7)
+		err := q.Err()
+		if c.ok && (err != nil || got != c.want) {
+			t.Errorf("Size(%q) = %d, %v; want %d", c.v, got, err, c.want)
+		}
+		if !c.ok && (err == nil || !errors.Is(err, blob.ErrInvalidArgument) || !strings.Contains(err.Error(), "size") || got != 7) {
+			t.Errorf("Size(%q) = %d, %v; want the default and an error naming the parameter", c.v, got, err)
+		}
+	}
+	u, _ := url.Parse("x://b")
+	if got := driver.NewQuery(u).Size("size", 7); got != 7 {
+		t.Errorf("absent Size = %d, want the default", got)
+	}
+}
+
 func TestPaginate(t *testing.T) {
 	var objs []blob.ListObject
 	for _, k := range []string{"b", "a/2", "a/1", "c", "a-", "a/x/y"} {
@@ -160,5 +194,41 @@ func TestReader(t *testing.T) {
 	e := driver.EmptyReader(&blob.Attributes{Key: "k", Size: 9})
 	if n, err := e.Read(make([]byte, 1)); n != 0 || err != io.EOF || e.Attributes().Size != 9 {
 		t.Errorf("EmptyReader: %d, %v, %+v", n, err, e.Attributes())
+	}
+}
+
+func TestClassifyWrite(t *testing.T) {
+	pre := func(error) error { return blob.ErrPrecondition }
+	nf := func(error) error { return blob.ErrNotFound }
+	cause := errors.New("backend")
+	for _, c := range []struct {
+		classify func(error) error
+		cond     blob.Condition
+		want     error
+	}{
+		{pre, blob.IfNotExist(), blob.ErrExists},
+		{pre, blob.IfGenerationMatch("1"), blob.ErrPrecondition},
+		{pre, blob.Condition{}, blob.ErrPrecondition},
+		{nf, blob.IfGenerationMatch("1"), blob.ErrPrecondition},
+		{nf, blob.IfNotExist(), blob.ErrNotFound},
+		{nf, blob.Condition{}, blob.ErrNotFound},
+	} {
+		if got := driver.ClassifyWrite(c.classify, c.cond)(cause); got != c.want {
+			t.Errorf("%v: %v, want %v", c.cond, got, c.want)
+		}
+	}
+}
+
+func TestCheckList(t *testing.T) {
+	var l driver.Lifecycle
+	if o, err := l.CheckList(nil); err != nil || o.Prefix != "" {
+		t.Errorf("nil options: %+v, %v", o, err)
+	}
+	if _, err := l.CheckList(&blob.ListOptions{PageSize: -1}); !errors.Is(err, blob.ErrInvalidArgument) {
+		t.Errorf("negative page size: %v", err)
+	}
+	l.Close()
+	if _, err := l.CheckList(&blob.ListOptions{PageSize: -1}); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("closed store: %v", err)
 	}
 }

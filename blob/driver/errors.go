@@ -30,3 +30,25 @@ func WrapError(op, key string, err error, classify func(error) error) error {
 func ClosedError(op, key string) error {
 	return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
 }
+
+// ClassifyWrite adapts a backend's classify to the commit of a write made
+// under c, where backends answer in terms of HTTP conditions: under
+// IfNotExist a failed precondition means the object exists (ErrExists), and
+// under IfGenerationMatch a missing object means the precondition failed
+// (ErrPrecondition).
+func ClassifyWrite(classify func(error) error, c blob.Condition) func(error) error {
+	return func(err error) error {
+		var kind error
+		if classify != nil {
+			kind = classify(err)
+		}
+		_, ifGen := c.Generation()
+		switch {
+		case c.NotExist() && kind == blob.ErrPrecondition:
+			return blob.ErrExists
+		case ifGen && kind == blob.ErrNotFound:
+			return blob.ErrPrecondition
+		}
+		return kind
+	}
+}

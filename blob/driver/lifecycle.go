@@ -37,3 +37,16 @@ func (l *Lifecycle) Closed() bool { return l.closed.Load() }
 // Close marks the Store closed and reports whether this call closed it (false
 // when it was closed already), so that a driver releases its resources once.
 func (l *Lifecycle) Close() bool { return l.closed.CompareAndSwap(false, true) }
+
+// CheckList is the preamble of every List: ErrClosed after Close, then
+// CheckListOptions. It returns the options to use (the zero value for nil).
+func (l *Lifecycle) CheckList(opts *blob.ListOptions) (blob.ListOptions, error) {
+	prefix := ""
+	if opts != nil {
+		prefix = opts.Prefix
+	}
+	if err := l.CheckOpen(OpList, prefix); err != nil {
+		return blob.ListOptions{}, err
+	}
+	return CheckListOptions(opts)
+}

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -108,6 +109,32 @@ func (q *Query) Bool(name string, def bool) bool {
 		return def
 	}
 	return b
+}
+
+// Size returns the parameter as a byte count, a plain number or one with a
+// KiB, MiB or GiB suffix ("8388608", "8MiB"), or def when absent. Negative
+// sizes are malformed.
+func (q *Query) Size(name string, def int64) int64 {
+	v, ok := q.get(name)
+	if !ok {
+		return def
+	}
+	digits, mult := v, int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if d, ok := strings.CutSuffix(v, u.suffix); ok {
+			digits, mult = d, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 || digits != strconv.FormatInt(n, 10) || n > math.MaxInt64/mult {
+		q.fail(name, "%q is not a size like 8388608 or 8MiB", v)
+		return def
+	}
+	return n * mult
 }
 
 // Err reports malformed values and every parameter that no getter asked for.

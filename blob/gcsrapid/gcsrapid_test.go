@@ -491,6 +491,9 @@ func TestUnwrittenPooledObjectsAreInvisible(t *testing.T) {
 			if _, err := blob.OpenReaderAt(ctx, st, k); !errors.Is(err, blob.ErrNotFound) {
 				t.Errorf("%s: OpenReaderAt(spare %s) = %v, want ErrNotFound", name, k, err)
 			}
+			if err := blob.Finalize(ctx, st, k); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("%s: Finalize(spare %s) = %v, want ErrNotFound", name, k, err)
+			}
 		}
 		a, err := st.Stat(ctx, empty)
 		if err != nil || a.Size != 0 {

@@ -477,6 +477,12 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 	if !a.Finalized.IsZero() {
 		return nil
 	}
+	switch hidden, err := s.unwritten(ctx, a); {
+	case err != nil:
+		return driver.WrapError("finalize", key, err, classify)
+	case hidden: // sealing it empty would make it visible
+		return notFoundUnwritten("finalize", key)
+	}
 	w, _, err := s.bucket.Object(key).Generation(a.Generation).NewWriterFromAppendableObject(ctx, &storage.AppendableWriterOpts{FinalizeOnClose: true})
 	if err != nil {
 		return driver.WrapError("finalize", key, err, classify)

@@ -36,12 +36,9 @@ import (
 // be missed or still seen, which the Store contract allows; objects that
 // exist throughout are listed exactly once either way.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	o, err := driver.CheckListOptions(opts)
+	o, err := s.life.CheckList(opts)
 	if err != nil {
 		return nil, err
-	}
-	if s.closed.Load() {
-		return nil, &blob.Error{Op: "list", Key: o.Prefix, Kind: blob.ErrClosed}
 	}
 	dir := o.Prefix[:strings.LastIndexByte(o.Prefix, '/')+1]
 	delim := ""
@@ -54,7 +51,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	snapID, inner, hasSnap := strings.Cut(o.PageToken, ".")
 	if o.PageToken != "" {
 		if !hasSnap {
-			return nil, blob.Errorf("list", o.Prefix, blob.ErrInvalidArgument, "malformed page token")
+			return nil, blob.Errorf(driver.OpList, o.Prefix, blob.ErrInvalidArgument, "malformed page token")
 		}
 		o.PageToken = inner
 		objs = s.snapshots.get(snapID, scope)
@@ -63,12 +60,12 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		return nil, err // a malformed token, before any request
 	}
 	if objs == nil {
-		if err := s.waitWarm(ctx, "list", o.Prefix); err != nil {
+		if err := s.waitWarm(ctx, driver.OpList, o.Prefix); err != nil {
 			return nil, err
 		}
 		var err error
 		if objs, err = s.listDir(ctx, dir, delim); err != nil {
-			return nil, driver.WrapError("list", o.Prefix, err, classify)
+			return nil, driver.WrapError(driver.OpList, o.Prefix, err, classify)
 		}
 		snapID = ""
 	}

@@ -281,6 +281,10 @@ func (s *Server) share(d latency.Dist, n int64) time.Duration {
 // (about 1 ms on a busy VM), so two short sleeps would cost far more than
 // one of their total.
 func (s *Server) sleep(ctx context.Context, d time.Duration) error {
+	if d > 0 {
+		s.stats.delays.Add(1)
+		s.stats.delayed.Add(int64(d))
+	}
 	if err := latency.Sleep(ctx, d); err != nil {
 		return status.FromContextError(err).Err()
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,11 +40,18 @@ type Stats struct {
 	StreamsRefused                  int64
 	// TransientFaults counts the calls failed by Options.TransientFaults.
 	TransientFaults int64
+	// Delays counts the waits the latency profile imposed, and Delayed is
+	// their total as drawn (a wait cut short by a cancelled RPC included in
+	// full): a test can check that a profile was applied, or that the zero
+	// profile delayed nothing, without timing RPCs.
+	Delays  int64
+	Delayed time.Duration
 }
 
 type counters struct {
 	created, finalized, flushes, takeovers, deleted, written, read atomic.Int64
 	refused, transient                                             atomic.Int64
+	delays, delayed                                                atomic.Int64
 
 	mu    sync.Mutex
 	calls map[string]*atomic.Int64
@@ -74,6 +82,8 @@ func (s *Server) Stats() Stats {
 		Calls:            map[string]int64{},
 		StreamsRefused:   c.refused.Load(),
 		TransientFaults:  c.transient.Load(),
+		Delays:           c.delays.Load(),
+		Delayed:          time.Duration(c.delayed.Load()),
 	}
 	s.conns.mu.Lock()
 	st.Connections, st.PeakStreamsPerConn = s.conns.seen, s.conns.peak
