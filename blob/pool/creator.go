@@ -148,10 +148,13 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 	case err != nil:
 		return "", nil, err
 	}
-	w := &pooledWriter{c: c, ctx: ctx, item: item}
+	// The commit must end within WriteTimeout of the hand-out: past it, the
+	// writer's context ends, which aborts a commit still running.
+	w := &pooledWriter{c: c, ctx: ctx, item: item, expiry: time.AfterFunc(c.opts.WriteTimeout, item.cancel)}
 	c.mu.Lock()
 	if c.pools == nil {
 		c.mu.Unlock()
+		w.expiry.Stop()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		c.discard(dctx, item, DiscardShutdown)
@@ -159,9 +162,6 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 	}
 	c.out[w] = struct{}{}
 	c.mu.Unlock()
-	// The commit must end within WriteTimeout of the hand-out: past it, the
-	// writer's context ends, which aborts a commit still running.
-	w.expiry = time.AfterFunc(c.opts.WriteTimeout, item.cancel)
 	return item.key, w, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -285,3 +286,47 @@ func TestCreatorCloseLeavesNothing(t *testing.T) {
 type keepOpen struct{ blob.Store }
 
 func (keepOpen) Close() error { return nil }
+
+// Close racing with Creates and commits: every object left is one whose
+// write was acknowledged, and every acknowledged write is left.
+func TestCreatorCloseDuringCreates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		sp := &slowPrewarmer{prewarm: 3 * time.Millisecond, commit: time.Millisecond}
+		c, mem := newSlowCreator(t, sp, pool.CreatorOptions{Capacity: 8, MinIdle: 4})
+		var mu sync.Mutex
+		acked := map[string]bool{}
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					key, err := blob.CreateBytes(ctx, c, "log/", fmt.Appendf(nil, "%d/%d", g, i), nil)
+					if errors.Is(err, blob.ErrClosed) {
+						return
+					}
+					if err == nil {
+						mu.Lock()
+						acked[key] = true
+						mu.Unlock()
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		time.Sleep(50 * time.Millisecond)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		synctest.Wait()
+		left := listAll(t, mem, "log/")
+		for _, k := range left {
+			if !acked[k] {
+				t.Errorf("%s left after Close, never acknowledged", k)
+			}
+		}
+		if len(left) != len(acked) || len(acked) == 0 {
+			t.Errorf("%d objects left, %d acknowledged", len(left), len(acked))
+		}
+	})
+}
