@@ -776,3 +776,39 @@ func TestSweepTakesOnlyUnwrittenResidue(t *testing.T) {
 		t.Errorf("swept %d objects, want the 1 residue", n)
 	}
 }
+
+// Transient UNAVAILABLE / RESOURCE_EXHAUSTED on write streams: writes that
+// cannot apply twice (conditional Puts, the pool's prewarms) are retried with
+// backoff and succeed; an unconditional Put is not retried and fails.
+func TestTransientWriteFaultsRetriedWhereSafe(t *testing.T) {
+	ctx := context.Background()
+	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Seed: 3,
+		TransientFaults: 0.2, TransientFaultMethods: []string{"BidiWriteObject"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, Retries: 10})
+	defer s.Close()
+	unconditional := 0
+	for i := range 50 {
+		if err := blob.Put(ctx, s, fmt.Sprintf("c/%d", i), []byte("x"), &blob.WriterOptions{If: blob.IfNotExist()}); err != nil {
+			t.Errorf("conditional Put %d: %v", i, err)
+		}
+		if _, err := blob.CreateBytes(ctx, s, "p/", []byte("x"), nil); err != nil {
+			t.Errorf("Create %d: %v", i, err)
+		}
+		if err := blob.Put(ctx, s, fmt.Sprintf("u/%d", i), []byte("x"), nil); err != nil {
+			if c := status.Code(errors.Unwrap(err)); c != codes.Unavailable && c != codes.ResourceExhausted && !strings.Contains(err.Error(), "transient fault") {
+				t.Errorf("unconditional Put %d failed otherwise: %v", i, err)
+			}
+			unconditional++
+		}
+	}
+	if unconditional == 0 || srv.Stats().TransientFaults == 0 {
+		t.Errorf("%d unconditional Puts failed of 50, %d faults injected: the faults did not reach the writes", unconditional, srv.Stats().TransientFaults)
+	}
+	if st := s.Stats().Pools["p/"]; st.LoadErrors != 0 {
+		t.Errorf("%d pool loads failed: prewarms were not retried", st.LoadErrors)
+	}
+}
