@@ -54,14 +54,16 @@
 // canceled, Close deletes what it wrote before returning. Objects from
 // Create (and Prewarm) exist on the service, empty, before their write, but
 // not for readers: prewarmed objects carry a metadata mark, and List, Stat and
-// reads hide a marked object that holds no committed write (a size of zero,
-// which may be out of date for an unfinalized object, is checked with a
-// one-byte read). A pooled write of zero bytes clears the mark, one metadata
-// operation. The price of hiding: a listing makes one such read for each
-// spare it meets under the prefix (every pooling process keeps some), so a
-// consumer that polls a pooled prefix often pays a read per spare per poll
-// (Stats.VisibilityProbes counts them). A canceled Create deletes its object in the background; Close
-// deletes every object its pools made.
+// reads hide a marked object that holds no committed write. A size of zero,
+// which may be out of date for an unfinalized object, is checked by reading
+// up to 64 KiB of the object, which also gives Stat, List and a reader the
+// true size of a small record. A pooled write of zero bytes clears the mark,
+// one metadata operation. The price of hiding: a listing makes one such read
+// for each spare it meets under the prefix (every pooling process keeps
+// some), so a consumer that polls a pooled prefix often pays a read per spare
+// per poll (Stats.VisibilityProbes counts them). Reads go to the true end of
+// an object whatever size was reported. A canceled Create deletes its object
+// in the background; Close deletes every object its pools made.
 // A writer is written once: Write after Close, a second Close, or concurrent
 // use fail with an error.
 package gcsrapid

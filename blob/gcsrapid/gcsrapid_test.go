@@ -558,12 +558,21 @@ func TestStaleSizesAreNotTrusted(t *testing.T) {
 	if st := s.Stats().Pools["log/"]; st.Hits == 0 {
 		t.Fatalf("the write was not pooled: %+v", st)
 	}
-	a, err := s.Stat(ctx, key)
+	rc, err := srv.Client(ctx)
 	if err != nil {
-		t.Fatalf("Stat of a committed pooled write: %v", err)
+		t.Fatal(err)
 	}
-	if a.Size != 0 {
-		t.Fatalf("Stat reports %d bytes: the emulator's sizes are not stale, the test proves nothing", a.Size)
+	defer rc.Close()
+	if ra, err := rc.Bucket(s.Bucket()).Object(key).Attrs(ctx); err != nil || ra.Size != 0 {
+		t.Fatalf("the service reports size %d, %v: its sizes are not stale, the test proves nothing", ra.Size, err)
+	}
+	if a, err := s.Stat(ctx, key); err != nil || a.Size != 10 {
+		t.Errorf("Stat of a committed pooled write = %+v, %v; want it visible with its true size 10", a, err)
+	}
+	if r, err := s.NewRangeReader(ctx, key, 0, -1); err != nil || r.Attributes().Size != 10 {
+		t.Errorf("a reader's Attributes().Size = %v, %v; want 10", r, err)
+	} else {
+		r.Close()
 	}
 	if got, err := blob.ReadAll(ctx, s, key); err != nil || string(got) != "0123456789" {
 		t.Errorf("ReadAll = %q, %v", got, err)
@@ -591,7 +600,12 @@ func TestStaleSizesAreNotTrusted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		listed = listed || o.Key == key
+		if o.Key == key {
+			listed = true
+			if o.Size != 10 {
+				t.Errorf("listed with size %d, want 10", o.Size)
+			}
+		}
 	}
 	if !listed {
 		t.Errorf("the committed pooled write %s is not listed", key)

@@ -53,24 +53,27 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	if err != nil {
 		return nil, driver.WrapError("read", key, err, classify)
 	}
+	rd := &reader{r: r, key: key}
 	if marked(r.Metadata()) && r.Attrs.Size == 0 {
-		hidden, err := s.holdsNoBytes(ctx, key, r.Attrs.Generation)
-		if err != nil || hidden {
+		n, err := s.probe(ctx, key, r.Attrs.Generation)
+		if err != nil || n == 0 {
 			r.Close()
 		}
 		if err != nil {
 			return nil, driver.WrapError("read", key, err, classify)
 		}
-		if hidden {
+		if n == 0 {
 			return nil, notFoundUnwritten("read", key)
 		}
+		rd.size = n // the reported size is out of date
 	}
-	return &reader{r: r, key: key}, nil
+	return rd, nil
 }
 
 type reader struct {
 	r     *storage.Reader
 	key   string
+	size  int64 // the object's size when the reported one is known to be out of date
 	attrs *blob.Attributes
 }
 
@@ -91,6 +94,7 @@ func (r *reader) Attributes() *blob.Attributes {
 			Key: r.key, Size: a.Size, ContentType: a.ContentType, ContentEncoding: a.ContentEncoding,
 			CacheControl: a.CacheControl, ModTime: a.LastModified, Generation: strconv.FormatInt(a.Generation, 10),
 		}
+		r.attrs.Size = max(r.attrs.Size, r.size)
 	}
 	return r.attrs
 }

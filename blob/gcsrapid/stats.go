@@ -38,8 +38,8 @@ type Stats struct {
 	// Writes is the latency of committed writes, from NewWriter (or hand-out)
 	// to the end of Close.
 	Writes pool.Histogram
-	// VisibilityProbes counts the one-byte reads that told a prewarmed object
-	// whose size read zero (perhaps out of date) from a written one.
+	// VisibilityProbes counts the reads that told a prewarmed object whose
+	// size read zero (perhaps out of date) from a written one.
 	VisibilityProbes int64
 	// SweepPasses counts the sweeper's passes over the pooled prefixes;
 	// Swept the unwritten prewarmed objects it deleted, and SweepErrors the

@@ -61,42 +61,55 @@ func (s *Store) unmark(ctx context.Context, key string, gen int64) error {
 	return err
 }
 
+// probeLen is how much of a doubtful prewarmed object a probe reads: enough
+// for the whole of a typical record, so that its true size is known too.
+const probeLen = 64 << 10
+
 // unwritten reports whether a is a prewarmed object whose write has not
 // committed. The size the service reports for an unfinalized object may be
 // out of date (smaller than the truth, never larger), so a marked object that
-// claims no bytes is checked by reading its first byte.
+// claims no bytes is checked by reading it (up to probeLen bytes); when it
+// holds bytes, a.Size is corrected to what the read found.
 func (s *Store) unwritten(ctx context.Context, a *storage.ObjectAttrs) (bool, error) {
 	if !marked(a.Metadata) || a.Size > 0 {
 		return false, nil
 	}
-	return s.holdsNoBytes(ctx, a.Name, a.Generation)
+	n, err := s.probe(ctx, a.Name, a.Generation)
+	if err != nil {
+		return false, err
+	}
+	a.Size = n
+	return n == 0, nil
 }
 
-// holdsNoBytes reads the first byte of generation gen of key. A generation
-// that is gone counts as holding nothing.
+// holdsNoBytes reports whether generation gen of key holds no bytes.
 func (s *Store) holdsNoBytes(ctx context.Context, key string, gen int64) (bool, error) {
+	n, err := s.probe(ctx, key, gen)
+	return n == 0, err
+}
+
+// probe reads up to probeLen bytes of generation gen of key and returns how
+// many there were: the object's size if fewer than probeLen, a lower bound
+// otherwise. A generation that is gone holds nothing.
+func (s *Store) probe(ctx context.Context, key string, gen int64) (int64, error) {
 	s.stats.probes.Add(1)
 	o := s.bucket.Object(key)
 	if gen > 0 {
 		o = o.Generation(gen)
 	}
-	r, err := o.NewRangeReader(ctx, 0, 1)
+	r, err := o.NewRangeReader(ctx, 0, probeLen)
 	if errors.Is(classify(err), blob.ErrNotFound) || isOutOfRange(err) {
-		return true, nil
+		return 0, nil
 	}
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	defer r.Close()
-	var b [1]byte
-	n, err := r.Read(b[:])
-	if n > 0 {
-		return false, nil
+	n, err := io.Copy(io.Discard, r)
+	if err != nil {
+		return 0, err
 	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, err
-	}
-	return true, nil
+	return n, nil
 }
 
 func notFoundUnwritten(op, key string) error {
