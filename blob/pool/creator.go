@@ -140,13 +140,15 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 	}
 	item, err := p.Get(ctx)
 	switch {
-	case errors.Is(err, ErrStale):
-		// Prewarms take longer than MaxItemAge: none can be handed out safely.
-		return blob.CreateInline(ctx, c.Store, prefix, opts)
 	case errors.Is(err, ErrClosed):
 		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
-	case err != nil:
+	case err != nil && ctx.Err() != nil:
 		return "", nil, err
+	case err != nil:
+		// The caller's own prewarm failed, or took longer than MaxItemAge
+		// (ErrStale: none can be handed out safely): create inline, as a
+		// store without a pool would.
+		return blob.CreateInline(ctx, c.Store, prefix, opts)
 	}
 	// The commit must end within WriteTimeout of the hand-out: past it, the
 	// writer's context ends, which aborts a commit still running.

@@ -330,3 +330,37 @@ func TestCreatorCloseDuringCreates(t *testing.T) {
 		}
 	})
 }
+
+// failingPrewarmer fails every prewarm, as a store refusing creates for a
+// while does; ordinary writes still work.
+type failingPrewarmer struct{ blob.Store }
+
+func (failingPrewarmer) Prewarm(context.Context, string, *blob.WriterOptions) (blob.Writer, error) {
+	return nil, errors.New("prewarm refused")
+}
+
+// A Create whose own prewarm fails is served inline, not failed.
+func TestCreatorCreatesInlineWhenPrewarmsFail(t *testing.T) {
+	ctx := context.Background()
+	mem, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pool.NewCreator(failingPrewarmer{mem}, pool.CreatorOptions{Capacity: 4, MinIdle: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		key, err := blob.CreateBytes(ctx, c, "log/", fmt.Appendf(nil, "%d", i), nil)
+		if err != nil {
+			t.Fatalf("Create %d: %v", i, err)
+		}
+		if got, err := blob.ReadAll(ctx, c, key); err != nil || string(got) != fmt.Sprint(i) {
+			t.Errorf("%s = %q, %v", key, got, err)
+		}
+	}
+	if st := c.Stats()["log/"]; st.LoadErrors == 0 || st.Hits != 0 {
+		t.Errorf("pool %+v: want load errors and no hits", st)
+	}
+}
