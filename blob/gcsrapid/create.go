@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
@@ -13,21 +14,21 @@ import (
 // one data round trip. Writes with attributes, prefixes beyond MaxPools, and
 // every Create when pooling is off, create inline: a Put with IfNotExist.
 func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOptions) (string, blob.Writer, error) {
-	if s.closed.Load() {
-		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
+	if err := s.life.CheckOpen(driver.OpCreate, prefix); err != nil {
+		return "", nil, err
 	}
 	if prefix != "" {
-		if err := validateKey("create", prefix); err != nil {
+		if err := validateKey(driver.OpCreate, prefix); err != nil {
 			return "", nil, err
 		}
 		if s.opts.Hierarchical {
-			if err := validateHierarchical("create", prefix+"name"); err != nil {
+			if err := validateHierarchical(driver.OpCreate, prefix+"name"); err != nil {
 				return "", nil, err
 			}
 		}
 	}
 	if opts != nil && opts.If.GenerationMatch() != "" {
-		return "", nil, blob.Errorf("create", prefix, blob.ErrInvalidArgument, "Create makes new objects: IfGenerationMatch makes no sense")
+		return "", nil, blob.Errorf(driver.OpCreate, prefix, blob.ErrInvalidArgument, "Create makes new objects: IfGenerationMatch makes no sense")
 	}
 	if s.creator != nil {
 		return s.creator.Create(ctx, prefix, opts)
@@ -45,7 +46,7 @@ type creatorView struct{ *Store }
 func (creatorView) Close() error { return nil }
 
 func (v creatorView) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	if err := validateKey("delete", key); err != nil {
+	if err := validateKey(driver.OpDelete, key); err != nil {
 		return err
 	}
 	return v.delete(ctx, key, opts)

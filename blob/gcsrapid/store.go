@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -168,7 +167,7 @@ func (o *Options) setDefaults() {
 // Validate reports a configuration that is malformed or could lose data.
 func (o Options) Validate() error {
 	bad := func(format string, args ...any) error {
-		return blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: "+format, args...)
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: "+format, args...)
 	}
 	switch {
 	case o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0 || o.ClockSkew < 0:
@@ -194,10 +193,10 @@ type Store struct {
 	name       string
 	opts       Options
 
-	closed atomic.Bool
-	bg     sync.WaitGroup // asynchronous closes and deletes
-	bgCtx  context.Context
-	stop   context.CancelFunc
+	life  driver.Lifecycle
+	bg    sync.WaitGroup // asynchronous closes and deletes
+	bgCtx context.Context
+	stop  context.CancelFunc
 
 	creator *pool.Creator // nil when pooling is off
 	sweeper *sweeper      // nil when pooling or the sweep is off
@@ -218,10 +217,10 @@ var (
 // OpenURL opens a gcsrapid:// URL (see the package doc for its parameters).
 func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if u.Scheme != Scheme {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: scheme %q, want %q", u.Scheme, Scheme)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: scheme %q, want %q", u.Scheme, Scheme)
 	}
 	if u.Host == "" || u.Path != "" && u.Path != "/" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: URL must be gcsrapid://BUCKET, got %s", blob.Redact(u.String()))
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: URL must be gcsrapid://BUCKET, got %s", blob.Redact(u.String()))
 	}
 	q := driver.NewQuery(u)
 	opts := Options{
@@ -263,7 +262,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	}
 	need := Connections(opts)
 	if connPool > 0 && connPool < need {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument,
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument,
 			"gcsrapid: grpc_conn_pool=%d holds %d streams at %d per connection, but pool_size=%d x max_pools=%d pooled writers and other calls need %d connections: raise grpc_conn_pool or lower pool_size",
 			connPool, connPool*opts.MaxStreamsPerConn, opts.MaxStreamsPerConn, opts.PoolSize, opts.MaxPools, need)
 	}
@@ -273,7 +272,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(tr.stream)))
 	client, err := storage.NewGRPCClient(ctx, copts...)
 	if err != nil {
-		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("gcsrapid: %w", err)}
+		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("gcsrapid: %w", err)}
 	}
 	s, err := New(client, u.Host, opts)
 	if err != nil {
@@ -304,7 +303,7 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if bucket == "" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: empty bucket name")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: empty bucket name")
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	b := client.Bucket(bucket)
@@ -338,7 +337,7 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 			s.sweeper.close()
 		}
 		stop()
-		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("gcsrapid: metrics: %w", err)}
+		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("gcsrapid: metrics: %w", err)}
 	}
 	s.metrics = m
 	return s, nil
@@ -348,10 +347,10 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 func (s *Store) Bucket() string { return s.name }
 
 func (s *Store) check(op, key string) error {
-	if s.closed.Load() {
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
+	if err := s.life.Check(op, key); err != nil {
+		return err
 	}
-	if err := validateKey(op, key); err != nil {
+	if err := validateGCSKey(op, key); err != nil {
 		return err
 	}
 	if s.opts.Hierarchical {
@@ -360,11 +359,16 @@ func (s *Store) check(op, key string) error {
 	return nil
 }
 
-// validateKey adds GCS's own naming rules to the common ones.
+// validateKey checks the common naming rules and GCS's own.
 func validateKey(op, key string) error {
 	if err := blob.ValidateKey(op, key); err != nil {
 		return err
 	}
+	return validateGCSKey(op, key)
+}
+
+// validateGCSKey checks GCS's naming rules beyond the common ones.
+func validateGCSKey(op, key string) error {
 	if key == "." || key == ".." {
 		return blob.Errorf(op, key, blob.ErrInvalidKey, `GCS object names cannot be "." or ".."`)
 	}
@@ -398,18 +402,18 @@ func parseGeneration(op, key, gen string) (int64, error) {
 
 // Stat implements blob.Store.
 func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
-	if err := s.check("stat", key); err != nil {
+	if err := s.check(driver.OpStat, key); err != nil {
 		return nil, err
 	}
 	a, err := s.bucket.Object(key).Attrs(ctx)
 	if err != nil {
-		return nil, driver.WrapError("stat", key, err, classify)
+		return nil, driver.WrapError(driver.OpStat, key, err, classify)
 	}
 	switch hidden, err := s.unwritten(ctx, a); {
 	case err != nil:
-		return nil, driver.WrapError("stat", key, err, classify)
+		return nil, driver.WrapError(driver.OpStat, key, err, classify)
 	case hidden:
-		return nil, notFoundUnwritten("stat", key)
+		return nil, notFoundUnwritten(driver.OpStat, key)
 	}
 	return attributes(a), nil
 }
@@ -444,7 +448,7 @@ func attributes(a *storage.ObjectAttrs) *blob.Attributes {
 
 // Delete implements blob.Store.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	if err := s.check("delete", key); err != nil {
+	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
 	}
 	return s.delete(ctx, key, opts)
@@ -455,47 +459,47 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 func (s *Store) delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	o := s.bucket.Object(key)
 	if opts != nil && opts.IfGenerationMatch != "" {
-		g, err := parseGeneration("delete", key, opts.IfGenerationMatch)
+		g, err := parseGeneration(driver.OpDelete, key, opts.IfGenerationMatch)
 		if err != nil {
 			return err
 		}
 		o = o.If(storage.Conditions{GenerationMatch: g})
 	}
-	return driver.WrapError("delete", key, o.Delete(ctx), classify)
+	return driver.WrapError(driver.OpDelete, key, o.Delete(ctx), classify)
 }
 
 // Finalize seals key: no more appends, and the object becomes an ordinary
 // finalized object. Finalizing an already final object is not an error.
 func (s *Store) Finalize(ctx context.Context, key string) error {
-	if err := s.check("finalize", key); err != nil {
+	if err := s.check(driver.OpFinalize, key); err != nil {
 		return err
 	}
 	a, err := s.bucket.Object(key).Attrs(ctx)
 	if err != nil {
-		return driver.WrapError("finalize", key, err, classify)
+		return driver.WrapError(driver.OpFinalize, key, err, classify)
 	}
 	if !a.Finalized.IsZero() {
 		return nil
 	}
 	switch hidden, err := s.unwritten(ctx, a); {
 	case err != nil:
-		return driver.WrapError("finalize", key, err, classify)
+		return driver.WrapError(driver.OpFinalize, key, err, classify)
 	case hidden: // sealing it empty would make it visible
-		return notFoundUnwritten("finalize", key)
+		return notFoundUnwritten(driver.OpFinalize, key)
 	}
 	w, _, err := s.bucket.Object(key).Generation(a.Generation).NewWriterFromAppendableObject(ctx, &storage.AppendableWriterOpts{FinalizeOnClose: true})
 	if err != nil {
-		return driver.WrapError("finalize", key, err, classify)
+		return driver.WrapError(driver.OpFinalize, key, err, classify)
 	}
-	return driver.WrapError("finalize", key, w.Close(), classify)
+	return driver.WrapError(driver.OpFinalize, key, w.Close(), classify)
 }
 
 // Close implements blob.Store: it discards every pooled object (deleting it),
 // waits for background closes and deletes, and closes the client if the Store
 // opened it.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	if !s.life.Close() {
+		return driver.ClosedError(driver.OpClose, "")
 	}
 	if s.sweeper != nil {
 		s.sweeper.close()

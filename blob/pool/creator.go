@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -22,7 +21,7 @@ type Creator struct {
 
 	ctx    context.Context // the lifetime of prewarmed writers
 	cancel context.CancelFunc
-	closed atomic.Bool
+	life   driver.Lifecycle
 
 	mu      sync.Mutex
 	pools   map[string]*Pool[*prewarmed]
@@ -72,12 +71,12 @@ func NewCreator(s blob.Store, opts CreatorOptions) (*Creator, error) {
 		}
 	}
 	if opts.MaxItemAge+opts.WriteTimeout >= opts.GraceWindow {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument,
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument,
 			"pool: MaxItemAge (%v) + WriteTimeout (%v) must be below GraceWindow (%v): a prewarmed object could be reclaimed as an orphan between its write and its commit",
 			opts.MaxItemAge, opts.WriteTimeout, opts.GraceWindow)
 	}
 	if opts.MinIdle > opts.Capacity {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "pool: MinIdle %d exceeds Capacity %d", opts.MinIdle, opts.Capacity)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: MinIdle %d exceeds Capacity %d", opts.MinIdle, opts.Capacity)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Creator{Store: s, opts: opts, ctx: ctx, cancel: cancel,
@@ -128,8 +127,8 @@ func (c *Creator) discard(ctx context.Context, p *prewarmed, _ DiscardReason) {
 // Create implements blob.Creator. Writes with attributes (which must be set
 // when an object is created) and prefixes beyond MaxPools create inline.
 func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOptions) (string, blob.Writer, error) {
-	if c.closed.Load() {
-		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
+	if err := c.life.CheckOpen(driver.OpCreate, prefix); err != nil {
+		return "", nil, err
 	}
 	if hasAttributes(opts) {
 		return blob.CreateInline(ctx, c.Store, prefix, opts)
@@ -141,7 +140,7 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 	item, err := p.Get(ctx)
 	switch {
 	case errors.Is(err, ErrClosed):
-		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
+		return "", nil, driver.ClosedError(driver.OpCreate, prefix)
 	case err != nil && ctx.Err() != nil:
 		return "", nil, err
 	case err != nil:
@@ -160,7 +159,7 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		c.discard(dctx, item, DiscardShutdown)
-		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
+		return "", nil, driver.ClosedError(driver.OpCreate, prefix)
 	}
 	c.out[w] = struct{}{}
 	c.mu.Unlock()
@@ -223,8 +222,8 @@ func (c *Creator) Stats() map[string]Stats {
 // writers handed out and never closed, waits for pooled writers being closed,
 // then closes the wrapped store.
 func (c *Creator) Close() error {
-	if c.closed.Swap(true) {
-		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	if !c.life.Close() {
+		return driver.ClosedError(driver.OpClose, "")
 	}
 	c.mu.Lock()
 	pools, out := c.pools, c.out
@@ -258,7 +257,7 @@ type pooledWriter struct {
 
 func (w *pooledWriter) Write(p []byte) (int, error) {
 	if err := w.ctx.Err(); err != nil {
-		return 0, driver.WrapError("write", w.item.key, err, nil)
+		return 0, driver.WrapError(driver.OpWrite, w.item.key, err, nil)
 	}
 	return w.item.w.Write(p)
 }
@@ -278,22 +277,22 @@ func (w *pooledWriter) claim() bool {
 
 func (w *pooledWriter) Close() error {
 	if w.done {
-		return &blob.Error{Op: "write", Key: w.item.key, Kind: blob.ErrClosed}
+		return driver.ClosedError(driver.OpWrite, w.item.key)
 	}
 	w.done = true
 	if !w.claim() {
-		return &blob.Error{Op: "write", Key: w.item.key, Kind: blob.ErrClosed}
+		return driver.ClosedError(driver.OpWrite, w.item.key)
 	}
 	defer w.c.closing.Done()
 	var err error
 	if err = w.ctx.Err(); err != nil {
-		err = driver.WrapError("write", w.item.key, err, nil)
+		err = driver.WrapError(driver.OpWrite, w.item.key, err, nil)
 	} else {
 		err = w.item.w.Close()
 		// A commit that ended after the deadline may have been cut short,
 		// or may have committed too late to be safe from the reconciler.
 		if !w.expiry.Stop() {
-			err = blob.Errorf("write", w.item.key, nil, "pool: the commit did not end within WriteTimeout %v of the hand-out: the object may be reclaimed as an orphan (%v)",
+			err = blob.Errorf(driver.OpWrite, w.item.key, nil, "pool: the commit did not end within WriteTimeout %v of the hand-out: the object may be reclaimed as an orphan (%v)",
 				w.c.opts.WriteTimeout, err)
 		} else if err == nil {
 			w.item.cancel()
