@@ -38,7 +38,7 @@ func zones(ctx context.Context, t *testing.T, n int) ([]*gcsrapidtest.Server, []
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { client.Close() })
-		s, err := gcsrapid.New(client, "zone", gcsrapid.Options{PoolSize: -1})
+		s, err := gcsrapid.New(ctx, client, "zone", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: -1}})
 		if err != nil {
 			t.Fatal(err)
 		}

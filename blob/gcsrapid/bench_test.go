@@ -14,6 +14,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/blob/pool"
 	"github.com/zonalblob/zonalblob/internal/bench"
 )
 
@@ -56,12 +57,12 @@ func BenchmarkSustainedCreates(b *testing.B) {
 		}
 		// The emulator caps streams per connection at 100, like a front end;
 		// the client gets the connections the pool needs, as OpenURL does.
-		opts := gcsrapid.Options{PoolSize: 1024, PoolMinIdle: 8, LoadConcurrency: 128, MaxPools: 2}
+		opts := gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 1024, MinIdle: 8, LoadConcurrency: 128, MaxPools: 2}}
 		client, err := srv.Client(ctx, option.WithGRPCConnectionPool(gcsrapid.Connections(opts)))
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, err := gcsrapid.New(client, "sustained", opts)
+		s, err := gcsrapid.New(ctx, client, "sustained", opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -117,7 +118,7 @@ func BenchmarkSustainedCreates(b *testing.B) {
 		bench.WriteTable(b.Output(), []bench.Result{pooled, raw})
 
 		// Heap per idle pooled writer: fill a fresh pool with no drain.
-		idle, err := gcsrapid.New(client, "sustained", gcsrapid.Options{PoolSize: 256, PoolMinIdle: 256, LoadConcurrency: 64, MaxPools: 1})
+		idle, err := gcsrapid.New(ctx, client, "sustained", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 256, MinIdle: 256, LoadConcurrency: 64, MaxPools: 1}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -169,12 +170,12 @@ func BenchmarkPooledCreateRoundTrip(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			opts := gcsrapid.Options{PoolSize: 64, PoolMinIdle: 16, MaxPools: 1}
+			opts := gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 64, MinIdle: 16, MaxPools: 1}}
 			client, err := srv.Client(ctx, option.WithGRPCConnectionPool(gcsrapid.Connections(opts)))
 			if err != nil {
 				b.Fatal(err)
 			}
-			s, err := gcsrapid.New(client, "rtt", opts)
+			s, err := gcsrapid.New(ctx, client, "rtt", opts)
 			if err != nil {
 				b.Fatal(err)
 			}

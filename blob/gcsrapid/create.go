@@ -53,9 +53,9 @@ func (v creatorView) Delete(ctx context.Context, key string, opts *blob.DeleteOp
 }
 
 func newCreator(s *Store) (*pool.Creator, error) {
-	return pool.NewCreator(creatorView{s}, pool.CreatorOptions{
-		Capacity: s.opts.PoolSize, MinIdle: s.opts.PoolMinIdle, LoadConcurrency: s.opts.LoadConcurrency,
-		MaxItemAge: s.opts.MaxItemAge, WriteTimeout: s.opts.WriteTimeout, GraceWindow: s.opts.GraceWindow - s.opts.ClockSkew,
-		MaxPools: s.opts.MaxPools,
-	})
+	// The pool's bound on a name's age at commit leaves room for the
+	// clocks' skew below the reconciler's grace window.
+	co := s.opts.CreatorOptions
+	co.GraceWindow -= s.opts.ClockSkew
+	return pool.NewCreator(creatorView{s}, co)
 }

@@ -31,10 +31,16 @@
 //	grpc_conn_pool    gRPC connections (default: enough for pool_size x max_pools open
 //	                  writer streams at max_streams_per_conn; a smaller value is refused)
 //	max_streams_per_conn  the front end's cap on streams per connection (default 100)
-//	retries           attempts of an idempotent call, with jittered backoff; 1 = no retry
-//	                  (default 3; a write that could apply twice is never retried)
+//	retries           retries of an idempotent call after its first attempt, with jittered
+//	                  backoff; 0 = none (default 2; a write that could apply twice is never retried)
 //	hierarchical      apply hierarchical namespace naming rules to keys before I/O (default false)
-//	max_buffer        bytes a writer buffers before it streams (default 16MiB)
+//	max_buffer        bytes a writer buffers before it streams, with an optional KiB, MiB
+//	                  or GiB suffix (default 16MiB)
+//
+// Options has the same settings under Go names; its pool settings are the
+// embedded pool.CreatorOptions (pool_size is Capacity, pool_min_idle is
+// MinIdle). A zero field means its default, and a negative Capacity or
+// Retries means none, as 0 does in a URL.
 //
 // Safety: max_item_age + write_timeout + clock_skew must be below
 // grace_window, or a pre-created object could be reclaimed as an orphan

@@ -23,6 +23,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/blob/pool"
 	"github.com/zonalblob/zonalblob/conformance"
 )
 
@@ -50,7 +51,7 @@ func newStore(ctx context.Context, t *testing.T, srv *gcsrapidtest.Server, opts 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	s, err := gcsrapid.New(client, name, opts)
+	s, err := gcsrapid.New(ctx, client, name, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestConformance(t *testing.T) {
 	srv := newServer(t, gcsrapidtest.Zero())
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, MaxItemAge: 0})
+			return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MaxItemAge: 0}})
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})
@@ -130,7 +131,7 @@ func waitReady(t *testing.T, s *gcsrapid.Store, prefix string, n int) {
 func TestPooledCreateMakesNoMetadataOperation(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, PoolMinIdle: 4})
+	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MinIdle: 4}})
 	// The first Create under a prefix starts its pool.
 	if _, err := blob.CreateBytes(ctx, s, "seg/", []byte("first"), nil); err != nil {
 		t.Fatal(err)
@@ -192,10 +193,7 @@ func TestPooledCreateMakesNoMetadataOperation(t *testing.T) {
 func TestAgedPoolObjectsAreDeletedNotUsed(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{
-		PoolSize: 4, PoolMinIdle: 2, MaxItemAge: 150 * time.Millisecond,
-		WriteTimeout: 100 * time.Millisecond, GraceWindow: time.Second,
-	})
+	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2, MaxItemAge: 150 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, GraceWindow: time.Second}})
 	defer s.Close()
 	if _, err := blob.CreateBytes(ctx, s, "p/", []byte("a"), nil); err != nil {
 		t.Fatal(err)
@@ -245,7 +243,7 @@ func TestWriterSafeguards(t *testing.T) {
 
 	// A pooled writer closed after write_timeout is refused: its object may
 	// already be an orphan to the reconciler.
-	short := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 2, PoolMinIdle: 1, MaxItemAge: 50 * time.Millisecond, WriteTimeout: 20 * time.Millisecond, GraceWindow: time.Second})
+	short := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2, MinIdle: 1, MaxItemAge: 50 * time.Millisecond, WriteTimeout: 20 * time.Millisecond, GraceWindow: time.Second}})
 	defer short.Close()
 	blob.CreateBytes(ctx, short, "t/", []byte("warm the pool"), nil)
 	waitReady(t, short, "t/", 1)
@@ -364,7 +362,7 @@ func TestGocloudDrivertest(t *testing.T) {
 	srv := newServer(t, gcsrapidtest.Zero())
 	conformance.RunGocloud(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4})
+			return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}})
 		},
 		Caps: conformance.Caps{NonSlashDelimiters: true},
 	})
@@ -401,7 +399,7 @@ func TestCloseLeavesOnlyWrittenObjects(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.Flush = latency.Fixed(time.Second)
 	srv := newServer(t, p)
-	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, PoolMinIdle: 2})
+	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MinIdle: 2}})
 	written, err := blob.CreateBytes(ctx, s, "seg/", []byte("kept"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +432,7 @@ func TestCloseLeavesOnlyWrittenObjects(t *testing.T) {
 func TestUnwrittenPooledObjectsAreInvisible(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, PoolMinIdle: 4})
+	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MinIdle: 4}})
 	defer s.Close()
 	written, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
 	if err != nil {
@@ -460,7 +458,7 @@ func TestUnwrittenPooledObjectsAreInvisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer oc.Close()
-	other, err := gcsrapid.New(oc, s.Bucket(), gcsrapid.Options{PoolSize: -1})
+	other, err := gcsrapid.New(ctx, oc, s.Bucket(), gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +543,7 @@ func TestStaleSizesAreNotTrusted(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.StaleSize = time.Hour
 	srv := newServer(t, p)
-	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, PoolMinIdle: 2})
+	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2}})
 	defer s.Close()
 	if _, err := blob.CreateBytes(ctx, s, "log/", []byte("warm"), nil); err != nil {
 		t.Fatal(err)
@@ -640,7 +638,7 @@ func TestPoolsFitUnderTheStreamCap(t *testing.T) {
 	if sst.StreamsRefused != 0 || sst.PeakStreamsPerConn > gcsrapidtest.DefaultMaxStreamsPerConn {
 		t.Errorf("server: %d streams refused, peak %d per connection", sst.StreamsRefused, sst.PeakStreamsPerConn)
 	}
-	if want := gcsrapid.Connections(gcsrapid.Options{PoolSize: 128, MaxPools: 2}); sst.Connections < 3 || want < 3 {
+	if want := gcsrapid.Connections(gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 128, MaxPools: 2}}); sst.Connections < 3 || want < 3 {
 		t.Errorf("%d connections seen (%d wanted by the driver) for 256 open writers", sst.Connections, want)
 	}
 	if c := s.Stats().Connectivity; c != gcsrapid.ConnectivityIndirect {
@@ -669,7 +667,7 @@ func TestHierarchicalNamesCheckedBeforeIO(t *testing.T) {
 	if err := w.Close(); status.Code(err) != codes.InvalidArgument && !strings.Contains(fmt.Sprint(err), "hierarchical") {
 		t.Errorf("emulator accepted a//b: %v", err)
 	}
-	s, err := gcsrapid.New(client, "hns", gcsrapid.Options{Hierarchical: true, PoolSize: -1})
+	s, err := gcsrapid.New(ctx, client, "hns", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: -1}, Hierarchical: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,14 +702,14 @@ func TestConformanceStrict(t *testing.T) {
 	t.Cleanup(srv.Close)
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, Retries: 6})
+			return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8}, Retries: 5})
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})
 	t.Run("gocloud", func(t *testing.T) {
 		conformance.RunGocloud(t, conformance.Harness{
 			NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-				return newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, Retries: 6})
+				return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}, Retries: 5})
 			},
 			Caps: conformance.Caps{NonSlashDelimiters: true},
 		})
@@ -729,8 +727,7 @@ func TestSweepTakesOnlyUnwrittenResidue(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.StaleSize = time.Hour
 	srv := newServer(t, p)
-	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, PoolMinIdle: 2, MaxItemAge: 100 * time.Millisecond,
-		WriteTimeout: 100 * time.Millisecond, ClockSkew: 50 * time.Millisecond, GraceWindow: time.Second, SweepInterval: 20 * time.Millisecond})
+	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2, MaxItemAge: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, GraceWindow: time.Second}, ClockSkew: 50 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
 	defer s.Close()
 	written, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
 	if err != nil {
@@ -802,7 +799,7 @@ func TestTransientWriteFaultsRetriedWhereSafe(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, Retries: 10})
+	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}, Retries: 9})
 	defer s.Close()
 	unconditional := 0
 	for i := range 50 {
@@ -824,5 +821,52 @@ func TestTransientWriteFaultsRetriedWhereSafe(t *testing.T) {
 	}
 	if st := s.Stats().Pools["p/"]; st.LoadErrors != 0 {
 		t.Errorf("%d pool loads failed: prewarms were not retried", st.LoadErrors)
+	}
+}
+
+// Retries counts the retries of an idempotent call after its first attempt,
+// as in every driver: in Options 0 is the default and negative is none, in a
+// URL retries=0 is none.
+func TestRetriesCountAfterTheFirstAttempt(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, gcsrapidtest.Zero())
+	srv.InjectFault(gcsrapidtest.Fault{Method: "GetObject", Code: codes.Unavailable})
+	attempts := func(s blob.Store) int64 {
+		t.Helper()
+		defer s.Close()
+		before := srv.Stats().Calls["GetObject"]
+		if _, err := s.Stat(ctx, "k"); err == nil || !strings.Contains(err.Error(), "injected fault") {
+			t.Fatalf("Stat under a fault on every call = %v, want the fault", err)
+		}
+		return srv.Stats().Calls["GetObject"] - before
+	}
+	noPool := pool.CreatorOptions{Capacity: -1}
+	for _, c := range []struct {
+		name string
+		opts gcsrapid.Options
+		want int64
+	}{
+		{"default", gcsrapid.Options{CreatorOptions: noPool}, 1 + gcsrapid.DefaultRetries},
+		{"one", gcsrapid.Options{CreatorOptions: noPool, Retries: 1}, 2},
+		{"none", gcsrapid.Options{CreatorOptions: noPool, Retries: -1}, 1},
+	} {
+		if got := attempts(newStore(ctx, t, srv, c.opts)); got != c.want {
+			t.Errorf("%s: %d attempts, want %d", c.name, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		query string
+		want  int64
+	}{{"retries=0", 1}, {"retries=3", 4}, {"max_buffer=64KiB", 1 + gcsrapid.DefaultRetries}} {
+		if err := srv.CreateBucket("retries-"+fmtInt(int(c.want))+"-"+fmtInt(len(c.query)), true); err != nil {
+			t.Fatal(err)
+		}
+		s, err := blob.Open(ctx, "gcsrapid://retries-"+fmtInt(int(c.want))+"-"+fmtInt(len(c.query))+"?endpoint="+srv.Endpoint()+"&pool_size=0&"+c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := attempts(s); got != c.want {
+			t.Errorf("%s: %d attempts, want %d", c.query, got, c.want)
+		}
 	}
 }

@@ -33,19 +33,12 @@ func init() {
 
 // Options configure a Store. The zero value of each field means its default.
 type Options struct {
-	// PoolSize is the capacity of each Create pool; negative turns pooling off.
-	PoolSize int
-	// PoolMinIdle spares are kept ready when nothing drains the pool.
-	PoolMinIdle int
-	// LoadConcurrency bounds background creates per pool.
-	LoadConcurrency int
-	// MaxItemAge: pooled objects older than this are deleted, never used.
-	MaxItemAge time.Duration
-	// WriteTimeout bounds the time from handing out a writer to its Close.
-	WriteTimeout time.Duration
-	// GraceWindow is the orphan reconciler's grace window; MaxItemAge +
-	// WriteTimeout + ClockSkew must be below it.
-	GraceWindow time.Duration
+	// CreatorOptions configure the Create pools, with pool's names and
+	// defaults: Capacity of each prefix's pool (URL pool_size; negative
+	// turns pooling off), MinIdle (pool_min_idle), LoadConcurrency,
+	// MaxItemAge, WriteTimeout, GraceWindow (the orphan reconciler's:
+	// MaxItemAge + WriteTimeout + ClockSkew must be below it) and MaxPools.
+	pool.CreatorOptions
 	// ClockSkew is the largest difference between the clocks of the
 	// processes that pool under the same prefixes and the service's
 	// (default: 30s, or half of what GraceWindow leaves above MaxItemAge +
@@ -57,10 +50,11 @@ type Options struct {
 	// the deletes per second. A negative SweepInterval turns the sweep off.
 	SweepInterval time.Duration
 	SweepRate     int
-	// Retries is the number of attempts of an idempotent call (reads, stats,
-	// listings, deletes, conditional writes such as a pool's prewarms), with
-	// jittered exponential backoff between them; 1 means no retry. A write
-	// that could be applied twice (an unconditional Put) is never retried.
+	// Retries is how many times an idempotent call (reads, stats, listings,
+	// deletes, conditional writes such as a pool's prewarms) is retried
+	// after its first attempt, with jittered exponential backoff (default
+	// DefaultRetries; negative: none). A write that could be applied twice
+	// (an unconditional Put) is never retried.
 	Retries int
 	// MaxStreamsPerConn is the front end's cap on concurrent streams per
 	// gRPC connection. A pooled writer holds a stream open, so OpenURL opens
@@ -77,28 +71,19 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBuffer is how many bytes a writer buffers before it streams.
 	MaxBuffer int
-	// MaxPools bounds the number of distinct Create prefixes that get a pool;
-	// Creates under further prefixes create inline.
-	MaxPools int
 	// MeterProvider receives the Store's OpenTelemetry metrics (pool hits,
 	// misses, loads, discards by reason, ready objects, write latency);
 	// nil means otel's global provider.
 	MeterProvider metric.MeterProvider
 }
 
-// Defaults.
+// Defaults (the pools' are pool's: pool.DefaultCapacity and the others).
 const (
-	DefaultPoolSize        = 64
-	DefaultPoolMinIdle     = 2
-	DefaultLoadConcurrency = 16
-	DefaultMaxItemAge      = time.Minute
-	DefaultWriteTimeout    = 30 * time.Second
-	DefaultGraceWindow     = 10 * time.Minute
-	DefaultMaxBuffer       = 16 << 20
-	DefaultMaxPools        = 16
-	DefaultClockSkew       = 30 * time.Second
-	DefaultSweepRate       = 50
-	DefaultRetries         = 3
+	DefaultMaxBuffer = 16 << 20
+	DefaultClockSkew = 30 * time.Second
+	DefaultSweepRate = 50
+	// DefaultRetries: an idempotent call is tried up to three times.
+	DefaultRetries = 2
 	// DefaultMaxStreamsPerConn is a typical front end's HTTP/2 cap.
 	DefaultMaxStreamsPerConn = 100
 	// MaxFolderNameLen bounds one folder name in a hierarchical namespace.
@@ -112,31 +97,14 @@ const (
 func Connections(o Options) int {
 	o.setDefaults()
 	streams := 100 // reads, listings, commits and loads in flight
-	if o.PoolSize > 0 {
-		streams += o.PoolSize * o.MaxPools
+	if o.Capacity > 0 {
+		streams += o.Capacity * o.MaxPools
 	}
 	return max(1, (streams*3/2+o.MaxStreamsPerConn-1)/o.MaxStreamsPerConn)
 }
 
 func (o *Options) setDefaults() {
-	if o.PoolSize == 0 {
-		o.PoolSize = DefaultPoolSize
-	}
-	if o.PoolMinIdle == 0 {
-		o.PoolMinIdle = min(DefaultPoolMinIdle, max(o.PoolSize, 1))
-	}
-	if o.LoadConcurrency == 0 {
-		o.LoadConcurrency = DefaultLoadConcurrency
-	}
-	if o.MaxItemAge == 0 {
-		o.MaxItemAge = DefaultMaxItemAge
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = DefaultWriteTimeout
-	}
-	if o.GraceWindow == 0 {
-		o.GraceWindow = DefaultGraceWindow
-	}
+	o.CreatorOptions = o.CreatorOptions.WithDefaults() // a negative Capacity stays: no pooling
 	if margin := o.GraceWindow - o.MaxItemAge - o.WriteTimeout; o.ClockSkew == 0 && margin > 0 {
 		o.ClockSkew = min(DefaultClockSkew, margin/2)
 	}
@@ -159,9 +127,6 @@ func (o *Options) setDefaults() {
 	if o.MaxBuffer == 0 {
 		o.MaxBuffer = DefaultMaxBuffer
 	}
-	if o.MaxPools == 0 {
-		o.MaxPools = DefaultMaxPools
-	}
 }
 
 // Validate reports a configuration that is malformed or could lose data.
@@ -174,9 +139,9 @@ func (o Options) Validate() error {
 		return bad("durations must not be negative")
 	case o.SweepRate < 0:
 		return bad("sweep_rate must not be negative")
-	case o.PoolSize > 0 && o.PoolMinIdle > o.PoolSize:
-		return bad("pool_min_idle %d exceeds pool_size %d", o.PoolMinIdle, o.PoolSize)
-	case o.LoadConcurrency < 0 || o.Retries < 0 || o.MaxBuffer < 0 || o.MaxPools < 0 || o.MaxStreamsPerConn < 0:
+	case o.Capacity > 0 && o.MinIdle > o.Capacity:
+		return bad("pool_min_idle %d exceeds pool_size %d", o.MinIdle, o.Capacity)
+	case o.MinIdle < 0 || o.LoadConcurrency < 0 || o.MaxBuffer < 0 || o.MaxPools < 0 || o.MaxStreamsPerConn < 0:
 		return bad("counts must not be negative")
 	case o.MaxItemAge+o.WriteTimeout+o.ClockSkew >= o.GraceWindow:
 		return bad("max_item_age (%v) + write_timeout (%v) + clock_skew (%v) must be below grace_window (%v): "+
@@ -224,23 +189,29 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	}
 	q := driver.NewQuery(u)
 	opts := Options{
-		PoolSize:          q.Int("pool_size", 0),
-		PoolMinIdle:       q.Int("pool_min_idle", 0),
-		LoadConcurrency:   q.Int("load_concurrency", 0),
-		MaxItemAge:        q.Duration("max_item_age", 0),
-		WriteTimeout:      q.Duration("write_timeout", 0),
-		GraceWindow:       q.Duration("grace_window", 0),
+		CreatorOptions: pool.CreatorOptions{
+			Capacity:        q.Int("pool_size", 0),
+			MinIdle:         q.Int("pool_min_idle", 0),
+			LoadConcurrency: q.Int("load_concurrency", 0),
+			MaxItemAge:      q.Duration("max_item_age", 0),
+			WriteTimeout:    q.Duration("write_timeout", 0),
+			GraceWindow:     q.Duration("grace_window", 0),
+			MaxPools:        q.Int("max_pools", 0),
+		},
 		ClockSkew:         q.Duration("clock_skew", 0),
 		SweepInterval:     q.Duration("sweep_interval", 0),
 		SweepRate:         q.Int("sweep_rate", 0),
 		Retries:           q.Int("retries", 0),
-		MaxBuffer:         q.Int("max_buffer", 0),
-		MaxPools:          q.Int("max_pools", 0),
+		MaxBuffer:         int(q.Size("max_buffer", 0)),
 		MaxStreamsPerConn: q.Int("max_streams_per_conn", 0),
 		Hierarchical:      q.Bool("hierarchical", false),
 	}
-	if q.Has("pool_size") && opts.PoolSize == 0 {
-		opts.PoolSize = -1 // pool_size=0 asks for no pool
+	// In a URL 0 means none; in Options it means the default.
+	if q.Has("pool_size") && opts.Capacity == 0 {
+		opts.Capacity = -1
+	}
+	if q.Has("retries") && opts.Retries == 0 {
+		opts.Retries = -1
 	}
 	endpoint := q.String("endpoint", "")
 	connPool := q.Int("grpc_conn_pool", 0)
@@ -264,7 +235,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if connPool > 0 && connPool < need {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument,
 			"gcsrapid: grpc_conn_pool=%d holds %d streams at %d per connection, but pool_size=%d x max_pools=%d pooled writers and other calls need %d connections: raise grpc_conn_pool or lower pool_size",
-			connPool, connPool*opts.MaxStreamsPerConn, opts.MaxStreamsPerConn, opts.PoolSize, opts.MaxPools, need)
+			connPool, connPool*opts.MaxStreamsPerConn, opts.MaxStreamsPerConn, opts.Capacity, opts.MaxPools, need)
 	}
 	tr := &targetRecorder{}
 	copts = append(copts, option.WithGRPCConnectionPool(max(connPool, need)),
@@ -274,7 +245,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if err != nil {
 		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("gcsrapid: %w", err)}
 	}
-	s, err := New(client, u.Host, opts)
+	s, err := New(ctx, client, u.Host, opts)
 	if err != nil {
 		client.Close()
 		return nil, err
@@ -296,8 +267,9 @@ func EmulatorOptions(endpoint string) []option.ClientOption {
 
 // New returns a Store over bucket, using client (a gRPC client made with
 // storage.WithAppendableUploads and storage.WithGRPCBidiReads). Closing the
-// Store does not close client.
-func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
+// Store does not close client. ctx is used only while New runs; the Store's
+// background work (pools, sweeps) lives until Close.
+func New(ctx context.Context, client *storage.Client, bucket string, opts Options) (*Store, error) {
 	opts.setDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -305,22 +277,25 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 	if bucket == "" {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: empty bucket name")
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	if err := ctx.Err(); err != nil {
+		return nil, &blob.Error{Op: driver.OpOpen, Err: err}
+	}
+	bgCtx, stop := context.WithCancel(context.Background())
 	b := client.Bucket(bucket)
-	if opts.Retries <= 1 {
+	if opts.Retries <= 0 {
 		b = b.Retryer(storage.WithPolicy(storage.RetryNever))
 	} else {
 		// The client's policy retries only idempotent calls; gax's backoff
 		// draws each pause at random below its bound (full jitter), so
 		// clients that failed together do not retry together.
-		b = b.Retryer(storage.WithPolicy(storage.RetryIdempotent), storage.WithMaxAttempts(opts.Retries),
+		b = b.Retryer(storage.WithPolicy(storage.RetryIdempotent), storage.WithMaxAttempts(1+opts.Retries),
 			storage.WithBackoff(gax.Backoff{Initial: 5 * time.Millisecond, Max: time.Second, Multiplier: 2}))
 	}
 	s := &Store{
 		client: client, bucket: b, name: bucket, opts: opts,
-		bgCtx: ctx, stop: stop, connectivity: ConnectivityUnknown,
+		bgCtx: bgCtx, stop: stop, connectivity: ConnectivityUnknown,
 	}
-	if opts.PoolSize > 0 {
+	if opts.Capacity > 0 {
 		c, err := newCreator(s)
 		if err != nil {
 			stop()

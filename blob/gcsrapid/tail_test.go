@@ -17,6 +17,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
 // writerURLEnv, when set in the environment of this test binary, makes it a
@@ -68,8 +69,7 @@ func TestTailingConsumerWithAKilledWriter(t *testing.T) {
 	if err := srv.CreateBucket(bucket, true); err != nil {
 		t.Fatal(err)
 	}
-	opts := gcsrapid.Options{PoolSize: 16, PoolMinIdle: 4, MaxItemAge: 2 * time.Second, WriteTimeout: 2 * time.Second,
-		ClockSkew: 200 * time.Millisecond, GraceWindow: 10 * time.Second, SweepInterval: 50 * time.Millisecond, SweepRate: 1000}
+	opts := gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 16, MinIdle: 4, MaxItemAge: 2 * time.Second, WriteTimeout: 2 * time.Second, GraceWindow: 10 * time.Second}, ClockSkew: 200 * time.Millisecond, SweepInterval: 50 * time.Millisecond, SweepRate: 1000}
 	window := opts.MaxItemAge + opts.WriteTimeout + opts.ClockSkew
 	open := func(o gcsrapid.Options) *gcsrapid.Store {
 		c, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
@@ -77,7 +77,7 @@ func TestTailingConsumerWithAKilledWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		s, err := gcsrapid.New(c, bucket, o)
+		s, err := gcsrapid.New(ctx, c, bucket, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestTailingConsumerWithAKilledWriter(t *testing.T) {
 	}
 
 	// The consumer.
-	consumer := open(gcsrapid.Options{PoolSize: -1})
+	consumer := open(gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: -1}})
 	defer consumer.Close()
 	seen := map[string]string{}
 	var empty []string
@@ -134,7 +134,7 @@ func TestTailingConsumerWithAKilledWriter(t *testing.T) {
 
 	// The writer process, killed after 100 acknowledged records.
 	url := fmt.Sprintf("gcsrapid://%s?endpoint=%s&pool_size=%d&pool_min_idle=%d&max_item_age=%v&write_timeout=%v&clock_skew=%v&grace_window=%v",
-		bucket, srv.Endpoint(), opts.PoolSize, 16, opts.MaxItemAge, opts.WriteTimeout, opts.ClockSkew, opts.GraceWindow)
+		bucket, srv.Endpoint(), opts.Capacity, 16, opts.MaxItemAge, opts.WriteTimeout, opts.ClockSkew, opts.GraceWindow)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), writerURLEnv+"="+url)
 	stdout, err := cmd.StdoutPipe()

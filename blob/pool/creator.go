@@ -39,44 +39,89 @@ type Creator struct {
 // younger than MaxItemAge (a prewarm that takes longer is discarded, and the
 // Create goes inline), and a commit that has not ended WriteTimeout after the
 // hand-out is aborted, its object deleted and Close fails.
+//
+// Stores that pool their Creates (gcsrapid) embed CreatorOptions, so that
+// these settings have one name and one default wherever they appear. The
+// zero value of each field means its default.
 type CreatorOptions struct {
-	Capacity        int           // per prefix; default 64
-	MinIdle         int           // default 2
-	LoadConcurrency int           // default 16
-	MaxItemAge      time.Duration // default 1m
-	WriteTimeout    time.Duration // default 30s
-	GraceWindow     time.Duration // default 10m
-	MaxPools        int           // prefixes with a pool; default 16
+	// Capacity bounds each prefix's pool (DefaultCapacity).
+	Capacity int
+	// MinIdle spares are kept ready when nothing drains a pool
+	// (DefaultMinIdle, or Capacity if that is less).
+	MinIdle int
+	// LoadConcurrency bounds each pool's background prewarms
+	// (DefaultLoadConcurrency).
+	LoadConcurrency int
+	// MaxItemAge: a pooled writer whose name is older than this is
+	// discarded, never handed out (DefaultMaxItemAge).
+	MaxItemAge time.Duration
+	// WriteTimeout bounds the time from a hand-out to the end of its commit
+	// (DefaultWriteTimeout).
+	WriteTimeout time.Duration
+	// GraceWindow is the orphan reconciler's (DefaultGraceWindow).
+	GraceWindow time.Duration
+	// MaxPools bounds the prefixes with a pool; Creates under further
+	// prefixes create inline (DefaultMaxPools).
+	MaxPools int
+}
+
+// Defaults of CreatorOptions.
+const (
+	DefaultCapacity        = 64
+	DefaultMinIdle         = 2
+	DefaultLoadConcurrency = 16
+	DefaultMaxItemAge      = time.Minute
+	DefaultWriteTimeout    = 30 * time.Second
+	DefaultGraceWindow     = 10 * time.Minute
+	DefaultMaxPools        = 16
+)
+
+// WithDefaults returns o with each zero field set to its default.
+func (o CreatorOptions) WithDefaults() CreatorOptions {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.Capacity, DefaultCapacity)
+	def(&o.MinIdle, min(DefaultMinIdle, max(o.Capacity, 1)))
+	def(&o.LoadConcurrency, DefaultLoadConcurrency)
+	def(&o.MaxPools, DefaultMaxPools)
+	for _, d := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&o.MaxItemAge, DefaultMaxItemAge}, {&o.WriteTimeout, DefaultWriteTimeout}, {&o.GraceWindow, DefaultGraceWindow}} {
+		if *d.v == 0 {
+			*d.v = d.d
+		}
+	}
+	return o
+}
+
+// Validate reports options, with their defaults applied, that are malformed
+// or could lose data.
+func (o CreatorOptions) Validate() error {
+	switch {
+	case o.Capacity < 0 || o.MinIdle < 0 || o.LoadConcurrency < 0 || o.MaxPools < 0 ||
+		o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0:
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: counts and durations must not be negative")
+	case o.MaxItemAge+o.WriteTimeout >= o.GraceWindow:
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument,
+			"pool: MaxItemAge (%v) + WriteTimeout (%v) must be below GraceWindow (%v): a prewarmed object could be reclaimed as an orphan between its write and its commit",
+			o.MaxItemAge, o.WriteTimeout, o.GraceWindow)
+	case o.MinIdle > o.Capacity:
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: MinIdle %d exceeds Capacity %d", o.MinIdle, o.Capacity)
+	}
+	return nil
 }
 
 var _ blob.Creator = (*Creator)(nil)
 
 // NewCreator wraps s. Closing the Creator discards its pools, then closes s.
 func NewCreator(s blob.Store, opts CreatorOptions) (*Creator, error) {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&opts.Capacity, 64)
-	def(&opts.MinIdle, 2)
-	def(&opts.LoadConcurrency, 16)
-	def(&opts.MaxPools, 16)
-	for _, d := range []struct {
-		v *time.Duration
-		d time.Duration
-	}{{&opts.MaxItemAge, time.Minute}, {&opts.WriteTimeout, 30 * time.Second}, {&opts.GraceWindow, 10 * time.Minute}} {
-		if *d.v == 0 {
-			*d.v = d.d
-		}
-	}
-	if opts.MaxItemAge+opts.WriteTimeout >= opts.GraceWindow {
-		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument,
-			"pool: MaxItemAge (%v) + WriteTimeout (%v) must be below GraceWindow (%v): a prewarmed object could be reclaimed as an orphan between its write and its commit",
-			opts.MaxItemAge, opts.WriteTimeout, opts.GraceWindow)
-	}
-	if opts.MinIdle > opts.Capacity {
-		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: MinIdle %d exceeds Capacity %d", opts.MinIdle, opts.Capacity)
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Creator{Store: s, opts: opts, ctx: ctx, cancel: cancel,
