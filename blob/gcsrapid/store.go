@@ -160,6 +160,8 @@ type Store struct {
 
 	life  driver.Lifecycle
 	bg    sync.WaitGroup // asynchronous closes and deletes
+	bgMu  sync.Mutex     // orders bg.Add before Close's bg.Wait
+	bgEnd bool           // Close waits for bg: later work runs inline
 	bgCtx context.Context
 	stop  context.CancelFunc
 
@@ -483,6 +485,9 @@ func (s *Store) Close() error {
 		// Discards every pooled object (deleting it) and waits for that.
 		s.creator.Close()
 	}
+	s.bgMu.Lock()
+	s.bgEnd = true
+	s.bgMu.Unlock()
 	s.bg.Wait()
 	s.stop()
 	s.metrics.close()
@@ -493,9 +498,20 @@ func (s *Store) Close() error {
 }
 
 // background runs f after the caller has its answer (asynchronous closes and
-// deletes); Close waits for it.
+// deletes); Close waits for it. A writer may be closed after its Store (a
+// composite closes its replicas' writers in goroutines of its own): then f
+// runs before background returns.
 func (s *Store) background(f func(ctx context.Context)) {
+	s.bgMu.Lock()
+	if s.bgEnd {
+		s.bgMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		f(ctx)
+		return
+	}
 	s.bg.Add(1)
+	s.bgMu.Unlock()
 	go func() {
 		defer s.bg.Done()
 		ctx, cancel := context.WithTimeout(s.bgCtx, time.Minute)
