@@ -118,20 +118,26 @@ func TestPutIsOneCreateAndNoFinalize(t *testing.T) {
 // waitReady waits until the pool for prefix holds n ready writers.
 func waitReady(t *testing.T, s *gcsrapid.Store, prefix string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if p, ok := s.Stats().Pools[prefix]; ok && p.Ready >= n {
-			return
-		}
+	waitFor(func() bool {
+		p, ok := s.Stats().Pools[prefix]
+		return ok && p.Ready >= n
+	})
+}
+
+// waitFor polls until cond holds. It has no deadline of its own: what a test
+// waits for happens however slow the machine, and a wait that never ends is
+// a failure that go test's -timeout reports with every goroutine's stack.
+func waitFor(cond func() bool) {
+	for !cond() {
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("pool %q never had %d ready writers: %+v", prefix, n, s.Stats().Pools[prefix])
 }
 
 func TestPooledCreateMakesNoMetadataOperation(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
 	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MinIdle: 4}})
+	poolStarted := time.Now()
 	// The first Create under a prefix starts its pool.
 	if _, err := blob.CreateBytes(ctx, s, "seg/", []byte("first"), nil); err != nil {
 		t.Fatal(err)
@@ -173,8 +179,10 @@ func TestPooledCreateMakesNoMetadataOperation(t *testing.T) {
 		if got, err := blob.ReadAll(ctx, s, key); err != nil || string(got) != "payload" {
 			t.Errorf("%s: read %q, %v", key, got, err)
 		}
-		if ts, ok := blob.NameTime(key); !ok || time.Since(ts) > time.Minute {
-			t.Errorf("pooled key %q does not carry its creation time", key)
+		// Its name was made by a prewarm, after the pool started and before
+		// the Create that handed it out returned.
+		if ts, ok := blob.NameTime(key); !ok || ts.Before(poolStarted) || ts.After(time.Now()) {
+			t.Errorf("pooled key %q does not carry its creation time (pool started %v)", key, poolStarted)
 		}
 	}
 	if st := s.Stats().Pools["seg/"]; st.Hits < 4 {
@@ -199,26 +207,23 @@ func TestAgedPoolObjectsAreDeletedNotUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, s, "p/", 2)
-	time.Sleep(600 * time.Millisecond)
+	// With no demand, the spares age out: at least the two ready ones.
+	waitFor(func() bool { return s.Stats().Pools["p/"].Discards["aged"] >= 2 })
+	asked := time.Now()
 	key, err := blob.CreateBytes(ctx, s, "p/", []byte("b"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ts, _ := blob.NameTime(key); time.Since(ts) > 150*time.Millisecond+50*time.Millisecond {
-		t.Errorf("handed out %s, %v old, beyond MaxItemAge", key, time.Since(ts))
-	}
-	st := s.Stats()
-	if st.Pools["p/"].Discards["aged"] == 0 {
-		t.Fatalf("no aged discards after 4x MaxItemAge: %+v", st.Pools["p/"])
+	// A pooled name is made when its prewarm starts, and a writer is handed
+	// out only while it is younger than MaxItemAge: so the name handed out
+	// was made less than MaxItemAge before the Create was asked for.
+	ts, ok := blob.NameTime(key)
+	if !ok || !ts.After(asked.Add(-150*time.Millisecond)) {
+		t.Errorf("handed out %s, named %v, more than MaxItemAge before the Create at %v", key, ts, asked)
 	}
 	// Nothing else deletes here: the emulator's count is the discards'.
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Stats().ObjectsDeleted < st.Pools["p/"].Discards["aged"] && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got, want := srv.Stats().ObjectsDeleted, st.Pools["p/"].Discards["aged"]; got < want {
-		t.Errorf("%d aged pool objects discarded but only %d deleted", want, got)
-	}
+	aged := s.Stats().Pools["p/"].Discards["aged"]
+	waitFor(func() bool { return srv.Stats().ObjectsDeleted >= aged })
 }
 
 func TestWriterSafeguards(t *testing.T) {
@@ -256,42 +261,52 @@ func TestWriterSafeguards(t *testing.T) {
 	if err := w2.Close(); err == nil {
 		t.Errorf("Close after write_timeout succeeded")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if ok, _ := blob.Exists(ctx, short, key); !ok {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if ok, _ := blob.Exists(ctx, short, key); ok {
-		t.Errorf("the refused pooled object %s was not deleted", key)
-	}
+	// The refused object is deleted (in the background).
+	waitFor(func() bool { return !slices.Contains(rawNames(ctx, t, srv, short.Bucket()), key) })
 }
 
 func TestConcurrentUseOfOneWriterFails(t *testing.T) {
 	ctx := context.Background()
-	// Flushes are slow here, so the second call lands while Close runs.
+	// The commit's flush is held by the server until the write is
+	// canceled, so the second call lands while Close runs: the emulator
+	// counts the delay once it holds the flush.
 	p := gcsrapidtest.Zero()
-	p.Flush = latency.Fixed(100 * time.Millisecond)
+	p.Flush = latency.Fixed(time.Hour)
 	srv := newServer(t, p)
 	s := newStore(ctx, t, srv, gcsrapid.Options{})
 	defer s.Close()
-	w, err := s.NewWriter(ctx, "c", nil)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.NewWriter(wctx, "c", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.Write([]byte("x"))
+	delays := srv.Stats().Delays
 	done := make(chan error)
 	go func() { done <- w.Close() }()
-	time.Sleep(30 * time.Millisecond)
+	waitFor(func() bool { return srv.Stats().Delays > delays })
 	if _, err := w.Write([]byte("y")); err == nil || !strings.Contains(err.Error(), "concurrent use") {
 		t.Errorf("Write during Close = %v, want a concurrent-use error", err)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if err := w.Close(); err == nil || !strings.Contains(err.Error(), "concurrent use") {
+		t.Errorf("Close during Close = %v, want a concurrent-use error", err)
 	}
-	if got, _ := blob.ReadAll(ctx, s, "c"); string(got) != "x" {
+	cancel()
+	// The refused calls did not disturb the Close they raced with: it
+	// ends as the cancellation makes it, and then the writer is closed.
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Close = %v, want the cancellation", err)
+	}
+	if _, err := w.Write([]byte("z")); !errors.Is(err, blob.ErrClosed) {
+		t.Errorf("Write after Close = %v, want ErrClosed", err)
+	}
+	// A commit canceled mid-flush may or may not have applied; if it did,
+	// it holds the bytes written before Close and none of the refused ones.
+	if got, err := blob.ReadAll(ctx, s, "c"); err == nil && string(got) != "x" {
 		t.Errorf("object = %q, want x", got)
+	} else if err != nil && !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("ReadAll = %v", err)
 	}
 }
 
@@ -410,13 +425,7 @@ func TestCloseLeavesOnlyWrittenObjects(t *testing.T) {
 	}
 	// Wait until a refill's object exists on the service while its load is
 	// still in flight (created, not yet flushed).
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.Stats().ObjectsCreated <= s.Stats().Pools["seg/"].Loads && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if srv.Stats().ObjectsCreated <= s.Stats().Pools["seg/"].Loads {
-		t.Fatal("no load in flight with its object created")
-	}
+	waitFor(func() bool { return srv.Stats().ObjectsCreated > s.Stats().Pools["seg/"].Loads })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -759,18 +768,15 @@ func TestSweepTakesOnlyUnwrittenResidue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	created := time.Now()
 	if _, err := s.Stat(ctx, residue); !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("the residue is visible: %v", err)
 	}
-	for time.Since(created) <= 250*time.Millisecond { // MaxItemAge + WriteTimeout + ClockSkew
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The residue goes once it is past the window; the written objects,
+	// older still, are past it too by then: two more full passes give the
+	// sweep every chance to take them wrongly.
+	waitFor(func() bool { return s.Stats().Swept >= 1 })
 	p0 := s.Stats().SweepPasses
-	deadline := time.Now().Add(time.Minute)
-	for s.Stats().SweepPasses < p0+2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(func() bool { return s.Stats().SweepPasses >= p0+2 })
 	raw := rawNames(ctx, t, srv, s.Bucket())
 	if slices.Contains(raw, residue) {
 		t.Errorf("the residue %s was not swept after the window", residue)

@@ -70,7 +70,6 @@ func TestTailingConsumerWithAKilledWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 16, MinIdle: 4, MaxItemAge: 2 * time.Second, WriteTimeout: 2 * time.Second, GraceWindow: 10 * time.Second}, ClockSkew: 200 * time.Millisecond, SweepInterval: 50 * time.Millisecond, SweepRate: 1000}
-	window := opts.MaxItemAge + opts.WriteTimeout + opts.ClockSkew
 	open := func(o gcsrapid.Options) *gcsrapid.Store {
 		c, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
 		if err != nil {
@@ -146,8 +145,9 @@ func TestTailingConsumerWithAKilledWriter(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	killed := make(chan time.Time, 1)
+	killed, ended := make(chan struct{}, 1), make(chan struct{})
 	go func() {
+		defer close(ended)
 		sc := bufio.NewScanner(stdout)
 		n := 0
 		for sc.Scan() {
@@ -158,7 +158,7 @@ func TestTailingConsumerWithAKilledWriter(t *testing.T) {
 			ack(f[1], f[2])
 			if n++; n == 100 {
 				cmd.Process.Signal(syscall.SIGKILL)
-				killed <- time.Now()
+				killed <- struct{}{}
 			}
 		}
 	}()
@@ -185,27 +185,39 @@ func TestTailingConsumerWithAKilledWriter(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	var killedAt time.Time
 	select {
-	case killedAt = <-killed:
-	case <-time.After(time.Minute):
-		t.Fatalf("the writer process never acknowledged 100 records: %s", stderr.String())
+	case <-killed:
+	case <-ended:
+		select {
+		case <-killed:
+		default:
+			cmd.Wait()
+			t.Fatalf("the writer process ended before it acknowledged 100 records: %s", stderr.String())
+		}
 	}
 	cmd.Wait()
+	dead := time.Now()
 
-	// Let the window pass since the kill, then wait for two full sweeps by
-	// a survivor that began after it.
-	for time.Since(killedAt) <= window {
-		time.Sleep(10 * time.Millisecond)
-	}
-	p0 := stores[0].Stats().SweepPasses
-	deadline := time.Now().Add(time.Minute)
-	for stores[0].Stats().SweepPasses < p0+2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if stores[0].Stats().SweepPasses < p0+2 {
-		t.Fatalf("the survivors did not sweep: %+v", stores[0].Stats())
-	}
+	// Every name the killed process made is older than dead. Wait until
+	// each such object left on the service is one the consumer sees (a
+	// written record): the survivors have swept the killed writer's
+	// unwritten ones once they were past the window, and their own pools
+	// have discarded their aged spares.
+	waitFor(func() bool {
+		visible := map[string]bool{}
+		for o, err := range blob.All(ctx, consumer, &blob.ListOptions{Prefix: "log/"}) {
+			if err != nil {
+				return false
+			}
+			visible[o.Key] = true
+		}
+		for _, k := range rawNames(ctx, t, srv, bucket) {
+			if ts, ok := blob.NameTime(k); ok && ts.Before(dead) && !visible[k] {
+				return false
+			}
+		}
+		return true
+	})
 	var swept int64
 	for _, s := range stores {
 		swept += s.Stats().Swept

@@ -42,6 +42,10 @@ func TestCreatorConformance(t *testing.T) {
 }
 
 func TestCreatorServesFromThePoolAndCleansUp(t *testing.T) {
+	synctest.Test(t, testCreatorServesFromThePoolAndCleansUp)
+}
+
+func testCreatorServesFromThePoolAndCleansUp(t *testing.T) {
 	ctx := context.Background()
 	mem, err := blob.Open(ctx, "mem://")
 	if err != nil {
@@ -57,9 +61,11 @@ func TestCreatorServesFromThePoolAndCleansUp(t *testing.T) {
 	if _, err := blob.CreateBytes(ctx, c, "p/", []byte("first"), nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for c.Stats()["p/"].Ready < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	// The pool fills its MinIdle spares in the background.
+	time.Sleep(time.Second)
+	synctest.Wait()
+	if st := c.Stats()["p/"]; st.Ready < 2 {
+		t.Fatalf("pool %+v: want the 2 MinIdle spares ready", st)
 	}
 	key, err := blob.CreateBytes(ctx, c, "p/", []byte("pooled"), nil)
 	if err != nil {
@@ -201,8 +207,10 @@ func TestCreatorAcknowledgesNothingTheReconcilerCanTake(t *testing.T) {
 			if !ok {
 				t.Fatalf("%q is not a Create name", key)
 			}
-			if d := time.Since(born); d >= age+timeout {
-				t.Errorf("%s acknowledged %v after its name was made, beyond MaxItemAge+WriteTimeout", key, d)
+			// The bubble's clock: the acknowledgement came less than
+			// MaxItemAge+WriteTimeout after the name was made.
+			if ackedAt := time.Now(); !born.After(ackedAt.Add(-(age + timeout))) {
+				t.Errorf("%s acknowledged at %v, its name made at %v: beyond MaxItemAge+WriteTimeout", key, ackedAt, born)
 			}
 			acked = append(acked, key)
 			if _, err := r.Run(ctx); err != nil {

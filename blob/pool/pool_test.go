@@ -94,8 +94,10 @@ func TestNeverHandsOutAgedItems(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if age := time.Since(item); age >= 10*time.Second {
-				t.Fatalf("step %d: handed out an item %v old", step, age)
+			// The bubble's clock: the item was loaded less than
+			// MaxItemAge before it was handed out.
+			if now := time.Now(); !item.After(now.Add(-10 * time.Second)) {
+				t.Fatalf("step %d: handed out at %v an item loaded at %v", step, now, item)
 			}
 		}
 		synctest.Wait()
@@ -143,8 +145,10 @@ func TestColdMissNoSlowerThanOneLoad(t *testing.T) {
 		}
 		// The in-flight load finishes first (50ms left), ahead of the
 		// caller's own inline load (80ms).
-		if waited := time.Since(start); waited != 50*time.Millisecond {
-			t.Errorf("miss waited %v, want the 50ms left of the load in flight", waited)
+		// The bubble's clock stands still while goroutines run: the miss
+		// ended exactly when the load in flight did.
+		if end := time.Now(); !end.Equal(start.Add(50 * time.Millisecond)) {
+			t.Errorf("miss ended %v after it began, want the 50ms left of the load in flight", end.Sub(start))
 		}
 		// The inline load's item is not thrown away: it becomes a spare.
 		time.Sleep(100 * time.Millisecond)
