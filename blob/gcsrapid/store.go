@@ -158,12 +158,15 @@ type Store struct {
 	name       string
 	opts       Options
 
-	life  driver.Lifecycle
-	bg    sync.WaitGroup // asynchronous closes and deletes
-	bgMu  sync.Mutex     // orders bg.Add before Close's bg.Wait
-	bgEnd bool           // Close waits for bg: later work runs inline
-	bgCtx context.Context
-	stop  context.CancelFunc
+	life driver.Lifecycle
+	bg   sync.WaitGroup // asynchronous closes and deletes
+	// bgMu orders background's Add before Close's Wait: a writer abandoned
+	// while the Store closes (by a wrapper's late cleanup, say) must not Add
+	// to a WaitGroup that Close is already waiting on.
+	bgMu      sync.Mutex
+	bgStopped bool
+	bgCtx     context.Context
+	stop      context.CancelFunc
 
 	creator *pool.Creator // nil when pooling is off
 	sweeper *sweeper      // nil when pooling or the sweep is off
@@ -486,7 +489,7 @@ func (s *Store) Close() error {
 		s.creator.Close()
 	}
 	s.bgMu.Lock()
-	s.bgEnd = true
+	s.bgStopped = true
 	s.bgMu.Unlock()
 	s.bg.Wait()
 	s.stop()
@@ -498,14 +501,13 @@ func (s *Store) Close() error {
 }
 
 // background runs f after the caller has its answer (asynchronous closes and
-// deletes); Close waits for it. A writer may be closed after its Store (a
-// composite closes its replicas' writers in goroutines of its own): then f
-// runs before background returns.
+// deletes); Close waits for it.
 func (s *Store) background(f func(ctx context.Context)) {
 	s.bgMu.Lock()
-	if s.bgEnd {
+	if s.bgStopped {
 		s.bgMu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Close has waited already: do it now, on the caller's time.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.bgCtx), time.Minute)
 		defer cancel()
 		f(ctx)
 		return
