@@ -61,6 +61,9 @@ type Reconciler struct {
 	opts Options
 }
 
+// opReconcile is the Op of New's errors.
+const opReconcile = "reconcile"
+
 // ErrUnsafe is wrapped by New's error for a grace window that could delete an
 // object whose write is still in flight.
 var ErrUnsafe = errors.New("reconcile: grace window too short for the pool's MaxItemAge + WriteTimeout")
@@ -69,15 +72,15 @@ var ErrUnsafe = errors.New("reconcile: grace window too short for the pool's Max
 func New(s blob.Store, opts Options) (*Reconciler, error) {
 	switch {
 	case s == nil:
-		return nil, blob.Errorf("reconcile", "", blob.ErrInvalidArgument, "no store")
+		return nil, blob.Errorf(opReconcile, "", blob.ErrInvalidArgument, "no store")
 	case opts.Prefix == "":
-		return nil, blob.Errorf("reconcile", "", blob.ErrInvalidArgument, "a prefix is required")
+		return nil, blob.Errorf(opReconcile, "", blob.ErrInvalidArgument, "a prefix is required")
 	case opts.IsLive == nil:
-		return nil, blob.Errorf("reconcile", opts.Prefix, blob.ErrInvalidArgument, "a liveness check is required")
+		return nil, blob.Errorf(opReconcile, opts.Prefix, blob.ErrInvalidArgument, "a liveness check is required")
 	case opts.GraceWindow <= 0 || opts.MaxItemAge < 0 || opts.WriteTimeout < 0 || opts.ClockSkew < 0:
-		return nil, blob.Errorf("reconcile", opts.Prefix, blob.ErrInvalidArgument, "grace window must be positive and the other durations not negative")
+		return nil, blob.Errorf(opReconcile, opts.Prefix, blob.ErrInvalidArgument, "grace window must be positive and the other durations not negative")
 	case opts.MaxItemAge+opts.WriteTimeout+opts.ClockSkew >= opts.GraceWindow:
-		return nil, &blob.Error{Op: "reconcile", Key: opts.Prefix, Kind: blob.ErrInvalidArgument, Err: fmt.Errorf("%w: MaxItemAge %v + WriteTimeout %v + ClockSkew %v >= GraceWindow %v",
+		return nil, &blob.Error{Op: opReconcile, Key: opts.Prefix, Kind: blob.ErrInvalidArgument, Err: fmt.Errorf("%w: MaxItemAge %v + WriteTimeout %v + ClockSkew %v >= GraceWindow %v",
 			ErrUnsafe, opts.MaxItemAge, opts.WriteTimeout, opts.ClockSkew, opts.GraceWindow)}
 	}
 	if opts.Concurrency <= 0 {
