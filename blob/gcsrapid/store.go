@@ -58,7 +58,7 @@ type Options struct {
 	Retries int
 	// MaxStreamsPerConn is the front end's cap on concurrent streams per
 	// gRPC connection. A pooled writer holds a stream open, so OpenURL opens
-	// enough connections for PoolSize x MaxPools writers (see Connections),
+	// enough connections for Capacity x MaxPools writers (see Connections),
 	// or refuses a grpc_conn_pool too small for them.
 	MaxStreamsPerConn int
 	// Hierarchical applies the naming rules of a bucket with hierarchical
@@ -91,7 +91,7 @@ const (
 )
 
 // Connections is how many gRPC connections a client needs so that the
-// Store's pooled writers (PoolSize x MaxPools streams held open), its loads
+// Store's pooled writers (Capacity x MaxPools streams held open), its loads
 // and other calls fit under MaxStreamsPerConn, with room for the uneven
 // spread of round-robin assignment.
 func Connections(o Options) int {
