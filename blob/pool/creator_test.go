@@ -372,3 +372,29 @@ func TestCreatorCreatesInlineWhenPrewarmsFail(t *testing.T) {
 		t.Errorf("pool %+v: want load errors and no hits", st)
 	}
 }
+
+// CreatorOptions' defaults and checks are the ones every pooling store
+// embeds: a zero field is its default, MinIdle's at most Capacity.
+func TestCreatorOptionsDefaultsAndChecks(t *testing.T) {
+	d := pool.CreatorOptions{}.WithDefaults()
+	if d.Capacity != pool.DefaultCapacity || d.MinIdle != pool.DefaultMinIdle || d.LoadConcurrency != pool.DefaultLoadConcurrency ||
+		d.MaxItemAge != pool.DefaultMaxItemAge || d.WriteTimeout != pool.DefaultWriteTimeout ||
+		d.GraceWindow != pool.DefaultGraceWindow || d.MaxPools != pool.DefaultMaxPools {
+		t.Errorf("defaults = %+v", d)
+	}
+	if err := d.Validate(); err != nil {
+		t.Errorf("the defaults are refused: %v", err)
+	}
+	if one := (pool.CreatorOptions{Capacity: 1}).WithDefaults(); one.MinIdle != 1 || one.Validate() != nil {
+		t.Errorf("Capacity 1: %+v, %v; want MinIdle 1 and valid", one, one.Validate())
+	}
+	for _, o := range []pool.CreatorOptions{
+		{Capacity: 2, MinIdle: 3},
+		{LoadConcurrency: -1},
+		{WriteTimeout: -time.Second},
+	} {
+		if err := o.WithDefaults().Validate(); !errors.Is(err, blob.ErrInvalidArgument) {
+			t.Errorf("%+v: %v, want ErrInvalidArgument", o, err)
+		}
+	}
+}
