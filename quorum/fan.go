@@ -81,7 +81,6 @@ func (f *fan) wait(need int, acc string) (landed bool, err error) {
 		if !f.s.goTask(bg) {
 			go bg()
 		}
-		f.s.stats.writes.Add(1)
 		return false, nil
 	}
 	f.cancel()
@@ -102,7 +101,7 @@ func (f *fan) wait(need int, acc string) (landed bool, err error) {
 	return landed, fmt.Errorf("%d of %d needed replicas committed: %w", f.ok, need, errors.Join(f.errs...))
 }
 
-// onlyRefusals reports whether every error of the fan is a refusal of kind.
+// count returns how many calls failed with kind.
 func (f *fan) count(kind error) int {
 	n := 0
 	for _, e := range f.errs {

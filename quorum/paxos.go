@@ -52,6 +52,10 @@ type promised struct {
 // versions can never be chosen. A failure after accepts went out is
 // reported with ErrUncertain.
 func (s *Store) consensus(ctx context.Context, op, key string, decide decision, mine ...string) (*rstate, error) {
+	// Bounded, so that no promise or accept of this operation can land
+	// after TombstoneGrace (see collect).
+	ctx, cancel := context.WithTimeout(ctx, s.opts.StragglerTimeout)
+	defer cancel()
 	floor := ""
 	for attempt := 0; ; attempt++ {
 		s.stats.rounds.Add(1)

@@ -92,9 +92,10 @@ type Options struct {
 	RepairRetry time.Duration
 	// TombstoneGrace is how long a tombstone (and a placeholder left by a
 	// promise) is kept after every replica holds it, before it is
-	// collected; default 10m. It must exceed StragglerTimeout, so that no
-	// write still in flight from before the delete can land on a replica
-	// after its tombstone is gone.
+	// collected; default 10m. It must exceed twice StragglerTimeout (which
+	// bounds an operation's rounds, then its stragglers), so that no write
+	// still in flight from before the delete can land on a replica after its
+	// tombstone is gone.
 	TombstoneGrace time.Duration
 }
 
@@ -186,8 +187,8 @@ func New(replicas []blob.Store, opts Options) (*Store, error) {
 	if opts.W < 1 || opts.W > n {
 		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "w=%d outside 1..%d", opts.W, n)
 	}
-	if opts.TombstoneGrace <= opts.StragglerTimeout {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tombstone grace %v must exceed the straggler timeout %v", opts.TombstoneGrace, opts.StragglerTimeout)
+	if opts.TombstoneGrace <= 2*opts.StragglerTimeout {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tombstone grace %v must exceed twice the straggler timeout %v", opts.TombstoneGrace, opts.StragglerTimeout)
 	}
 	s := &Store{opts: opts, maj: n/2 + 1, floors: map[string]string{}}
 	s.w = max(opts.W, s.maj)

@@ -141,31 +141,35 @@ func faultSchedule(c *cluster, seed uint64) func(done <-chan struct{}) {
 					fs = append(fs, p.faults[victim])
 				}
 			}
-			for _, f := range fs {
+			ids := make([][]fault.RuleID, len(fs))
+			for i, f := range fs {
 				switch kind {
 				case 0, 4:
 					f.SetDown(true)
 				case 1:
 					for _, op := range allOps {
-						f.AddLatency(op, latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond})
+						ids[i] = append(ids[i], f.AddLatency(op, latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond}))
 					}
 				case 2:
 					for _, op := range allOps {
-						f.FailRandom(op, 0.3, nil)
+						ids[i] = append(ids[i], f.FailRandom(op, 0.3, nil))
 					}
-					f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.2, Effect: fault.FailAfter})
-					f.Add(fault.Rule{Op: fault.OpDelete, Probability: 0.2, Effect: fault.FailAfter})
+					ids[i] = append(ids[i], f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.2, Effect: fault.FailAfter}))
+					ids[i] = append(ids[i], f.Add(fault.Rule{Op: fault.OpDelete, Probability: 0.2, Effect: fault.FailAfter}))
 				case 3:
-					f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.5, Effect: fault.FailAfter})
+					ids[i] = append(ids[i], f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.5, Effect: fault.FailAfter}))
 				}
 			}
 			select {
 			case <-done:
 				return
-			case <-time.After(time.Duration(10+rng.IntN(40)) * time.Millisecond):
+			case <-time.After(time.Duration(5+rng.IntN(20)) * time.Millisecond):
 			}
-			for _, f := range fs {
-				f.Reset()
+			for i, f := range fs {
+				f.SetDown(false)
+				for _, id := range ids[i] {
+					f.Remove(id)
+				}
 			}
 		}
 	}
@@ -184,13 +188,32 @@ func faultSchedule(c *cluster, seed uint64) func(done <-chan struct{}) {
 func TestSimulation(t *testing.T) {
 	first := firstSeed()
 	total := int64(0)
+	var injected int64
 	for seed := first; seed < first+uint64(*simSeeds); seed++ {
 		c := newCluster(t, 3, 3, testOptions(), seed)
+		// Every replica call takes a little time, so that operations of
+		// different clients and processes overlap.
+		for _, p := range c.procs {
+			for _, f := range p.faults {
+				for _, op := range []fault.Op{fault.OpCommit, fault.OpStat, fault.OpRead, fault.OpDelete} {
+					f.AddLatency(op, latency.Dist{P50: 100 * time.Microsecond, P99: time.Millisecond})
+				}
+			}
+		}
 		h := runWorkload(t, c, seed, 2, *simOps, 4, faultSchedule(c, seed))
 		ops := h.acked.Load() + h.refused.Load() + h.unknown.Load() + h.reads.Load()
 		total += ops
-		t.Logf("seed %d: %d operations (%d acknowledged writes, %d refused, %d uncertain, %d reads)",
-			seed, ops, h.acked.Load(), h.refused.Load(), h.unknown.Load(), h.reads.Load())
+		failures := int64(0)
+		for _, p := range c.procs[:3] {
+			for _, f := range p.faults {
+				for _, st := range f.Stats() {
+					failures += st.Failures
+				}
+			}
+		}
+		injected += failures
+		t.Logf("seed %d: %d operations (%d acknowledged writes, %d refused, %d uncertain, %d reads), %d injected failures",
+			seed, ops, h.acked.Load(), h.refused.Load(), h.unknown.Load(), h.reads.Load(), failures)
 		for _, p := range c.procs {
 			if p.q != nil {
 				p.q.Close()
@@ -201,5 +224,8 @@ func TestSimulation(t *testing.T) {
 			t.Fatalf("seed %d failed (replay: go test ./quorum -run TestSimulation -sim.seed %d -sim.seeds 1)", seed, seed)
 		}
 	}
-	t.Logf("%d seeds from %d, %d operations, all linearizable", *simSeeds, first, total)
+	if injected == 0 {
+		t.Error("the fault schedule injected no failure")
+	}
+	t.Logf("%d seeds from %d: %d operations, %d injected replica failures, every history linearizable", *simSeeds, first, total, injected)
 }

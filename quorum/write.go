@@ -140,6 +140,7 @@ func (w *writer) Close() error {
 		}
 		return &blob.Error{Op: "write", Key: w.key, Err: err}
 	}
+	w.s.stats.writes.Add(1)
 	return nil
 }
 
@@ -181,6 +182,9 @@ func (s *Store) createFresh(ctx context.Context, key string, v *value, tok strin
 			res := <-warm[r.idx]
 			if res.err == nil {
 				defer res.cancel()
+				// The warm writer lives in its own context: bound it too.
+				stop := context.AfterFunc(ctx, res.cancel)
+				defer stop()
 				start := time.Now()
 				err := writeAll(res.w, v.data)
 				s.observe(r, time.Since(start), err, ctx.Err() != nil)
