@@ -3,8 +3,6 @@ package blob_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -13,37 +11,6 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	_ "github.com/zonalblob/zonalblob/blob/regional"
 )
-
-// sdkError stands in for a backend's own error type.
-type sdkError struct{ code int }
-
-func (e *sdkError) Error() string { return fmt.Sprintf("sdk error %d", e.code) }
-
-func TestErrorUnwrapsToSentinelAndCause(t *testing.T) {
-	cause := &sdkError{404}
-	err := blob.WrapError("stat", "k", cause, func(error) error { return blob.ErrNotFound })
-	if !errors.Is(err, blob.ErrNotFound) {
-		t.Errorf("errors.Is(ErrNotFound) false for %v", err)
-	}
-	var se *sdkError
-	if !errors.As(err, &se) || se.code != 404 {
-		t.Errorf("errors.As(*sdkError) failed for %v", err)
-	}
-	var be *blob.Error
-	if !errors.As(err, &be) || be.Op != "stat" || be.Key != "k" {
-		t.Errorf("errors.As(*blob.Error) = %+v", be)
-	}
-	if want := `blob: stat "k": object not found: sdk error 404`; err.Error() != want {
-		t.Errorf("message %q, want %q", err.Error(), want)
-	}
-	if blob.WrapError("x", "k", nil, nil) != nil {
-		t.Error("WrapError(nil) != nil")
-	}
-	canceled := blob.WrapError("read", "k", context.Canceled, func(error) error { return blob.ErrNotFound })
-	if errors.Is(canceled, blob.ErrNotFound) || !errors.Is(canceled, context.Canceled) {
-		t.Errorf("context errors must not be classified: %v", canceled)
-	}
-}
 
 func TestValidateKey(t *testing.T) {
 	for _, c := range []struct {
@@ -143,37 +110,6 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-func TestQuery(t *testing.T) {
-	u, _ := url.Parse("x://b?pool_size=8&age=5s&on=true&replica=a&replica=b&bad=zz")
-	q := blob.NewQuery(u)
-	if got := q.Int("pool_size", 1); got != 8 {
-		t.Errorf("Int = %d", got)
-	}
-	if got := q.Duration("age", 0); got != 5*time.Second {
-		t.Errorf("Duration = %v", got)
-	}
-	if got := q.Bool("on", false); !got {
-		t.Errorf("Bool = %v", got)
-	}
-	if got := q.Strings("replica"); !slices.Equal(got, []string{"a", "b"}) {
-		t.Errorf("Strings = %v", got)
-	}
-	if got := q.Int("missing", 7); got != 7 {
-		t.Errorf("default = %d", got)
-	}
-	q.Int("bad", 0)
-	err := q.Err()
-	if err == nil || !errors.Is(err, blob.ErrInvalidArgument) || !strings.Contains(err.Error(), `"zz" is not an integer`) {
-		t.Errorf("Err = %v", err)
-	}
-	u2, _ := url.Parse("x://b?known=1&typo=2")
-	q2 := blob.NewQuery(u2)
-	q2.String("known", "")
-	if err := q2.Err(); err == nil || !strings.Contains(err.Error(), "typo") || !strings.Contains(err.Error(), "known") {
-		t.Errorf("unknown parameter error = %v", err)
-	}
-}
-
 func TestNewNameOrderedAndParsable(t *testing.T) {
 	before := time.Now().UTC()
 	var names []string
@@ -194,34 +130,6 @@ func TestNewNameOrderedAndParsable(t *testing.T) {
 		if _, ok := blob.NameTime(bad); ok {
 			t.Errorf("NameTime(%q) parsed", bad)
 		}
-	}
-}
-
-func TestPaginate(t *testing.T) {
-	var objs []blob.ListObject
-	for _, k := range []string{"b", "a/2", "a/1", "c", "a-", "a/x/y"} {
-		objs = append(objs, blob.ListObject{Key: k})
-	}
-	var got []string
-	opts := &blob.ListOptions{Delimiter: "/", PageSize: 2}
-	for {
-		p, err := blob.Paginate(objs, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range p.Objects {
-			got = append(got, o.Key)
-		}
-		if p.NextPageToken == "" {
-			break
-		}
-		opts.PageToken = p.NextPageToken
-	}
-	if want := []string{"a-", "a/", "b", "c"}; !slices.Equal(got, want) {
-		t.Errorf("Paginate = %q, want %q", got, want)
-	}
-	if _, err := blob.Paginate(objs, &blob.ListOptions{PageToken: "!!"}); !errors.Is(err, blob.ErrInvalidArgument) {
-		t.Errorf("bad token: %v", err)
 	}
 }
 
@@ -260,5 +168,23 @@ func TestHelperFallbacks(t *testing.T) {
 	}
 	if b, _ := blob.ReadAll(ctx, s, "copy"); string(b) != "w" {
 		t.Errorf("copy fallback read %q", b)
+	}
+}
+
+func TestCondition(t *testing.T) {
+	var zero blob.Condition
+	if !zero.IsZero() || zero.NotExist() || zero.GenerationMatch() != "" || zero.Validate("write", "k") != nil {
+		t.Errorf("zero Condition is not unconditional: %v", zero)
+	}
+	ne := blob.IfNotExist()
+	if ne.IsZero() || !ne.NotExist() || ne.GenerationMatch() != "" {
+		t.Errorf("IfNotExist: %v", ne)
+	}
+	gm := blob.IfGenerationMatch("7")
+	if g, ok := gm.Generation(); gm.IsZero() || gm.NotExist() || !ok || g != "7" || gm.GenerationMatch() != "7" {
+		t.Errorf("IfGenerationMatch: %v", gm)
+	}
+	if err := blob.IfGenerationMatch("").Validate("write", "k"); !errors.Is(err, blob.ErrInvalidArgument) {
+		t.Errorf("empty generation accepted: %v", err)
 	}
 }

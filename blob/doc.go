@@ -5,8 +5,9 @@
 // A Store has five operations and Close: NewRangeReader, NewWriter, Stat, List and
 // Delete. Everything else is either a package function over those (Put, ReadAll,
 // Exists, Create, All) or an optional interface that a helper detects and falls
-// back from (Prewarmer, Creator, Appender, Copier, ReaderAtOpener), as io/fs does
-// with StatFS.
+// back from (Prewarmer, Creator, Appender, Copier, ReaderAtOpener, Finalizer), as
+// io/fs does with StatFS. CapabilitiesOf says which of them a Store, or a chain
+// of wrappers, serves natively. Driver authors find their kit in blob/driver.
 //
 // Stores are opened by URL with Open ("mem://", "file:///tmp/x", "gcsrapid://b",
 // ...): each driver package registers its scheme in init, so import the driver
@@ -19,9 +20,10 @@
 //     with ErrInvalidKey before any I/O.
 //   - A write becomes visible, atomically and whole, when Close returns nil.
 //     Cancelling the writer's context before Close commits nothing.
-//   - IfNotExist fails with ErrExists when the key exists; of any number of
-//     concurrent IfNotExist writers of one key, at most one succeeds.
-//     IfGenerationMatch fails with ErrPrecondition when the generation differs.
+//   - A write's condition (WriterOptions.If) is one value: IfNotExist() fails
+//     with ErrExists when the key exists, and of any number of concurrent
+//     IfNotExist writers of one key at most one succeeds; IfGenerationMatch(g)
+//     fails with ErrPrecondition when the generation differs.
 //   - List is lexicographic by key (byte order) across pages.
 //   - Errors wrap a sentinel (ErrNotFound, ErrExists, ...) in an *Error naming the
 //     operation and key, and still unwrap to the backend's own error.

@@ -1,7 +1,6 @@
 package blob
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -72,24 +71,6 @@ func (e *Error) Unwrap() []error {
 // built from format and args (which may wrap with %w).
 func Errorf(op, key string, kind error, format string, args ...any) error {
 	return &Error{Op: op, Key: key, Kind: kind, Err: fmt.Errorf(format, args...)}
-}
-
-// WrapError wraps a backend error for op on key. classify maps it to a sentinel
-// (or nil). Context errors are kept as the cause with no sentinel. A nil err
-// stays nil, and an err that is already an *Error for the same op is returned as is.
-func WrapError(op, key string, err error, classify func(error) error) error {
-	if err == nil {
-		return nil
-	}
-	var be *Error
-	if errors.As(err, &be) && be.Op == op && be.Key == key {
-		return err
-	}
-	var kind error
-	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && classify != nil {
-		kind = classify(err)
-	}
-	return &Error{Op: op, Key: key, Kind: kind, Err: err}
 }
 
 // shortKey keeps error messages readable for very long keys.

@@ -159,7 +159,7 @@ func (d *gocloudDriver) NewTypedWriter(ctx context.Context, key, contentType str
 		ContentLanguage:    opts.ContentLanguage,
 		Metadata:           opts.Metadata,
 		ContentMD5:         opts.ContentMD5,
-		IfNotExist:         opts.IfNotExist,
+		If:                 gocloudCondition(opts.IfNotExist),
 	})
 }
 
@@ -191,3 +191,12 @@ func (d *gocloudDriver) Close() error { return d.s.Close() }
 var _ driver.Reader = gocloudReader{}
 
 var _ io.Closer = (*gocloudDriver)(nil)
+
+// gocloudCondition maps gocloud's IfNotExist flag, its only write
+// precondition, to a Condition.
+func gocloudCondition(ifNotExist bool) Condition {
+	if ifNotExist {
+		return IfNotExist()
+	}
+	return Condition{}
+}

@@ -10,12 +10,13 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 func init() {
 	// A scheme of ours, as a driver package registers it: on both registries.
 	blob.RegisterWithGocloud("zbtest", func(ctx context.Context, u *url.URL) (blob.Store, error) {
-		q := blob.NewQuery(u)
+		q := driver.NewQuery(u)
 		q.String("label", "")
 		if err := q.Err(); err != nil {
 			return nil, err

@@ -114,7 +114,7 @@ func withIfNotExist(opts *WriterOptions) WriterOptions {
 	if opts != nil {
 		o = *opts
 	}
-	o.IfNotExist = true
+	o.If = IfNotExist()
 	return o
 }
 
@@ -139,6 +139,17 @@ func Append(ctx context.Context, s Store, key string, opts *AppendOptions) (Writ
 		return a.NewAppender(ctx, key, opts)
 	}
 	return nil, &Error{Op: "append", Key: key, Kind: ErrUnsupported, Err: fmt.Errorf("%T cannot append", s)}
+}
+
+// Finalize seals key (see Finalizer). On a Store without appendable objects
+// every committed object is final already, so it only checks that key exists
+// (ErrNotFound otherwise).
+func Finalize(ctx context.Context, s Store, key string) error {
+	if f, ok := s.(Finalizer); ok {
+		return f.Finalize(ctx, key)
+	}
+	_, err := s.Stat(ctx, key)
+	return err
 }
 
 // Copy copies srcKey to dstKey: server-side on a Copier, otherwise by streaming
@@ -167,8 +178,8 @@ func CopyBetween(ctx context.Context, dst Store, dstKey string, src Store, srcKe
 	}
 	defer r.Close()
 	wo := WriterOptionsFrom(a)
-	if opts != nil {
-		wo.IfNotExist = opts.IfNotExist
+	if opts != nil && opts.IfNotExist {
+		wo.If = IfNotExist()
 	}
 	return WriteFrom(ctx, dst, dstKey, r, &wo)
 }
@@ -289,13 +300,3 @@ func All(ctx context.Context, s Store, opts *ListOptions) iter.Seq2[ListObject, 
 		}
 	}
 }
-
-// EmptyReader returns a Reader with no bytes that describes attrs: what a
-// driver returns for a read at or past the end of an object.
-func EmptyReader(attrs *Attributes) Reader { return emptyReader{attrs} }
-
-type emptyReader struct{ attrs *Attributes }
-
-func (emptyReader) Read([]byte) (int, error)  { return 0, io.EOF }
-func (emptyReader) Close() error              { return nil }
-func (r emptyReader) Attributes() *Attributes { return r.attrs }

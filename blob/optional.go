@@ -64,3 +64,11 @@ type ReaderAt interface {
 type ReaderAtOpener interface {
 	OpenReaderAt(ctx context.Context, key string) (ReaderAt, error)
 }
+
+// Finalizer is a Store whose objects stay open for appends until sealed
+// (gcsrapid leaves appendable objects unfinalized on the write path). Finalize
+// seals key: its bytes are final, later appends fail, and the object is an
+// ordinary one. Finalizing an object that is already final is not an error.
+type Finalizer interface {
+	Finalize(ctx context.Context, key string) error
+}

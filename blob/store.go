@@ -95,11 +95,11 @@ type WriterOptions struct {
 	// fails if they differ.
 	ContentMD5 []byte
 
-	// IfNotExist makes the write fail with ErrExists if key exists.
-	IfNotExist bool
-	// IfGenerationMatch makes the write fail with ErrPrecondition unless the
-	// object's current generation is this one.
-	IfGenerationMatch string
+	// If is the write's precondition: IfNotExist() fails with ErrExists if
+	// key exists, IfGenerationMatch(gen) with ErrPrecondition unless the
+	// object's current generation is gen. The zero value writes
+	// unconditionally.
+	If Condition
 }
 
 // DeleteOptions control a delete.

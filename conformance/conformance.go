@@ -8,7 +8,10 @@
 //		})
 //	}
 //
-// A harness makes a fresh, empty store for every test. Capability flags name
+// A harness makes a fresh, empty store for every test. Optional interfaces
+// (appends, copies, finalizing) are discovered from the store with
+// blob.CapabilitiesOf, so wrappers are tested for what they pass through;
+// Caps declares only what discovery cannot tell. Capability flags name
 // what a backend lacks; a capability that is absent is still checked for
 // refusing clearly (a store that cannot enforce a precondition must fail the
 // write, never ignore it).
@@ -43,8 +46,6 @@ type Caps struct {
 	// GenerationPreconditions: IfGenerationMatch on writes and deletes is
 	// enforced. Without it, the suite checks that such writes are refused.
 	GenerationPreconditions bool
-	// Append: the store is a blob.Appender.
-	Append bool
 	// NonSlashDelimiters: List groups by delimiters other than "/".
 	NonSlashDelimiters bool
 	// FileTree: the store is a directory tree, so a key cannot also be a
@@ -69,6 +70,7 @@ func Run(t *testing.T, h Harness) {
 		{"IfNotExist", testIfNotExist},
 		{"IfNotExistRace", testIfNotExistRace},
 		{"GenerationPreconditions", testGenerationPreconditions},
+		{"EmptyGenerationRefused", testEmptyGenerationRefused},
 		{"Missing", testMissing},
 		{"InvalidKeys", testInvalidKeys},
 		{"WeirdKeys", testWeirdKeys},
@@ -305,7 +307,7 @@ func testOverwrite(t *testing.T, h Harness, s blob.Store) {
 }
 
 func testIfNotExist(t *testing.T, h Harness, s blob.Store) {
-	ine := &blob.WriterOptions{IfNotExist: true}
+	ine := &blob.WriterOptions{If: blob.IfNotExist()}
 	mustPut(t, s, "ine", []byte("winner"), ine)
 	err := blob.Put(ctxT(t), s, "ine", []byte("loser"), ine)
 	wantErr(t, "second IfNotExist Put", err, blob.ErrExists)
@@ -324,7 +326,7 @@ func testIfNotExistRace(t *testing.T, h Harness, s blob.Store) {
 		for i := range writers {
 			wg.Go(func() {
 				<-start
-				errs[i] = blob.Put(ctxT(t), s, key, fmt.Appendf(nil, "writer %d", i), &blob.WriterOptions{IfNotExist: true})
+				errs[i] = blob.Put(ctxT(t), s, key, fmt.Appendf(nil, "writer %d", i), &blob.WriterOptions{If: blob.IfNotExist()})
 			})
 		}
 		close(start)
@@ -356,7 +358,7 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 		t.Fatal(err)
 	}
 	if !h.Caps.GenerationPreconditions {
-		err := blob.Put(ctxT(t), s, "gen", []byte("v2"), &blob.WriterOptions{IfGenerationMatch: "not-" + a1.Generation})
+		err := blob.Put(ctxT(t), s, "gen", []byte("v2"), &blob.WriterOptions{If: blob.IfGenerationMatch("not-" + a1.Generation)})
 		if err == nil {
 			t.Fatalf("store without generation preconditions accepted (and ignored) IfGenerationMatch")
 		}
@@ -365,7 +367,7 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 		}
 		return
 	}
-	mustPut(t, s, "gen", []byte("v2"), &blob.WriterOptions{IfGenerationMatch: a1.Generation})
+	mustPut(t, s, "gen", []byte("v2"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)})
 	a2, err := s.Stat(ctxT(t), "gen")
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +375,7 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 	if a2.Generation == a1.Generation {
 		t.Fatalf("generation did not change on overwrite: %q", a2.Generation)
 	}
-	err = blob.Put(ctxT(t), s, "gen", []byte("v3"), &blob.WriterOptions{IfGenerationMatch: a1.Generation})
+	err = blob.Put(ctxT(t), s, "gen", []byte("v3"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)})
 	wantErr(t, "write with a stale generation", err, blob.ErrPrecondition)
 	if got := mustRead(t, s, "gen"); string(got) != "v2" {
 		t.Errorf("content %q after failed conditional write, want v2", got)
@@ -383,10 +385,43 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 	if err := s.Delete(ctxT(t), "gen", &blob.DeleteOptions{IfGenerationMatch: a2.Generation}); err != nil {
 		t.Fatalf("delete with the current generation: %v", err)
 	}
-	err = blob.Put(ctxT(t), s, "gen", []byte("v4"), &blob.WriterOptions{IfGenerationMatch: a2.Generation})
+	err = blob.Put(ctxT(t), s, "gen", []byte("v4"), &blob.WriterOptions{If: blob.IfGenerationMatch(a2.Generation)})
 	wantErr(t, "conditional write of a deleted object", err, blob.ErrPrecondition)
 	if ok, _ := blob.Exists(ctxT(t), s, "gen"); ok {
 		t.Errorf("failed conditional write created the object")
+	}
+}
+
+// testEmptyGenerationRefused checks that IfGenerationMatch("") is refused by
+// NewWriter itself, with ErrInvalidArgument, whether or not the store enforces
+// generations and whether or not the key exists: a store that looked at the
+// object first would see a generation mismatch (ErrPrecondition) or no support
+// (ErrUnsupported) instead. Nothing is written.
+func testEmptyGenerationRefused(t *testing.T, h Harness, s blob.Store) {
+	mustPut(t, s, "emptygen/present", []byte("v1"), nil)
+	before, err := s.Stat(ctxT(t), "emptygen/present")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &blob.WriterOptions{If: blob.IfGenerationMatch("")}
+	for _, key := range []string{"emptygen/present", "emptygen/missing"} {
+		w, err := s.NewWriter(ctxT(t), key, opts)
+		if err == nil {
+			w.Write([]byte("v2"))
+			err = w.Close()
+			t.Errorf("%s: NewWriter accepted IfGenerationMatch(\"\"); Close returned %v", key, err)
+			continue
+		}
+		wantErr(t, key+": NewWriter with IfGenerationMatch(\"\")", err, blob.ErrInvalidArgument)
+	}
+	if got := mustRead(t, s, "emptygen/present"); string(got) != "v1" {
+		t.Errorf("refused write changed the object to %q", got)
+	}
+	if after, err := s.Stat(ctxT(t), "emptygen/present"); err != nil || after.Generation != before.Generation {
+		t.Errorf("refused write changed the generation from %q: %+v, %v", before.Generation, after, err)
+	}
+	if ok, err := blob.Exists(ctxT(t), s, "emptygen/missing"); ok || err != nil {
+		t.Errorf("refused write: Exists(missing key) = %v, %v; want false, nil", ok, err)
 	}
 }
 
@@ -869,7 +904,7 @@ func testCopy(t *testing.T, h Harness, s blob.Store) {
 func testAppend(t *testing.T, h Harness, s blob.Store) {
 	mustPut(t, s, "app", []byte("head"), nil)
 	w, err := blob.Append(ctxT(t), s, "app", &blob.AppendOptions{IfSizeMatch: -1})
-	if !h.Caps.Append {
+	if !blob.CapabilitiesOf(s).Append {
 		if !errors.Is(err, blob.ErrUnsupported) {
 			t.Errorf("Append on a store without appends: %v, want ErrUnsupported", err)
 		}

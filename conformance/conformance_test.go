@@ -30,11 +30,15 @@ func (b broken) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	}
 	switch b.kind {
 	case "ignores-ifnotexist":
-		o.IfNotExist = false
+		o.If = blob.Condition{}
 	case "ignores-generation":
-		o.IfGenerationMatch = ""
+		o.If = blob.Condition{}
 	case "commits-canceled":
 		ctx = context.WithoutCancel(ctx)
+	case "empty-generation-unconditional":
+		if gen, ok := o.If.Generation(); ok && gen == "" {
+			o.If = blob.Condition{}
+		}
 	}
 	return b.Store.NewWriter(ctx, key, &o)
 }
@@ -94,6 +98,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"commits-canceled", []string{"CanceledWrite"}},
 		{"ignores-generation", []string{"GenerationPreconditions"}},
 		{"ignores-startafter", []string{"ListStartAfter"}},
+		{"empty-generation-unconditional", []string{"EmptyGenerationRefused"}},
 	}
 	for _, c := range cases {
 		t.Run(c.kind, func(t *testing.T) {

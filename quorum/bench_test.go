@@ -105,7 +105,7 @@ func BenchmarkPut(b *testing.B) {
 			}
 			gens[key] = a.Generation
 			start := time.Now()
-			err = blob.Put(ctx, q, key, data, &blob.WriterOptions{IfGenerationMatch: a.Generation})
+			err = blob.Put(ctx, q, key, data, &blob.WriterOptions{If: blob.IfGenerationMatch(a.Generation)})
 			return time.Since(start), err
 		})
 	})
@@ -113,7 +113,7 @@ func BenchmarkPut(b *testing.B) {
 		q := newQuorum(b, latencyReplicas(b, 3, benchProfile, 1), quorum.Options{StragglerTimeout: 10 * time.Second})
 		defer q.Close()
 		measure(b, func(i int) error {
-			return blob.Put(ctx, q, fmt.Sprintf("k/%d", i), data, &blob.WriterOptions{IfNotExist: true})
+			return blob.Put(ctx, q, fmt.Sprintf("k/%d", i), data, &blob.WriterOptions{If: blob.IfNotExist()})
 		})
 	})
 	b.Run("quorum-create", func(b *testing.B) {

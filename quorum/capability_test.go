@@ -21,9 +21,7 @@ func TestCapabilities(t *testing.T) {
 	has := map[string]bool{}
 	_, has["Prewarmer"] = s.(blob.Prewarmer)
 	_, has["Creator"] = s.(blob.Creator)
-	_, has["Finalizer"] = s.(interface {
-		Finalize(context.Context, string) error
-	})
+	_, has["Finalizer"] = s.(blob.Finalizer)
 	_, has["Appender"] = s.(blob.Appender)
 	_, has["Copier"] = s.(blob.Copier)
 	_, has["ReaderAtOpener"] = s.(blob.ReaderAtOpener)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Delete implements blob.Store. A delete writes a tombstone, decided by
@@ -20,7 +21,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		t.blind = true
 		err := s.putDecided(ctx, "delete", key, t)
 		if err != nil && ctx.Err() != nil {
-			return blob.WrapError("delete", key, ctx.Err(), nil)
+			return driver.WrapError("delete", key, ctx.Err(), nil)
 		}
 		return err
 	}
@@ -35,7 +36,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		return t, nil
 	})
 	if err != nil && ctx.Err() != nil {
-		return blob.WrapError("delete", key, ctx.Err(), nil)
+		return driver.WrapError("delete", key, ctx.Err(), nil)
 	}
 	return err
 }

@@ -191,7 +191,7 @@ func TestRacingCreators(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				errs[i] = blob.Put(ctx, q, key, fmt.Appendf(nil, "creator %d", i), &blob.WriterOptions{IfNotExist: true})
+				errs[i] = blob.Put(ctx, q, key, fmt.Appendf(nil, "creator %d", i), &blob.WriterOptions{If: blob.IfNotExist()})
 			})
 		}
 		wg.Wait()

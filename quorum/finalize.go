@@ -7,24 +7,19 @@ import (
 	"sync"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
-// finalizer is the replica capability Finalize forwards to: sealing an
-// appendable or unfinalized object (blob.Finalizer).
-type finalizer interface {
-	Finalize(ctx context.Context, key string) error
-}
-
-// Finalize seals key's acknowledged version on every replica that holds it
-// and can seal (a replica store with a Finalize method, such as gcsrapid's),
-// in parallel. It first settles the key as a majority read does, so the
-// version sealed is the one reads return. It fails with ErrNotFound when the
-// key holds no value, with an error wrapping ErrUnsupported when no holder
-// can seal, and with the holders' errors when any of them failed. A replica
-// that receives the version later, by repair, holds it as a replica writer
-// leaves it.
+// Finalize implements blob.Finalizer: it seals key's acknowledged version on
+// every replica that holds it, in parallel (blob.Finalize: natively where the
+// replica is a Finalizer, such as gcsrapid; elsewhere objects are final
+// already). It first settles the key as a majority read does, so the version
+// sealed is the one reads return. It fails with ErrNotFound when the key
+// holds no value, and with the holders' errors when any of them failed. A
+// replica that receives the version later, by repair, holds it as a replica
+// writer leaves it.
 func (s *Store) Finalize(ctx context.Context, key string) error {
-	if err := s.check("finalize", key); err != nil {
+	if err := s.check(driver.OpFinalize, key); err != nil {
 		return err
 	}
 	cur, _, err := s.settle(ctx, "finalize", key)
@@ -38,15 +33,12 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
-	sealers := 0
 	for _, x := range xs {
-		f, ok := x.r.s.(finalizer)
-		if !x.ok() || x.kind != live || x.ver != cur.ver || !ok {
+		if !x.ok() || x.kind != live || x.ver != cur.ver {
 			continue
 		}
-		sealers++
 		wg.Go(func() {
-			if err := f.Finalize(ctx, key); err != nil {
+			if err := blob.Finalize(ctx, x.r.s, key); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("replica %d: %w", x.r.idx, err))
 				mu.Unlock()
@@ -54,11 +46,8 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 		})
 	}
 	wg.Wait()
-	switch {
-	case sealers == 0:
-		return &blob.Error{Op: "finalize", Key: key, Kind: blob.ErrUnsupported, Err: errors.New("no replica holding the version can finalize")}
-	case len(errs) > 0:
-		return &blob.Error{Op: "finalize", Key: key, Err: errors.Join(errs...)}
+	if len(errs) > 0 {
+		return &blob.Error{Op: driver.OpFinalize, Key: key, Err: errors.Join(errs...)}
 	}
 	return nil
 }

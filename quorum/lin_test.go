@@ -265,13 +265,13 @@ func (h *history) put(ctx context.Context, c int, s blob.Store, key, v string) e
 
 func (h *history) cas(ctx context.Context, c int, s blob.Store, key, expect, gen, v string) error {
 	return h.write(c, regInput{kind: kCAS, key: key, value: v, expect: expect}, func() error {
-		return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{IfGenerationMatch: gen})
+		return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfGenerationMatch(gen)})
 	})
 }
 
 func (h *history) create(ctx context.Context, c int, s blob.Store, key, v string) error {
 	return h.write(c, regInput{kind: kCreate, key: key, value: v}, func() error {
-		return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{IfNotExist: true})
+		return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfNotExist()})
 	})
 }
 

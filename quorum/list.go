@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // List implements blob.Store by merging one page from each replica. Every
@@ -32,7 +33,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	}
 	after := o.StartAfter
 	if o.PageToken != "" {
-		k, err := blob.DecodePageToken(o.PageToken)
+		k, err := driver.DecodePageToken(o.PageToken)
 		if err != nil {
 			return nil, err
 		}
@@ -111,7 +112,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 			obj.Size, obj.ModTime, obj.MD5 = a.Size, a.ModTime, a.MD5
 		}
 		if len(page.Objects) == size {
-			page.NextPageToken = blob.EncodePageToken(page.Objects[size-1].Key)
+			page.NextPageToken = driver.EncodePageToken(page.Objects[size-1].Key)
 			return page, nil
 		}
 		page.Objects = append(page.Objects, obj)
@@ -121,7 +122,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		if n := len(page.Objects); n > 0 {
 			last = page.Objects[n-1].Key
 		}
-		page.NextPageToken = blob.EncodePageToken(last)
+		page.NextPageToken = driver.EncodePageToken(last)
 	}
 	return page, nil
 }
@@ -165,7 +166,7 @@ func (s *Store) listReplicas(ctx context.Context, o *blob.ListOptions) ([]*blob.
 		case <-grace:
 			return pages, nil
 		case <-ctx.Done():
-			return nil, blob.WrapError("list", o.Prefix, ctx.Err(), nil)
+			return nil, driver.WrapError("list", o.Prefix, ctx.Err(), nil)
 		}
 	}
 	if len(pages) < s.listQuorum() {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // This file is the consensus of conditional operations: one round of
@@ -72,7 +74,7 @@ func (s *Store) consensus(ctx context.Context, op, key string, decide decision, 
 		}
 		if ctx.Err() != nil || attempt == roundAttempts-1 {
 			if ctx.Err() != nil {
-				return nil, blob.WrapError(op, key, ctx.Err(), nil)
+				return nil, driver.WrapError(op, key, ctx.Err(), nil)
 			}
 			if len(mine) > 0 {
 				return nil, blob.Errorf(op, key, nil, "%w (%w): %v", ErrNoQuorum, ErrUncertain, r.err)
@@ -118,8 +120,11 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 	if next == nil {
 		// A read, a refusal, or an operation that already took effect: the
 		// current version must be chosen (on a majority at one ballot)
-		// before that is reported.
-		if countAcc(proms, cur.acc) >= s.maj {
+		// before that is reported. And when an earlier attempt of this
+		// operation left versions at higher ballots on some replicas, the
+		// current version is accepted again at this round's ballot on a
+		// majority, above them, so that none of them can ever be chosen.
+		if countAcc(proms, cur.acc) >= s.maj && (len(mine) == 0 || cur.acc >= slices.Max(mine)) {
 			return roundResult{cur: cur, err: derr}
 		}
 		v, err := s.readValue(ctx, key, cur)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Scheme is the URL scheme of a quorum store.
@@ -213,7 +214,7 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 	if u.Host != "" || (u.Path != "" && u.Path != "/") {
 		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "quorum URL takes no host or path, only parameters")
 	}
-	q := blob.NewQuery(u)
+	q := driver.NewQuery(u)
 	urls := q.Strings("replica")
 	var o Options
 	o.W = q.Int("w", 0)

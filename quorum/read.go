@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // survey stats key on every replica that is up and returns the answers once
@@ -121,7 +122,7 @@ func wrapOp(op, key string, err error) error {
 	if errors.As(err, &be) {
 		return err
 	}
-	return blob.WrapError(op, key, err, nil)
+	return driver.WrapError(op, key, err, nil)
 }
 
 // Stat implements blob.Store.

@@ -179,7 +179,7 @@ func (v *value) String() string {
 // with promise prom, on condition of what x holds.
 func replicaOptions(v *value, acc, prom string, x *rstate) blob.WriterOptions {
 	o := v.opts
-	o.IfNotExist, o.IfGenerationMatch, o.ContentMD5 = false, "", nil
+	o.If, o.ContentMD5 = blob.Condition{}, nil
 	o.Metadata = make(map[string]string, len(v.opts.Metadata)+5)
 	for k, val := range v.opts.Metadata {
 		o.Metadata[k] = val
@@ -207,9 +207,9 @@ func replicaOptions(v *value, acc, prom string, x *rstate) blob.WriterOptions {
 	}
 	switch {
 	case x == nil || x.kind == absent:
-		o.IfNotExist = true
+		o.If = blob.IfNotExist()
 	default:
-		o.IfGenerationMatch = x.attrs.Generation
+		o.If = blob.IfGenerationMatch(x.attrs.Generation)
 	}
 	return o
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewWriter implements blob.Store. The writer buffers the object and commits
@@ -29,8 +30,8 @@ func (s *Store) writerOptions(op, key string, opts *blob.WriterOptions) (blob.Wr
 	if opts != nil {
 		o = *opts
 	}
-	if o.IfNotExist && o.IfGenerationMatch != "" {
-		return o, blob.Errorf(op, key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	if err := o.If.Validate(op, key); err != nil {
+		return o, err
 	}
 	for k := range o.Metadata {
 		if reserved(k) {
@@ -65,7 +66,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
 	}
 	if err := w.ctx.Err(); err != nil {
-		return 0, blob.WrapError("write", w.key, err, nil)
+		return 0, driver.WrapError("write", w.key, err, nil)
 	}
 	return w.buf.Write(p)
 }
@@ -92,7 +93,7 @@ func (w *writer) Close() error {
 	w.done = true
 	if err := w.ctx.Err(); err != nil {
 		w.abort()
-		return blob.WrapError("write", w.key, err, nil)
+		return driver.WrapError("write", w.key, err, nil)
 	}
 	if w.s.closed.Load() {
 		w.abort()
@@ -106,20 +107,20 @@ func (w *writer) Close() error {
 		}
 	}
 	v := &value{data: data, opts: w.opts, kind: live}
-	v.opts.IfNotExist, v.opts.IfGenerationMatch, v.opts.ContentMD5 = false, "", nil
+	v.opts.If, v.opts.ContentMD5 = blob.Condition{}, nil
 	var err error
 	switch {
 	case w.fresh:
 		err = w.s.createFresh(w.ctx, w.key, v, w.tok, w.warm)
-	case w.opts.IfNotExist:
+	case w.opts.If.NotExist():
 		_, err = w.s.consensus(w.ctx, "write", w.key, func(cur *rstate) (*value, error) {
 			if cur.visible() {
 				return nil, &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrExists}
 			}
 			return v, nil
 		})
-	case w.opts.IfGenerationMatch != "":
-		g := w.opts.IfGenerationMatch
+	case w.opts.If.GenerationMatch() != "":
+		g := w.opts.If.GenerationMatch()
 		_, err = w.s.consensus(w.ctx, "write", w.key, func(cur *rstate) (*value, error) {
 			if !cur.visible() || cur.ver != g {
 				return nil, blob.Errorf("write", w.key, blob.ErrPrecondition, "quorum version is not %s", g)
@@ -132,7 +133,7 @@ func (w *writer) Close() error {
 	}
 	if err != nil {
 		if cerr := w.ctx.Err(); cerr != nil && !errors.Is(err, blob.ErrExists) && !errors.Is(err, blob.ErrPrecondition) {
-			return blob.WrapError("write", w.key, cerr, nil)
+			return driver.WrapError("write", w.key, cerr, nil)
 		}
 		var be *blob.Error
 		if errors.As(err, &be) && be.Op == "write" && be.Key == w.key {
@@ -198,7 +199,7 @@ func (s *Store) createFresh(ctx context.Context, key string, v *value, tok strin
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		return blob.WrapError("write", key, ctx.Err(), nil)
+		return driver.WrapError("write", key, ctx.Err(), nil)
 	case !landed && f.count(blob.ErrExists) > 0:
 		return &blob.Error{Op: "write", Key: key, Kind: blob.ErrExists, Err: err}
 	case landed:
@@ -244,7 +245,7 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 	if err != nil {
 		return "", nil, err
 	}
-	if o.IfGenerationMatch != "" {
+	if o.If.GenerationMatch() != "" {
 		return "", nil, blob.Errorf("create", key, blob.ErrInvalidArgument, "a created object is new: IfGenerationMatch cannot hold")
 	}
 	return key, &writer{s: s, ctx: ctx, key: key, opts: o, fresh: true}, nil
@@ -263,13 +264,13 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 	if err != nil {
 		return nil, err
 	}
-	if o.IfGenerationMatch != "" {
+	if o.If.GenerationMatch() != "" {
 		return nil, blob.Errorf("prewarm", key, blob.ErrInvalidArgument, "a prewarmed write is IfNotExist")
 	}
 	if _, fresh := blob.NameTime(key); !fresh {
 		// Not a store-chosen name: another writer may use it, so the write
 		// is an IfNotExist decided by consensus.
-		o.IfNotExist = true
+		o.If = blob.IfNotExist()
 		return &writer{s: s, ctx: ctx, key: key, opts: o}, nil
 	}
 	w := &writer{s: s, ctx: ctx, key: key, opts: o, fresh: true, tok: s.newToken("")}
@@ -318,7 +319,7 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 		case <-ctx.Done():
 			w.done = true
 			w.abort()
-			return nil, blob.WrapError("prewarm", key, ctx.Err(), nil)
+			return nil, driver.WrapError("prewarm", key, ctx.Err(), nil)
 		}
 	}
 	return w, nil

@@ -12,14 +12,8 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
-
-// Finalizer is a hot store that seals an object explicitly (gcsrapid leaves
-// appendable objects unfinalized on the write path). The compactor finalizes
-// an object before it copies it, so the copy is of the object's final bytes.
-type Finalizer interface {
-	Finalize(ctx context.Context, key string) error
-}
 
 // Stats is the compactor's progress since the Store was made.
 type Stats struct {
@@ -102,8 +96,8 @@ type PassResult struct {
 func (s *Store) CompactOnce(ctx context.Context) PassResult {
 	start := s.opts.Now()
 	var res PassResult
-	if s.closed.Load() {
-		res.Err = &blob.Error{Op: "compact", Kind: blob.ErrClosed}
+	if s.life.Closed() {
+		res.Err = driver.ClosedError("compact", "")
 		return res
 	}
 	var mu sync.Mutex
@@ -203,8 +197,8 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 	defer cancel()
 
 	// 1. Finalize, where the hot store needs it.
-	if f, ok := s.hot.(Finalizer); ok {
-		if err := f.Finalize(ctx, key); errors.Is(err, blob.ErrNotFound) {
+	if blob.CapabilitiesOf(s.hot).Finalize {
+		if err := blob.Finalize(ctx, s.hot, key); errors.Is(err, blob.ErrNotFound) {
 			return none, 0, nil
 		} else if err != nil {
 			return none, 0, fmt.Errorf("tiered: finalize %q: %w", key, err)

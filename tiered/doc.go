@@ -34,7 +34,7 @@
 // For each hot object older than After, at most Concurrency at a time and
 // within the rate limits, holding the key's lock in this process:
 //
-//  1. Finalize it, if hot is a Finalizer (gcsrapid leaves objects unfinalized).
+//  1. Finalize it, if hot is a blob.Finalizer (gcsrapid leaves objects unfinalized).
 //  2. Stat hot: generation g1.
 //  3. Write a marker (hot, IfNotExist) naming the key and g1, and Stat hot
 //     again: it must still be g1.
@@ -88,6 +88,7 @@
 // can be read from the move's copy. Nothing acknowledged is lost, and the
 // copy never outlives the recovery.
 //
-// Finalize is found by type assertion on the hot store itself: wrappers
-// between the tiered store and gcsrapid must pass it through.
+// Whether hot needs finalizing is asked of the hot store with
+// blob.CapabilitiesOf, so it is seen through wrappers (the fault wrapper,
+// pool.Creator, a quorum) that pass gcsrapid's Finalize on.
 package tiered

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // markerPrefix starts the names of move markers in the hot store. Two
@@ -58,7 +59,7 @@ func (s *Store) writeMarker(ctx context.Context, key, g1 string) (gen string, er
 	m := marker{Key: key, Gen: g1, Owner: s.opts.Owner, State: stateMoving, Time: s.opts.Now()}
 	b, _ := json.Marshal(m)
 	mk := markerKey(key)
-	if err := blob.Put(ctx, s.hot, mk, b, &blob.WriterOptions{IfNotExist: true, ContentType: "application/json"}); err != nil {
+	if err := blob.Put(ctx, s.hot, mk, b, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
 		return "", err
 	}
 	a, err := s.hot.Stat(ctx, mk)
@@ -81,7 +82,7 @@ func (s *Store) readMarker(ctx context.Context, key string) (*marker, string, er
 	}
 	var m marker
 	if err := json.Unmarshal(b, &m); err != nil || m.Key != key {
-		return nil, "", blob.Errorf("read", mk, blob.ErrInvalidArgument, "malformed move marker")
+		return nil, "", blob.Errorf(driver.OpRead, mk, blob.ErrInvalidArgument, "malformed move marker")
 	}
 	return &m, a.Generation, nil
 }
@@ -113,7 +114,7 @@ func (s *Store) noteDelete(ctx context.Context, key, deleted string) error {
 		}
 		m.State = stateDeleted
 		b, _ := json.Marshal(m)
-		err = blob.Put(ctx, s.hot, markerKey(key), b, &blob.WriterOptions{IfGenerationMatch: gen, ContentType: "application/json"})
+		err = blob.Put(ctx, s.hot, markerKey(key), b, &blob.WriterOptions{If: blob.IfGenerationMatch(gen), ContentType: "application/json"})
 		if err == nil || errors.Is(err, blob.ErrNotFound) {
 			return nil
 		}
@@ -121,7 +122,7 @@ func (s *Store) noteDelete(ctx context.Context, key, deleted string) error {
 			return err
 		}
 	}
-	return blob.Errorf("delete", key, nil, "tiered: move marker kept changing")
+	return blob.Errorf(driver.OpDelete, key, nil, "tiered: move marker kept changing")
 }
 
 // recoverMarkers finishes what moves left behind: markers of this Store's

@@ -91,7 +91,7 @@ func TestMoveRacesInOneProcess(t *testing.T) {
 	}{
 		{"delete", func(t *testing.T, s blob.Store) error { return s.Delete(ctxT(t), "k", nil) }, nil, []string{"k"}},
 		{"IfNotExist", func(t *testing.T, s blob.Store) error {
-			err := blob.Put(ctxT(t), s, "k", []byte("intruder"), &blob.WriterOptions{IfNotExist: true})
+			err := blob.Put(ctxT(t), s, "k", []byte("intruder"), &blob.WriterOptions{If: blob.IfNotExist()})
 			if !errors.Is(err, blob.ErrExists) {
 				t.Errorf("IfNotExist during a move: %v, want ErrExists", err)
 			}
@@ -102,7 +102,7 @@ func TestMoveRacesInOneProcess(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return blob.Put(ctxT(t), s, "k", []byte("v2"), &blob.WriterOptions{IfGenerationMatch: a.Generation})
+			return blob.Put(ctxT(t), s, "k", []byte("v2"), &blob.WriterOptions{If: blob.IfGenerationMatch(a.Generation)})
 		}, map[string]string{"k": "v2"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

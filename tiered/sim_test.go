@@ -164,7 +164,7 @@ func (s *sim) conditionalPut(key string) {
 	v := s.value(key)
 	old, exists := s.model[key]
 	if !exists {
-		err := blob.Put(ctxT(s.t), s.user, key, []byte(v), &blob.WriterOptions{IfNotExist: true})
+		err := blob.Put(ctxT(s.t), s.user, key, []byte(v), &blob.WriterOptions{If: blob.IfNotExist()})
 		if errors.Is(err, blob.ErrExists) && s.settling[key] {
 			return // the copy of a move still settling is seen
 		}
@@ -181,10 +181,10 @@ func (s *sim) conditionalPut(key string) {
 		s.violate("stat %s (holding %q): %v", key, old, err)
 		return
 	}
-	if err := blob.Put(ctxT(s.t), s.user, key, []byte("never"), &blob.WriterOptions{IfNotExist: true}); !errors.Is(err, blob.ErrExists) {
+	if err := blob.Put(ctxT(s.t), s.user, key, []byte("never"), &blob.WriterOptions{If: blob.IfNotExist()}); !errors.Is(err, blob.ErrExists) {
 		s.violate("IfNotExist put of existing %s: %v, want ErrExists", key, err)
 	}
-	if err := blob.Put(ctxT(s.t), s.user, key, []byte(v), &blob.WriterOptions{IfGenerationMatch: a.Generation}); err != nil {
+	if err := blob.Put(ctxT(s.t), s.user, key, []byte(v), &blob.WriterOptions{If: blob.IfGenerationMatch(a.Generation)}); err != nil {
 		s.violate("IfGenerationMatch put of %s at its current generation: %v", key, err)
 		return
 	}

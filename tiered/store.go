@@ -6,10 +6,10 @@ import (
 	"io"
 	"maps"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // generationKey is the metadata key under which a cold copy records the hot
@@ -29,6 +29,16 @@ const (
 	DefaultRemember    = 10000
 )
 
+// DefaultInterval is the time between the compactor's passes when
+// Options.Interval is zero, for the compaction age after (zero:
+// DefaultAfter): after/4, clamped to [10ms, 1m].
+func DefaultInterval(after time.Duration) time.Duration {
+	if after == 0 {
+		after = DefaultAfter
+	}
+	return min(max(after/4, 10*time.Millisecond), time.Minute)
+}
+
 // Options configure a tiered Store. The zero value is usable: moves after
 // DefaultAfter, DefaultConcurrency moves at once, no rate limit.
 type Options struct {
@@ -36,8 +46,8 @@ type Options struct {
 	// moved to cold. Zero means DefaultAfter; use a tiny positive value such
 	// as time.Nanosecond to move as soon as possible.
 	After time.Duration
-	// Interval is the time between compaction passes. Zero means After/4,
-	// clamped to [10ms, 1m].
+	// Interval is the time between compaction passes. Zero means
+	// DefaultInterval(After): After/4, clamped to [10ms, 1m].
 	Interval time.Duration
 	// Concurrency bounds the moves in flight (default DefaultConcurrency).
 	Concurrency int
@@ -69,7 +79,7 @@ func (o Options) withDefaults() Options {
 		o.After = DefaultAfter
 	}
 	if o.Interval == 0 {
-		o.Interval = min(max(o.After/4, 10*time.Millisecond), time.Minute)
+		o.Interval = DefaultInterval(o.After)
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
@@ -98,7 +108,7 @@ type Store struct {
 
 	locks   keyLocks
 	recent  recentSet
-	closed  atomic.Bool
+	life    driver.Lifecycle
 	cancel  context.CancelFunc
 	done    chan struct{}
 	limiter *pacer
@@ -115,10 +125,10 @@ var (
 // compactor. The Store owns both: Close closes them.
 func New(hot, cold blob.Store, opts Options) (*Store, error) {
 	if hot == nil || cold == nil {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tiered: hot and cold stores are required")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: hot and cold stores are required")
 	}
 	if opts.After < 0 || opts.Interval < 0 || opts.MaxObjectsPerSecond < 0 || opts.MaxBytesPerSecond < 0 {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tiered: negative option")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative option")
 	}
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -142,20 +152,20 @@ func (s *Store) Hot() blob.Store  { return s.hot }
 func (s *Store) Cold() blob.Store { return s.cold }
 
 func (s *Store) check(op, key string) error {
-	if s.closed.Load() {
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
+	if err := s.life.Check(op, key); err != nil {
+		return err
 	}
 	if isMarker(key) {
 		return blob.Errorf(op, key, blob.ErrInvalidKey, "keys starting with U+10FFFD U+10FFFD are reserved for move markers")
 	}
-	return blob.ValidateKey(op, key)
+	return nil
 }
 
 // NewRangeReader reads from hot and, if hot does not have key, from cold.
 // Hot is asked first because cold is written before hot is deleted: a reader
 // that misses in hot after a move finds the object in cold.
 func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
-	if err := s.check("read", key); err != nil {
+	if err := s.check(driver.OpRead, key); err != nil {
 		return nil, err
 	}
 	if s.recent.has(key) {
@@ -282,17 +292,17 @@ func fromCold(a *blob.Attributes) *blob.Attributes {
 // bytes are buffered and committed at Close under the key's lock (see
 // commitConditional).
 func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
-	if err := s.check("write", key); err != nil {
+	if err := s.check(driver.OpWrite, key); err != nil {
 		return nil, err
 	}
-	if opts == nil || (!opts.IfNotExist && opts.IfGenerationMatch == "") {
+	if opts == nil || opts.If.IsZero() {
 		return s.hot.NewWriter(ctx, key, opts)
 	}
-	if opts.IfNotExist && opts.IfGenerationMatch != "" {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	if err := opts.If.Validate("write", key); err != nil {
+		return nil, err
 	}
 	if _, ok := opts.Metadata[generationKey]; ok {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "metadata key %s is reserved", generationKey)
+		return nil, blob.Errorf(driver.OpWrite, key, blob.ErrInvalidArgument, "metadata key %s is reserved", generationKey)
 	}
 	return &condWriter{s: s, ctx: ctx, key: key, opts: *opts}, nil
 }
@@ -302,11 +312,11 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 // costs exactly what the hot store's Create costs (one data round trip over a
 // pooled gcsrapid store).
 func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOptions) (string, blob.Writer, error) {
-	if s.closed.Load() {
-		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
+	if s.life.Closed() {
+		return "", nil, driver.ClosedError(driver.OpCreate, prefix)
 	}
 	if isMarker(prefix) {
-		return "", nil, blob.Errorf("create", prefix, blob.ErrInvalidKey, "prefix reserved for move markers")
+		return "", nil, blob.Errorf(driver.OpCreate, prefix, blob.ErrInvalidKey, "prefix reserved for move markers")
 	}
 	return blob.Create(ctx, s.hot, prefix, opts)
 }
@@ -322,10 +332,10 @@ type condWriter struct {
 
 func (w *condWriter) Write(p []byte) (int, error) {
 	if w.closed {
-		return 0, &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+		return 0, driver.ClosedError(driver.OpWrite, w.key)
 	}
 	if err := w.ctx.Err(); err != nil {
-		return 0, &blob.Error{Op: "write", Key: w.key, Err: err}
+		return 0, &blob.Error{Op: driver.OpWrite, Key: w.key, Err: err}
 	}
 	w.buf = append(w.buf, p...)
 	return len(p), nil
@@ -333,14 +343,14 @@ func (w *condWriter) Write(p []byte) (int, error) {
 
 func (w *condWriter) Close() error {
 	if w.closed {
-		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+		return driver.ClosedError(driver.OpWrite, w.key)
 	}
 	w.closed = true
 	if err := w.ctx.Err(); err != nil {
-		return &blob.Error{Op: "write", Key: w.key, Err: err}
+		return &blob.Error{Op: driver.OpWrite, Key: w.key, Err: err}
 	}
-	if w.s.closed.Load() {
-		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+	if w.s.life.Closed() {
+		return driver.ClosedError(driver.OpWrite, w.key)
 	}
 	return w.s.commitConditional(w.ctx, w.key, w.buf, w.opts)
 }
@@ -354,23 +364,23 @@ func (w *condWriter) Close() error {
 func (s *Store) commitConditional(ctx context.Context, key string, data []byte, opts blob.WriterOptions) error {
 	unlock, err := s.locks.lock(ctx, key)
 	if err != nil {
-		return &blob.Error{Op: "write", Key: key, Err: err}
+		return &blob.Error{Op: driver.OpWrite, Key: key, Err: err}
 	}
 	defer unlock()
-	if opts.IfNotExist {
+	if opts.If.NotExist() {
 		if _, err := s.cold.Stat(ctx, key); err == nil {
-			return &blob.Error{Op: "write", Key: key, Kind: blob.ErrExists}
+			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrExists}
 		} else if !errors.Is(err, blob.ErrNotFound) {
 			return err
 		}
 		return blob.Put(ctx, s.hot, key, data, &opts)
 	}
-	want := opts.IfGenerationMatch
+	want := opts.If.GenerationMatch()
 	a, err := s.hot.Stat(ctx, key)
 	switch {
 	case err == nil:
 		if a.Generation != want {
-			return &blob.Error{Op: "write", Key: key, Kind: blob.ErrPrecondition}
+			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 		}
 		return blob.Put(ctx, s.hot, key, data, &opts)
 	case !errors.Is(err, blob.ErrNotFound):
@@ -378,7 +388,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	}
 	ca, err := s.cold.Stat(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) || (err == nil && fromCold(ca).Generation != want) {
-		return &blob.Error{Op: "write", Key: key, Kind: blob.ErrPrecondition}
+		return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 	}
 	if err != nil {
 		return err
@@ -386,11 +396,10 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	// The object lives in cold only; the new version goes to hot, where it
 	// shadows the cold one until it is moved over it.
 	o := opts
-	o.IfGenerationMatch = ""
-	o.IfNotExist = true
+	o.If = blob.IfNotExist()
 	err = blob.Put(ctx, s.hot, key, data, &o)
 	if errors.Is(err, blob.ErrExists) {
-		return &blob.Error{Op: "write", Key: key, Kind: blob.ErrPrecondition, Err: err}
+		return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition, Err: err}
 	}
 	return err
 }
@@ -398,7 +407,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 // Stat returns hot's attributes if hot has key, else cold's (with the
 // generation the object had in hot).
 func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
-	if err := s.check("stat", key); err != nil {
+	if err := s.check(driver.OpStat, key); err != nil {
 		return nil, err
 	}
 	a, err := s.hot.Stat(ctx, key)
@@ -419,8 +428,8 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 // Objects listed from cold only have an empty Generation (cold listings do
 // not carry the metadata that holds it); Stat returns it.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	if s.closed.Load() {
-		return nil, &blob.Error{Op: "list", Kind: blob.ErrClosed}
+	if s.life.Closed() {
+		return nil, driver.ClosedError(driver.OpList, "")
 	}
 	var o blob.ListOptions
 	if opts != nil {
@@ -428,7 +437,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	}
 	after := o.StartAfter
 	if o.PageToken != "" {
-		k, err := blob.DecodePageToken(o.PageToken)
+		k, err := driver.DecodePageToken(o.PageToken)
 		if err != nil {
 			return nil, err
 		}
@@ -500,7 +509,7 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 		more = true
 	}
 	if more && len(page.Objects) > 0 {
-		page.NextPageToken = blob.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
+		page.NextPageToken = driver.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
 	}
 	return page, bound, nil
 }
@@ -513,12 +522,12 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 // its marker (noteDelete). If hot no longer had the object, such a compactor
 // may have moved it between the two deletes, so cold is deleted once more.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	if err := s.check("delete", key); err != nil {
+	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
 	}
 	unlock, err := s.locks.lock(ctx, key)
 	if err != nil {
-		return &blob.Error{Op: "delete", Key: key, Err: err}
+		return &blob.Error{Op: driver.OpDelete, Key: key, Err: err}
 	}
 	defer unlock()
 	s.recent.forget(key)
@@ -562,7 +571,7 @@ func (s *Store) deleteColdAgain(ctx context.Context, key string, found bool) err
 		return err
 	}
 	if !found {
-		return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrNotFound}
+		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
 	}
 	return nil
 }
@@ -572,7 +581,7 @@ func (s *Store) deleteIfGeneration(ctx context.Context, key, want string) error 
 	switch {
 	case err == nil:
 		if a.Generation != want {
-			return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrPrecondition}
+			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 		}
 		// What cold holds is an older version, shadowed by hot's: it goes too.
 		if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
@@ -586,7 +595,7 @@ func (s *Store) deleteIfGeneration(ctx context.Context, key, want string) error 
 			// Moved to cold by another process since the Stat: it is the
 			// generation asked for, and its copy goes.
 			if err := s.deleteColdAgain(ctx, key, false); errors.Is(err, blob.ErrNotFound) {
-				return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrPrecondition, Err: err}
+				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
 			} else if err != nil {
 				return err
 			}
@@ -598,13 +607,13 @@ func (s *Store) deleteIfGeneration(ctx context.Context, key, want string) error 
 	}
 	ca, err := s.cold.Stat(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
-		return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrPrecondition, Err: err}
+		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
 	}
 	if err != nil {
 		return err
 	}
 	if fromCold(ca).Generation != want {
-		return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrPrecondition}
+		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 	}
 	return s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
 }
@@ -612,8 +621,8 @@ func (s *Store) deleteIfGeneration(ctx context.Context, key, want string) error 
 // Close stops the compactor, waits for the moves in flight to end, and
 // closes both tiers.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	if !s.life.Close() {
+		return driver.ClosedError(driver.OpClose, "")
 	}
 	s.cancel()
 	<-s.done

@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Scheme is the URL scheme of a tiered store.
@@ -22,7 +23,7 @@ func init() { blob.RegisterWithGocloud(Scheme, Open) }
 // max_bytes_per_second, move_timeout, remember, manual (see Options).
 // Unknown parameters are an error.
 func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
-	q := blob.NewQuery(u)
+	q := driver.NewQuery(u)
 	hotURL := q.String("hot", "")
 	coldURL := q.String("cold", "")
 	opts := Options{
@@ -39,10 +40,10 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 		return nil, err
 	}
 	if u.Host != "" || (u.Path != "" && u.Path != "/") {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tiered: the URL takes no host or path, only ?hot=...&cold=...")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: the URL takes no host or path, only ?hot=...&cold=...")
 	}
 	if hotURL == "" || coldURL == "" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tiered: both hot and cold URLs are required")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: both hot and cold URLs are required")
 	}
 	if opts.After == 0 {
 		// after=0 asks for immediate moves; zero in Options means the default.

@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // CreateAppendBlob creates an empty append blob at key, the cheapest object
@@ -22,39 +23,36 @@ import (
 // the account has no append blobs (some premium accounts) it fails with
 // blob.ErrUnsupported, and NewAppender still appends to block blobs.
 func (s *Store) CreateAppendBlob(ctx context.Context, key string, opts *blob.WriterOptions) error {
-	if err := s.begin(ctx, "write", key, true); err != nil {
+	if err := s.begin(ctx, driver.OpWrite, key, true); err != nil {
 		return err
 	}
 	var o blob.WriterOptions
 	if opts != nil {
 		o = *opts
 	}
-	if o.IfNotExist && o.IfGenerationMatch != "" {
-		return blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+	if err := o.If.Validate(driver.OpWrite, key); err != nil {
+		return err
 	}
 	if o.ContentMD5 != nil {
-		return blob.Errorf("write", key, blob.ErrInvalidArgument, "ContentMD5 on an empty append blob")
+		return blob.Errorf(driver.OpWrite, key, blob.ErrInvalidArgument, "ContentMD5 on an empty append blob")
 	}
 	if s.noAppendBlobs.Load() {
-		return blob.Errorf("write", key, blob.ErrUnsupported, "the account does not support append blobs")
+		return blob.Errorf(driver.OpWrite, key, blob.ErrUnsupported, "the account does not support append blobs")
 	}
 	md, err := encodeMetadata(o.Metadata)
 	if err != nil {
-		return blob.Errorf("write", key, blob.ErrInvalidArgument, "metadata: %v", err)
+		return blob.Errorf(driver.OpWrite, key, blob.ErrInvalidArgument, "metadata: %v", err)
 	}
 	_, err = s.client.NewAppendBlobClient(escapeKey(key)).Create(ctx, &appendblob.CreateOptions{
 		HTTPHeaders:      s.opts.headers(&o),
 		Metadata:         md,
-		AccessConditions: accessConditions(o.IfNotExist, o.IfGenerationMatch),
+		AccessConditions: accessConditions(o.If),
 	})
-	if err != nil {
-		kind := ctxKind(err, writeKind(err, o.IfNotExist, o.IfGenerationMatch))
-		if kind == blob.ErrUnsupported {
-			s.noAppendBlobs.Store(true)
-		}
-		return redact(&blob.Error{Op: "write", Key: key, Kind: kind, Err: err}, s.secrets)
+	err = s.wrap(driver.OpWrite, key, err, writeClassifier(o.If))
+	if errors.Is(err, blob.ErrUnsupported) {
+		s.noAppendBlobs.Store(true)
 	}
-	return nil
+	return err
 }
 
 // NewAppender implements blob.Appender. Bytes are buffered and appended at
@@ -66,7 +64,7 @@ func (s *Store) CreateAppendBlob(ctx context.Context, key string, opts *blob.Wri
 // no block list) first re-stages its content, once. Page blobs are
 // unsupported.
 func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOptions) (blob.Writer, error) {
-	if err := s.begin(ctx, "append", key, true); err != nil {
+	if err := s.begin(ctx, driver.OpAppend, key, true); err != nil {
 		return nil, err
 	}
 	o := blob.AppendOptions{IfSizeMatch: -1}
@@ -96,7 +94,7 @@ type appender struct {
 func (a *appender) load() error {
 	p, err := a.s.client.NewBlobClient(escapeKey(a.key)).GetProperties(a.ctx, nil)
 	if err != nil {
-		return a.s.wrap("append", a.key, err, classify)
+		return a.s.wrap(driver.OpAppend, a.key, err, classify)
 	}
 	a.props = p
 	etag := ""
@@ -104,23 +102,23 @@ func (a *appender) load() error {
 		etag = string(*p.ETag)
 	}
 	if a.opts.IfGenerationMatch != "" && a.opts.IfGenerationMatch != etag {
-		return blob.Errorf("append", a.key, blob.ErrPrecondition, "generation is %s, not %s", etag, a.opts.IfGenerationMatch)
+		return blob.Errorf(driver.OpAppend, a.key, blob.ErrPrecondition, "generation is %s, not %s", etag, a.opts.IfGenerationMatch)
 	}
 	if a.opts.IfSizeMatch >= 0 && a.opts.IfSizeMatch != derefInt(p.ContentLength) {
-		return blob.Errorf("append", a.key, blob.ErrPrecondition, "size is %d, not %d", derefInt(p.ContentLength), a.opts.IfSizeMatch)
+		return blob.Errorf(driver.OpAppend, a.key, blob.ErrPrecondition, "size is %d, not %d", derefInt(p.ContentLength), a.opts.IfSizeMatch)
 	}
 	if p.BlobType == nil || (*p.BlobType != azblobblob.BlobTypeAppendBlob && *p.BlobType != azblobblob.BlobTypeBlockBlob) {
-		return blob.Errorf("append", a.key, blob.ErrUnsupported, "appending to a page blob")
+		return blob.Errorf(driver.OpAppend, a.key, blob.ErrUnsupported, "appending to a page blob")
 	}
 	return nil
 }
 
 func (a *appender) Write(p []byte) (int, error) {
 	if a.closed {
-		return 0, &blob.Error{Op: "append", Key: a.key, Kind: blob.ErrClosed}
+		return 0, driver.ClosedError(driver.OpAppend, a.key)
 	}
 	if err := a.ctx.Err(); err != nil {
-		return 0, a.s.wrap("append", a.key, err, nil)
+		return 0, a.s.wrap(driver.OpAppend, a.key, err, nil)
 	}
 	a.buf = append(a.buf, p...)
 	return len(p), nil
@@ -128,14 +126,14 @@ func (a *appender) Write(p []byte) (int, error) {
 
 func (a *appender) Close() error {
 	if a.closed {
-		return &blob.Error{Op: "append", Key: a.key, Kind: blob.ErrClosed}
+		return driver.ClosedError(driver.OpAppend, a.key)
 	}
 	a.closed = true
 	if err := a.ctx.Err(); err != nil {
-		return a.s.wrap("append", a.key, err, nil)
+		return a.s.wrap(driver.OpAppend, a.key, err, nil)
 	}
-	if a.s.closed.Load() {
-		return &blob.Error{Op: "append", Key: a.key, Kind: blob.ErrClosed}
+	if err := a.s.life.CheckOpen(driver.OpAppend, a.key); err != nil {
+		return err
 	}
 	if len(a.buf) == 0 {
 		return nil
@@ -160,15 +158,22 @@ func (a *appender) Close() error {
 }
 
 func (a *appender) fail(err error) error {
-	kind := ctxKind(err, classify(err))
-	if kind == blob.ErrNotFound && !errorHasContainerNotFound(err) {
-		// Deleted since NewAppender: the state the caller appended to is gone.
-		kind = blob.ErrPrecondition
-	}
-	if kind == blob.ErrUnsupported {
+	err = a.s.wrap(driver.OpAppend, a.key, err, classifyAppend)
+	if errors.Is(err, blob.ErrUnsupported) {
 		a.s.noAppendBlobs.Store(true)
 	}
-	return redact(&blob.Error{Op: "append", Key: a.key, Kind: kind, Err: err}, a.s.secrets)
+	return err
+}
+
+// classifyAppend is classify for an append, where a missing blob is a failed
+// precondition: it was deleted since NewAppender, so the state the caller
+// appended to is gone.
+func classifyAppend(err error) error {
+	kind := classify(err)
+	if kind == blob.ErrNotFound && !errorHasContainerNotFound(err) {
+		return blob.ErrPrecondition
+	}
+	return kind
 }
 
 func (a *appender) appendBlocks() error {
@@ -193,7 +198,7 @@ func (a *appender) appendBlocks() error {
 		}
 		if resp.BlobAppendOffset != nil {
 			if at, err := strconv.ParseInt(*resp.BlobAppendOffset, 10, 64); err == nil && at != pos {
-				return blob.Errorf("append", a.key, blob.ErrPrecondition, "service appended at %d, not %d", at, pos)
+				return blob.Errorf(driver.OpAppend, a.key, blob.ErrPrecondition, "service appended at %d, not %d", at, pos)
 			}
 		}
 		pos += int64(len(chunk))
@@ -219,7 +224,7 @@ func (a *appender) commitBlocks() error {
 	if len(ids) > 0 {
 		raw, err := base64.StdEncoding.DecodeString(ids[0])
 		if err != nil || len(raw) < 16 {
-			return blob.Errorf("append", a.key, blob.ErrUnsupported, "the blob's block IDs are not ones this package can extend")
+			return blob.Errorf(driver.OpAppend, a.key, blob.ErrUnsupported, "the blob's block IDs are not ones this package can extend")
 		}
 		idBytes = len(raw)
 	}
@@ -248,7 +253,7 @@ func (a *appender) commitBlocks() error {
 		BlobContentLanguage:    p.ContentLanguage,
 	}
 	if len(ids) > 50000 {
-		return blob.Errorf("append", a.key, blob.ErrUnsupported, "a block blob holds at most 50000 blocks")
+		return blob.Errorf(driver.OpAppend, a.key, blob.ErrUnsupported, "a block blob holds at most 50000 blocks")
 	}
 	_, err = bb.CommitBlockList(a.ctx, ids, &blockblob.CommitBlockListOptions{HTTPHeaders: h, Metadata: p.Metadata, AccessConditions: ifMatch})
 	if err != nil {
@@ -276,7 +281,7 @@ func (a *appender) download(size int64, etag azcore.ETag) ([]byte, error) {
 }
 
 func (a *appender) stageAll(bb *blockblob.Client, ids []string, data []byte, idBytes int) ([]string, error) {
-	bs := int(a.s.opts.BlockSize)
+	bs := int(a.s.opts.PartSize)
 	for off := 0; off < len(data); off += bs {
 		id := newBlockID(idBytes)
 		_, err := bb.StageBlock(a.ctx, id, nopCloser(data[off:min(off+bs, len(data))]), nil)

@@ -46,7 +46,7 @@ var containerSeq atomic.Int64
 func newContainer(t testing.TB, srv *azuritetest.Server) string {
 	t.Helper()
 	name := fmt.Sprintf("t%d-%d", os.Getpid(), containerSeq.Add(1))
-	s, err := azpremium.New(context.Background(), name, azpremium.Options{Account: srv.Account, Endpoint: srv.Endpoint, AccountKey: azpremium.Secret(srv.Key), NoWarmup: true})
+	s, err := azpremium.New(context.Background(), name, azpremium.Options{Account: srv.Account, Endpoint: srv.Endpoint, AccountKey: azpremium.Secret(srv.Key), WarmConns: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func newStore(t testing.TB, o azpremium.Options) *azpremium.Store {
 	srv := azurite(t)
 	if o.Account == "" {
 		base := storeOptions(srv)
-		base.PutThreshold, base.BlockSize, base.Concurrency, base.NoWarmup = o.PutThreshold, o.BlockSize, o.Concurrency, o.NoWarmup
+		base.MultipartThreshold, base.PartSize, base.Concurrency, base.WarmConns = o.MultipartThreshold, o.PartSize, o.Concurrency, o.WarmConns
 		o = base
 	}
 	s, err := azpremium.New(context.Background(), newContainer(t, srv), o)
@@ -79,7 +79,7 @@ func newStore(t testing.TB, o azpremium.Options) *azpremium.Store {
 // caps are what Azurite and the driver support: generation preconditions
 // through ETags, appends (append blobs, and block lists for block blobs), and
 // any delimiter.
-var caps = conformance.Caps{GenerationPreconditions: true, Append: true, NonSlashDelimiters: true}
+var caps = conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true}
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
@@ -88,14 +88,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestConformanceStaged runs the suite with a tiny Put threshold, so every
+// TestConformanceStaged runs the suite with a tiny MultipartThreshold, so every
 // write past 64 KiB goes through staged blocks and a committed block list.
 func TestConformanceStaged(t *testing.T) {
 	c := caps
 	c.LargeObjectSize = 1<<20 + 7
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return newStore(t, azpremium.Options{PutThreshold: 64 << 10, BlockSize: 100 << 10, Concurrency: 3})
+			return newStore(t, azpremium.Options{MultipartThreshold: 64 << 10, PartSize: 100 << 10, Concurrency: 3})
 		},
 		Caps: c,
 	})

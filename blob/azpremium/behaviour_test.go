@@ -38,9 +38,12 @@ func TestOpenErrors(t *testing.T) {
 		{"azpremium://Bad_Name?account=acct", "container"},
 		{"azpremium://logs?account=acct&endpoint=ftp://x", "not an http(s) URL"},
 		{"azpremium://logs?account=acct&endpoint=http://h/acct?sig=abc", "must not carry credentials"},
-		{"azpremium://logs?account=acct&put_threshold=6000MiB", "put threshold"},
-		{"azpremium://logs?account=acct&block_size=lots", "block_size"},
+		{"azpremium://logs?account=acct&multipart_threshold=6000MiB", "multipart_threshold"},
+		{"azpremium://logs?account=acct&part_size=lots", "part_size"},
 		{"azpremium://logs?account=acct&concurrency=0", "concurrency"},
+		{"azpremium://logs?account=acct&warm_conns=many", "warm_conns"},
+		{"azpremium://logs?account=acct&retries=x", "retries"},
+		{"azpremium://logs?account=acct&warmup=false", "unknown parameter(s) warmup"},
 		{"azpremium://user:pw@logs?account=acct", "carry no credentials"},
 		{"azpremium://logs/sub?account=acct", "has a path"},
 	}
@@ -64,7 +67,7 @@ func TestOpenURL(t *testing.T) {
 	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", srv.ConnectionString())
 	ctx := context.Background()
 	// The endpoint comes from the connection string.
-	s, err := blob.Open(ctx, "azpremium://"+name+"?put_threshold=1MiB&block_size=256KiB&concurrency=2")
+	s, err := blob.Open(ctx, "azpremium://"+name+"?multipart_threshold=1MiB&part_size=256KiB&concurrency=2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +189,7 @@ func TestIfNotExistRaceOneWinner(t *testing.T) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				errs[i] = blob.Put(ctx, s, key, fmt.Appendf(nil, "w%d", i), &blob.WriterOptions{IfNotExist: true})
+				errs[i] = blob.Put(ctx, s, key, fmt.Appendf(nil, "w%d", i), &blob.WriterOptions{If: blob.IfNotExist()})
 			})
 		}
 		close(start)
@@ -217,7 +220,7 @@ func TestETagPreconditions(t *testing.T) {
 		size int
 	}{
 		{"put-blob", azpremium.Options{}, 100},
-		{"staged", azpremium.Options{PutThreshold: 1 << 10, BlockSize: 700}, 3000},
+		{"staged", azpremium.Options{MultipartThreshold: 1 << 10, PartSize: 700}, 3000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.opts)
@@ -234,15 +237,15 @@ func TestETagPreconditions(t *testing.T) {
 			if !strings.HasPrefix(a1.Generation, `"`) || a1.Generation != a1.ETag {
 				t.Errorf("Generation %q, want the quoted ETag %q", a1.Generation, a1.ETag)
 			}
-			if err := blob.Put(ctx, s, "k", []byte("v2"), &blob.WriterOptions{IfGenerationMatch: a1.Generation}); err != nil {
+			if err := blob.Put(ctx, s, "k", []byte("v2"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)}); err != nil {
 				t.Fatalf("write at the current ETag: %v", err)
 			}
-			err = blob.Put(ctx, s, "k", []byte("v3"), &blob.WriterOptions{IfGenerationMatch: a1.Generation})
+			err = blob.Put(ctx, s, "k", []byte("v3"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)})
 			var re *azcore.ResponseError
 			if !errors.Is(err, blob.ErrPrecondition) || !errors.As(err, &re) || re.StatusCode != 412 {
 				t.Errorf("write at a stale ETag = %v, want ErrPrecondition over a 412", err)
 			}
-			err = blob.Put(ctx, s, "absent", []byte("v"), &blob.WriterOptions{IfGenerationMatch: a1.Generation})
+			err = blob.Put(ctx, s, "absent", []byte("v"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)})
 			if !errors.Is(err, blob.ErrPrecondition) {
 				t.Errorf("conditional write of an absent key = %v, want ErrPrecondition", err)
 			}
@@ -256,7 +259,7 @@ func TestETagPreconditions(t *testing.T) {
 // TestCanceledStagedWrite: blocks already staged when ctx is canceled stay
 // uncommitted, and an earlier version survives.
 func TestCanceledStagedWrite(t *testing.T) {
-	s := newStore(t, azpremium.Options{PutThreshold: 1 << 10, BlockSize: 1 << 10})
+	s := newStore(t, azpremium.Options{MultipartThreshold: 1 << 10, PartSize: 1 << 10})
 	defer s.Close()
 	ctx := context.Background()
 	if err := blob.Put(ctx, s, "k", []byte("old"), nil); err != nil {
@@ -283,10 +286,10 @@ func TestAppendBlobOffsets(t *testing.T) {
 	s := newStore(t, azpremium.Options{})
 	defer s.Close()
 	ctx := context.Background()
-	if err := s.CreateAppendBlob(ctx, "log", &blob.WriterOptions{IfNotExist: true, ContentType: "text/plain"}); err != nil {
+	if err := s.CreateAppendBlob(ctx, "log", &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "text/plain"}); err != nil {
 		t.Fatal(err)
 	}
-	err := s.CreateAppendBlob(ctx, "log", &blob.WriterOptions{IfNotExist: true})
+	err := s.CreateAppendBlob(ctx, "log", &blob.WriterOptions{If: blob.IfNotExist()})
 	if !errors.Is(err, blob.ErrExists) {
 		t.Errorf("second CreateAppendBlob = %v, want ErrExists", err)
 	}

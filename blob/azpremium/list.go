@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // List implements blob.Store. The service lists in byte order and counts
@@ -16,11 +17,11 @@ import (
 // StartAfter goes to the service as startFrom (inclusive, flat listings only,
 // ignored by services that predate it) and is always applied here as well.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	o, err := blob.CheckListOptions(opts)
+	o, err := driver.CheckListOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.begin(ctx, "list", o.Prefix, false); err != nil {
+	if err := s.begin(ctx, driver.OpList, o.Prefix, false); err != nil {
 		return nil, err
 	}
 	size := o.PageSize
@@ -29,7 +30,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	}
 	var marker *string
 	if o.PageToken != "" {
-		m, err := blob.DecodePageToken(o.PageToken)
+		m, err := driver.DecodePageToken(o.PageToken)
 		if err != nil {
 			return nil, err
 		}
@@ -62,9 +63,9 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 			batch, next, err = s.listHierarchy(ctx, delim, prefix, marker, n)
 		}
 		if err != nil {
-			return nil, s.wrap("list", o.Prefix, err, classify)
+			return nil, s.wrap(driver.OpList, o.Prefix, err, classify)
 		}
-		for _, obj := range blob.FilterAfter(batch, startAfter) {
+		for _, obj := range driver.FilterAfter(batch, startAfter) {
 			obj.Key = unescapeKey(obj.Key)
 			page.Objects = append(page.Objects, obj)
 		}
@@ -72,7 +73,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 			return page, nil
 		}
 		if len(page.Objects) >= size {
-			page.NextPageToken = blob.EncodePageToken(*next)
+			page.NextPageToken = driver.EncodePageToken(*next)
 			return page, nil
 		}
 		marker = next

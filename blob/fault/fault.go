@@ -29,12 +29,13 @@ const (
 	OpAppend              // NewAppender
 	OpCopy                // Copy (rules match the destination key)
 	OpReaderAt            // OpenReaderAt
+	OpFinalize            // Finalize
 	numOps
 )
 
 var opNames = [numOps]string{
 	"read", "read-data", "write", "write-data", "commit", "stat", "list",
-	"delete", "prewarm", "create", "append", "copy", "reader-at",
+	"delete", "prewarm", "create", "append", "copy", "reader-at", "finalize",
 }
 
 func (o Op) String() string {
@@ -128,7 +129,16 @@ type Store struct {
 	stats  [numOps]OpStats
 }
 
-var _ blob.Store = (*Store)(nil)
+var (
+	_ blob.Store              = (*Store)(nil)
+	_ blob.Prewarmer          = (*Store)(nil)
+	_ blob.Creator            = (*Store)(nil)
+	_ blob.Appender           = (*Store)(nil)
+	_ blob.Copier             = (*Store)(nil)
+	_ blob.ReaderAtOpener     = (*Store)(nil)
+	_ blob.Finalizer          = (*Store)(nil)
+	_ blob.CapabilityReporter = (*Store)(nil)
+)
 
 type rule struct {
 	Rule

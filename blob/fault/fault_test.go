@@ -116,7 +116,7 @@ func TestZeroRulesPassThrough(t *testing.T) {
 	if err := s.Delete(ctx, "dir/a", &blob.DeleteOptions{IfGenerationMatch: "nope"}); !errors.Is(err, blob.ErrPrecondition) {
 		t.Errorf("Delete with a stale generation = %v", err)
 	}
-	if err := blob.Put(ctx, s, "dir/b", nil, &blob.WriterOptions{IfNotExist: true}); !errors.Is(err, blob.ErrExists) {
+	if err := blob.Put(ctx, s, "dir/b", nil, &blob.WriterOptions{If: blob.IfNotExist()}); !errors.Is(err, blob.ErrExists) {
 		t.Errorf("IfNotExist over an existing key = %v", err)
 	}
 	if err := s.Delete(ctx, "dir/a", nil); err != nil || exists(t, mem, "dir/a") {
@@ -476,7 +476,7 @@ func TestFailAfterKeepsInnerError(t *testing.T) {
 	put(t, mem, "obj", "old")
 	s := Wrap(mem, Options{})
 	s.FailNthAfter(OpCommit, 1, nil)
-	err := blob.Put(t.Context(), s, "obj", []byte("new"), &blob.WriterOptions{IfNotExist: true})
+	err := blob.Put(t.Context(), s, "obj", []byte("new"), &blob.WriterOptions{If: blob.IfNotExist()})
 	if !errors.Is(err, blob.ErrExists) || errors.Is(err, ErrInjected) {
 		t.Errorf("err = %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // memStore is a minimal map-backed blob.Store for these tests, with no
@@ -99,7 +100,7 @@ func (w *memWriter) Close() error {
 	}
 	w.closed = true
 	if err := w.ctx.Err(); err != nil {
-		return blob.WrapError("write", w.key, err, nil)
+		return driver.WrapError("write", w.key, err, nil)
 	}
 	return w.m.commit(w.key, w.buf.Bytes(), w.opts)
 }
@@ -112,9 +113,9 @@ func (m *memStore) commit(key string, data []byte, opts blob.WriterOptions) erro
 	}
 	old, exists := m.objs[key]
 	switch {
-	case opts.IfNotExist && exists:
+	case opts.If.NotExist() && exists:
 		return &blob.Error{Op: "write", Key: key, Kind: blob.ErrExists}
-	case opts.IfGenerationMatch != "" && (!exists || old.attrs.Generation != opts.IfGenerationMatch):
+	case opts.If.GenerationMatch() != "" && (!exists || old.attrs.Generation != opts.If.GenerationMatch()):
 		return &blob.Error{Op: "write", Key: key, Kind: blob.ErrPrecondition}
 	}
 	m.gen++
@@ -223,7 +224,7 @@ func (f *fullMem) Prewarm(ctx context.Context, key string, opts *blob.WriterOpti
 	if opts != nil {
 		o = *opts
 	}
-	o.IfNotExist = true
+	o.If = blob.IfNotExist()
 	return f.NewWriter(ctx, key, &o)
 }
 
@@ -240,7 +241,7 @@ func (f *fullMem) NewAppender(ctx context.Context, key string, opts *blob.Append
 	if err != nil {
 		return nil, err
 	}
-	w := &memWriter{m: f.memStore, ctx: ctx, key: key, opts: blob.WriterOptions{ContentType: o.attrs.ContentType, IfGenerationMatch: o.attrs.Generation}}
+	w := &memWriter{m: f.memStore, ctx: ctx, key: key, opts: blob.WriterOptions{ContentType: o.attrs.ContentType, If: blob.IfGenerationMatch(o.attrs.Generation)}}
 	w.buf.Write(o.data)
 	return w, nil
 }
@@ -252,7 +253,9 @@ func (f *fullMem) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Co
 		return err
 	}
 	wo := blob.WriterOptionsFrom(&o.attrs)
-	wo.IfNotExist = opts != nil && opts.IfNotExist
+	if opts != nil && opts.IfNotExist {
+		wo.If = blob.IfNotExist()
+	}
 	return f.commit(dstKey, o.data, wo)
 }
 

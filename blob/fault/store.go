@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewRangeReader implements blob.Store. Each Read of the reader is an OpReadData call.
@@ -148,7 +149,7 @@ func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOp
 	}
 	a, ok := s.inner.(blob.Appender)
 	if !ok {
-		return nil, &blob.Error{Op: "append", Key: key, Kind: blob.ErrUnsupported, Err: fmt.Errorf("%T cannot append", s.inner)}
+		return nil, &blob.Error{Op: driver.OpAppend, Key: key, Kind: blob.ErrUnsupported, Err: fmt.Errorf("%T cannot append", s.inner)}
 	}
 	_, w, err := s.openWriter(ctx, key, after, func(wctx context.Context) (string, blob.Writer, error) {
 		w, err := a.NewAppender(wctx, key, opts)
@@ -205,6 +206,27 @@ func (s *Store) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, er
 	}
 	return ra, nil
 }
+
+// Finalize implements blob.Finalizer: natively over a Finalizer, otherwise as
+// blob.Finalize falls back (objects are final once committed, so it checks
+// that key exists, through this wrapper).
+func (s *Store) Finalize(ctx context.Context, key string) error {
+	after, err := s.enter(ctx, OpFinalize, key)
+	if err != nil {
+		return err
+	}
+	if err := blob.Finalize(ctx, s.inner, key); err != nil {
+		return err
+	}
+	if after != nil {
+		return after.report()
+	}
+	return nil
+}
+
+// Capabilities implements blob.CapabilityReporter: the wrapper serves
+// natively exactly what the store it wraps does.
+func (s *Store) Capabilities() blob.Capabilities { return blob.CapabilitiesOf(s.inner) }
 
 // openWriter opens an inner writer under a context this wrapper can cancel,
 // which is how an injected commit failure aborts it.

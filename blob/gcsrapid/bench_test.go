@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonalblob/zonalblob/bench"
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/internal/bench"
 )
 
 // BenchmarkWritePaths is the three-way comparison of `zonalblob bench

@@ -21,7 +21,7 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 			return "", nil, err
 		}
 	}
-	if opts != nil && opts.IfGenerationMatch != "" {
+	if opts != nil && opts.If.GenerationMatch() != "" {
 		return "", nil, blob.Errorf("create", prefix, blob.ErrInvalidArgument, "Create makes new objects: IfGenerationMatch makes no sense")
 	}
 	if s.creator != nil {

@@ -10,12 +10,13 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // List implements blob.Store with the service's ordered listing; StartAfter
 // maps to its lexicographic start (inclusive, so the key itself is dropped).
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	o, err := blob.CheckListOptions(opts)
+	o, err := driver.CheckListOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +34,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		var attrs []*storage.ObjectAttrs
 		next, err := iterator.NewPager(it, size-len(page.Objects), token).NextPage(&attrs)
 		if err != nil {
-			return nil, blob.WrapError("list", o.Prefix, err, classify)
+			return nil, driver.WrapError("list", o.Prefix, err, classify)
 		}
 		batch := make([]blob.ListObject, 0, len(attrs))
 		for _, a := range attrs {
@@ -50,7 +51,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		// The client yields a response's objects before its prefixes; each
 		// response covers one key range, so sorting it restores byte order.
 		slices.SortFunc(batch, func(a, b blob.ListObject) int { return strings.Compare(a.Key, b.Key) })
-		page.Objects = append(page.Objects, blob.FilterAfter(batch, o.StartAfter)...)
+		page.Objects = append(page.Objects, driver.FilterAfter(batch, o.StartAfter)...)
 		if next == "" {
 			return page, nil
 		}

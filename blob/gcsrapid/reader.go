@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/storage"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewRangeReader implements blob.Store. Unfinalized objects are readable up
@@ -26,22 +27,22 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		// zero-length read only needs the object to exist.
 		a, err := s.Stat(ctx, key)
 		if err != nil {
-			return nil, blob.WrapError("read", key, err, classify)
+			return nil, driver.WrapError("read", key, err, classify)
 		}
-		return blob.EmptyReader(a), nil
+		return driver.EmptyReader(a), nil
 	}
 	r, err := s.bucket.Object(key).NewRangeReader(ctx, offset, length)
 	if isOutOfRange(err) {
 		a, serr := s.Stat(ctx, key)
 		if serr != nil {
-			return nil, blob.WrapError("read", key, serr, classify)
+			return nil, driver.WrapError("read", key, serr, classify)
 		}
 		if offset >= a.Size {
-			return blob.EmptyReader(a), nil
+			return driver.EmptyReader(a), nil
 		}
 	}
 	if err != nil {
-		return nil, blob.WrapError("read", key, err, classify)
+		return nil, driver.WrapError("read", key, err, classify)
 	}
 	return &reader{r: r, key: key}, nil
 }
@@ -55,7 +56,7 @@ type reader struct {
 func (r *reader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	if err != nil && err != io.EOF {
-		err = blob.WrapError("read", r.key, err, classify)
+		err = driver.WrapError("read", r.key, err, classify)
 	}
 	return n, err
 }
@@ -81,7 +82,7 @@ func (s *Store) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, er
 	}
 	mrd, err := s.bucket.Object(key).NewMultiRangeDownloader(ctx)
 	if err != nil {
-		return nil, blob.WrapError("read", key, err, classify)
+		return nil, driver.WrapError("read", key, err, classify)
 	}
 	return &readerAt{mrd: mrd, key: key, size: mrd.Attrs.Size}, nil
 }
@@ -115,7 +116,7 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 	done := make(chan error, 1)
 	r.mrd.Add(&buf, off, want, func(_, _ int64, err error) { done <- err })
 	if err := <-done; err != nil {
-		return 0, blob.WrapError("read", r.key, err, classify)
+		return 0, driver.WrapError("read", r.key, err, classify)
 	}
 	n := copy(p, buf.Bytes())
 	if n < len(p) {

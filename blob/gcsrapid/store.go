@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
@@ -151,7 +152,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if u.Host == "" || u.Path != "" && u.Path != "/" {
 		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: URL must be gcsrapid://BUCKET, got %s", blob.Redact(u.String()))
 	}
-	q := blob.NewQuery(u)
+	q := driver.NewQuery(u)
 	opts := Options{
 		PoolSize:        q.Int("pool_size", 0),
 		PoolMinIdle:     q.Int("pool_min_idle", 0),
@@ -284,7 +285,7 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	}
 	a, err := s.bucket.Object(key).Attrs(ctx)
 	if err != nil {
-		return nil, blob.WrapError("stat", key, err, classify)
+		return nil, driver.WrapError("stat", key, err, classify)
 	}
 	return attributes(a), nil
 }
@@ -330,7 +331,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		}
 		o = o.If(storage.Conditions{GenerationMatch: g})
 	}
-	return blob.WrapError("delete", key, o.Delete(ctx), classify)
+	return driver.WrapError("delete", key, o.Delete(ctx), classify)
 }
 
 // Finalize seals key: no more appends, and the object becomes an ordinary
@@ -341,16 +342,16 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 	}
 	a, err := s.bucket.Object(key).Attrs(ctx)
 	if err != nil {
-		return blob.WrapError("finalize", key, err, classify)
+		return driver.WrapError("finalize", key, err, classify)
 	}
 	if !a.Finalized.IsZero() {
 		return nil
 	}
 	w, _, err := s.bucket.Object(key).Generation(a.Generation).NewWriterFromAppendableObject(ctx, &storage.AppendableWriterOpts{FinalizeOnClose: true})
 	if err != nil {
-		return blob.WrapError("finalize", key, err, classify)
+		return driver.WrapError("finalize", key, err, classify)
 	}
-	return blob.WrapError("finalize", key, w.Close(), classify)
+	return driver.WrapError("finalize", key, w.Close(), classify)
 }
 
 // Close implements blob.Store: it discards every pooled object (deleting it),

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // warmWriter is an appendable object that exists (created and flushed empty)
@@ -73,7 +74,7 @@ func (s *Store) prewarm(ctx context.Context, key string, opts *blob.WriterOption
 	if err != nil {
 		cancel()
 		sw.Close()
-		return nil, blob.WrapError("prewarm", key, err, classifyCreate)
+		return nil, driver.WrapError("prewarm", key, err, classifyCreate)
 	}
 	ww := &warmWriter{sw: sw, key: key, cancel: cancel}
 	if a := sw.Attrs(); a != nil {
@@ -88,7 +89,7 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 	if err := s.check("prewarm", key); err != nil {
 		return nil, err
 	}
-	if opts != nil && opts.IfGenerationMatch != "" {
+	if opts != nil && opts.If.GenerationMatch() != "" {
 		return nil, blob.Errorf("prewarm", key, blob.ErrInvalidArgument, "a prewarmed key must not exist: IfGenerationMatch makes no sense")
 	}
 	ww, err := s.prewarm(ctx, key, opts)
@@ -105,12 +106,14 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	if err := s.check("write", key); err != nil {
 		return nil, err
 	}
-	if opts != nil && opts.IfNotExist && opts.IfGenerationMatch != "" {
-		return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
-	}
-	if opts != nil && opts.IfGenerationMatch != "" {
-		if _, err := parseGeneration("write", key, opts.IfGenerationMatch); err != nil {
+	if opts != nil {
+		if err := opts.If.Validate("write", key); err != nil {
 			return nil, err
+		}
+		if g := opts.If.GenerationMatch(); g != "" {
+			if _, err := parseGeneration("write", key, g); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return s.newWriter(ctx, key, opts, nil), nil
@@ -180,7 +183,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	if err := w.ctx.Err(); err != nil {
-		return 0, blob.WrapError("write", w.key, err, nil)
+		return 0, driver.WrapError("write", w.key, err, nil)
 	}
 	if w.md5 != nil {
 		w.md5.Write(p)
@@ -208,7 +211,7 @@ func (w *writer) Write(p []byte) (int, error) {
 func (w *writer) send(p []byte) error {
 	_, err := w.sw.Write(p)
 	if err != nil {
-		w.err = blob.WrapError("write", w.key, err, w.classifier())
+		w.err = driver.WrapError("write", w.key, err, w.classifier())
 		return w.err
 	}
 	w.wrote += int64(len(p))
@@ -216,7 +219,7 @@ func (w *writer) send(p []byte) error {
 }
 
 func (w *writer) classifier() func(error) error {
-	if w.opts.IfNotExist || w.warm != nil {
+	if w.opts.If.NotExist() || w.warm != nil {
 		return classifyCreate
 	}
 	return classify
@@ -231,10 +234,10 @@ func (w *writer) open(size int) error {
 	}
 	o := w.s.bucket.Object(w.key)
 	switch {
-	case w.opts.IfNotExist:
+	case w.opts.If.NotExist():
 		o = o.If(storage.Conditions{DoesNotExist: true})
-	case w.opts.IfGenerationMatch != "":
-		g, err := parseGeneration("write", w.key, w.opts.IfGenerationMatch)
+	case w.opts.If.GenerationMatch() != "":
+		g, err := parseGeneration("write", w.key, w.opts.If.GenerationMatch())
 		if err != nil {
 			return err
 		}
@@ -277,7 +280,7 @@ func (w *writer) commit() error {
 		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
 	}
 	if err := w.ctx.Err(); err != nil {
-		return blob.WrapError("write", w.key, err, nil)
+		return driver.WrapError("write", w.key, err, nil)
 	}
 	if w.md5 != nil {
 		if sum := w.md5.Sum(nil); !bytes.Equal(sum, w.opts.ContentMD5) {
@@ -299,7 +302,7 @@ func (w *writer) commit() error {
 		return err
 	})
 	if err != nil {
-		return blob.WrapError("write", w.key, err, w.classifier())
+		return driver.WrapError("write", w.key, err, w.classifier())
 	}
 	if flushed != w.wrote {
 		return blob.Errorf("write", w.key, nil, "gcsrapid: flushed %d bytes, wrote %d", flushed, w.wrote)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Creator serves blob.Create from pools of writers prewarmed on any store
@@ -132,7 +133,7 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 func hasAttributes(o *blob.WriterOptions) bool {
 	return o != nil && (o.ContentType != "" || o.CacheControl != "" || o.ContentDisposition != "" ||
 		o.ContentEncoding != "" || o.ContentLanguage != "" || len(o.Metadata) > 0 ||
-		len(o.ContentMD5) > 0 || o.IfGenerationMatch != "")
+		len(o.ContentMD5) > 0 || o.If.GenerationMatch() != "")
 }
 
 func (c *Creator) poolFor(prefix string) *Pool[*prewarmed] {
@@ -201,7 +202,7 @@ type pooledWriter struct {
 
 func (w *pooledWriter) Write(p []byte) (int, error) {
 	if err := w.ctx.Err(); err != nil {
-		return 0, blob.WrapError("write", w.item.key, err, nil)
+		return 0, driver.WrapError("write", w.item.key, err, nil)
 	}
 	return w.item.w.Write(p)
 }
@@ -214,7 +215,7 @@ func (w *pooledWriter) Close() error {
 	var err error
 	switch {
 	case w.ctx.Err() != nil:
-		err = blob.WrapError("write", w.item.key, w.ctx.Err(), nil)
+		err = driver.WrapError("write", w.item.key, w.ctx.Err(), nil)
 	case time.Since(w.handedOut) > w.c.opts.WriteTimeout:
 		err = blob.Errorf("write", w.item.key, nil, "pool: closed %v after hand-out, beyond WriteTimeout %v: the object may already be reclaimed as an orphan",
 			time.Since(w.handedOut).Round(time.Millisecond), w.c.opts.WriteTimeout)

@@ -226,7 +226,7 @@ func TestIfNotExistRaceWithConflicts(t *testing.T) {
 		for i := range writers {
 			wg.Go(func() {
 				<-start
-				errs[i] = blob.Put(ctx, s, key, fmt.Appendf(nil, "writer %d", i), &blob.WriterOptions{IfNotExist: true})
+				errs[i] = blob.Put(ctx, s, key, fmt.Appendf(nil, "writer %d", i), &blob.WriterOptions{If: blob.IfNotExist()})
 			})
 		}
 		close(start)
@@ -251,7 +251,7 @@ func TestIfNotExistRaceWithConflicts(t *testing.T) {
 
 	// A 409 on an uncontended write is retried to success.
 	srv.InjectFault(s3expresstest.Fault{Op: s3expresstest.OpPutObject, Nth: srv.Stats().PutObject + 1, Status: http.StatusConflict})
-	if err := blob.Put(ctx, s, "after-conflict", []byte("v"), &blob.WriterOptions{IfNotExist: true}); err != nil {
+	if err := blob.Put(ctx, s, "after-conflict", []byte("v"), &blob.WriterOptions{If: blob.IfNotExist()}); err != nil {
 		t.Errorf("write after one injected 409: %v", err)
 	}
 	if srv.Stats().FaultsInjected != 1 {
@@ -282,7 +282,7 @@ func TestCanceledMultipartIsAborted(t *testing.T) {
 	if st.MultipartAbort != 1 || st.MultipartDone != 0 {
 		t.Errorf("aborts %d, completes %d; want 1 and 0", st.MultipartAbort, st.MultipartDone)
 	}
-	s2, err := s3express.New(srv.NewClient(), s.Bucket(), s3express.Options{})
+	s2, err := s3express.New(context.Background(), srv.NewClient(), s.Bucket(), s3express.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestErrorsKeepTheSDKError(t *testing.T) {
 	if err := blob.Put(ctx, s, "k", []byte("v"), nil); err != nil {
 		t.Fatal(err)
 	}
-	err = blob.Put(ctx, s, "k", []byte("v2"), &blob.WriterOptions{IfNotExist: true})
+	err = blob.Put(ctx, s, "k", []byte("v2"), &blob.WriterOptions{If: blob.IfNotExist()})
 	if !errors.Is(err, blob.ErrExists) || !errors.As(err, &ae) || ae.ErrorCode() != "PreconditionFailed" {
 		t.Errorf("IfNotExist onto an existing key = %v; want ErrExists wrapping PreconditionFailed", err)
 	}
@@ -437,7 +437,7 @@ func TestListHonoursTheContract(t *testing.T) {
 
 func TestWarmUpErrorSurfacesAtFirstCall(t *testing.T) {
 	srv := newServer(t, s3expresstest.Options{})
-	s, err := s3express.New(srv.NewClient(), "absent--use1-az4--x-s3", s3express.Options{})
+	s, err := s3express.New(context.Background(), srv.NewClient(), "absent--use1-az4--x-s3", s3express.Options{})
 	if err != nil {
 		t.Fatalf("New made a request or failed: %v", err)
 	}
@@ -460,6 +460,7 @@ func TestOpenURL(t *testing.T) {
 		{"s3express://logs--use1-az4--x-s3?region=us-east-1&regoin=x", "regoin"},
 		{"s3express://logs--use1-az4--x-s3?region=us-east-1&part_size=1024", "minimum part size"},
 		{"s3express://logs--use1-az4--x-s3?region=us-east-1&warm_conns=many", "not an integer"},
+		{"s3express://logs--use1-az4--x-s3?region=us-east-1&multipart_threshold=16MB", "not a size"},
 		{"s3express://logs--use1-az4--x-s3/extra?region=us-east-1", "s3express://BUCKET"},
 		{"s3express://logs--use1-az4--x-s3?region=us-east-1&endpoint=127.0.0.1:9", "endpoint must be"},
 		{"s3express://AKIDX:topsecret99@logs--use1-az4--x-s3?region=us-east-1", "credentials do not belong"},
@@ -473,15 +474,10 @@ func TestOpenURL(t *testing.T) {
 		}
 	}
 
-	// Static credentials for the emulator, from the environment only.
-	dir := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	t.Setenv("AWS_ACCESS_KEY_ID", s3expresstest.DefaultAccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3expresstest.DefaultSecretAccessKey)
+	setEmulatorCredentials(t)
 	srv := newServer(t, s3expresstest.Options{})
 	bucket := newBucket(t, srv)
-	u := "s3express://" + bucket + "?region=us-east-1&endpoint=" + srv.URL() + "&warm_conns=2&multipart_threshold=8388608"
+	u := "s3express://" + bucket + "?region=us-east-1&endpoint=" + srv.URL() + "&warm_conns=2&multipart_threshold=8MiB&part_size=5242880"
 	s, err := blob.Open(ctx, u)
 	if err != nil {
 		t.Fatal(err)
@@ -507,6 +503,79 @@ func TestOpenURL(t *testing.T) {
 	r.Close()
 	if st := srv.Stats(); st.CreateSession != 2 {
 		t.Errorf("%d CreateSessions for two stores, want one each", st.CreateSession)
+	}
+}
+
+// setEmulatorCredentials gives the SDK's default chain static credentials
+// for the emulator, from the environment only.
+func setEmulatorCredentials(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	t.Setenv("AWS_ACCESS_KEY_ID", s3expresstest.DefaultAccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3expresstest.DefaultSecretAccessKey)
+}
+
+// TestConflictRetries counts the attempts of a conditional write that S3
+// answers with 409 every time: the first, then Retries more.
+func TestConflictRetries(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		retries  int
+		attempts int64
+	}{
+		{"default", 0, 1 + s3express.DefaultRetries},
+		{"none", -1, 1},
+		{"five", 5, 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer(t, s3expresstest.Options{})
+			s := newStore(t, srv, s3express.Options{Retries: c.retries})
+			defer s.Close()
+			ctx := context.Background()
+			if err := s.Ready(ctx); err != nil {
+				t.Fatal(err)
+			}
+			before := srv.Stats().PutObject
+			for i := range c.attempts + 1 {
+				srv.InjectFault(s3expresstest.Fault{Op: s3expresstest.OpPutObject, Nth: before + 1 + i, Status: http.StatusConflict})
+			}
+			err := blob.Put(ctx, s, "k", []byte("v"), &blob.WriterOptions{If: blob.IfNotExist()})
+			if err == nil {
+				t.Fatalf("write that met only 409s succeeded")
+			}
+			if got := srv.Stats().PutObject - before; got != c.attempts {
+				t.Errorf("%d PutObject attempts, want %d", got, c.attempts)
+			}
+		})
+	}
+}
+
+// TestURLZeroMeansNone: in a URL, retries=0 sends a conflicted write once and
+// warm_conns=0 opens no connection beyond the session's.
+func TestURLZeroMeansNone(t *testing.T) {
+	setEmulatorCredentials(t)
+	srv := newServer(t, s3expresstest.Options{})
+	bucket := newBucket(t, srv)
+	ctx := context.Background()
+	base := srv.Stats().Other
+	s, err := blob.Open(ctx, "s3express://"+bucket+"?region=us-east-1&endpoint="+srv.URL()+"&retries=0&warm_conns=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := srv.Stats().PutObject
+	srv.InjectFault(s3expresstest.Fault{Op: s3expresstest.OpPutObject, Nth: before + 1, Status: http.StatusConflict})
+	if err := blob.Put(ctx, s, "k", []byte("v"), &blob.WriterOptions{If: blob.IfNotExist()}); err == nil {
+		t.Errorf("write that met a 409 with retries=0 succeeded")
+	}
+	if got := srv.Stats().PutObject - before; got != 1 {
+		t.Errorf("%d PutObject attempts with retries=0, want 1", got)
+	}
+	if err := s.Close(); err != nil { // waits for the warm-up
+		t.Fatal(err)
+	}
+	if got := srv.Stats().Other - base; got != 1 {
+		t.Errorf("%d bucket requests at open with warm_conns=0, want 1 (the session's)", got)
 	}
 }
 

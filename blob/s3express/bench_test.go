@@ -58,7 +58,7 @@ func BenchmarkFirstWrite(b *testing.B) {
 			coldBucket := newBucket(b, srv)
 			t1 := time.Now()
 			// Opened here, so its warm-up has no head start.
-			cold, err := s3express.New(coldClient, coldBucket, s3express.Options{})
+			cold, err := s3express.New(ctx, coldClient, coldBucket, s3express.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func BenchmarkPutVsS3blob(b *testing.B) {
 			srv := newServer(b, s3expresstest.Options{Profile: profile})
 			ctx := context.Background()
 			bucket := newBucket(b, srv)
-			ours, err := s3express.New(srv.NewClient(), bucket, s3express.Options{})
+			ours, err := s3express.New(ctx, srv.NewClient(), bucket, s3express.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

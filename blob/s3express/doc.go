@@ -6,18 +6,26 @@
 //	s3express://logs--use1-az4--x-s3?region=us-east-1
 //	s3express://logs--use1-az4--x-s3?region=us-east-1&endpoint=http://127.0.0.1:9000
 //
-// Parameters: region (required), endpoint (an emulator's base URL; path-style
-// addressing), multipart_threshold and part_size (bytes), warm_conns (HTTP
-// connections opened at open), retries (attempts on 409
-// ConditionalRequestConflict). Unknown parameters are an error. Credentials
-// come from the SDK's default chain and never appear in errors.
+// Parameters (sizes are bytes, optionally with a KiB, MiB or GiB suffix):
+//
+//	region               the bucket's region (required)
+//	endpoint             an emulator's base URL (path-style addressing)
+//	multipart_threshold  one PutObject up to this size, multipart above (default 16MiB)
+//	part_size            part size of a multipart upload (default 8MiB, at least 5MiB)
+//	warm_conns           connections opened in the background at open (default 4; 0: none)
+//	retries              retries of a conditional write after the first attempt on 409
+//	                     ConditionalRequestConflict (default 2; 0: none)
+//
+// Unknown parameters are an error. Credentials come from the SDK's default
+// chain and never appear in errors. In Options, New's form, a zero field
+// means its default and a negative WarmConns or Retries means none.
 //
 // Guarantees and costs:
 //
-//   - Opening a Store starts one CreateSession and warm_conns connections in
-//     the background; the first call waits for that session instead of
-//     starting its own, so many concurrent first calls make one CreateSession.
-//     A failed warm-up is returned by the first call.
+//   - Opening a Store starts one CreateSession and then warm_conns
+//     connections in the background; the first call waits for that session
+//     instead of starting its own, so many concurrent first calls make one
+//     CreateSession. A failed warm-up is returned by the first call.
 //   - Writes are one PutObject with a CRC32C checksum up to
 //     multipart_threshold, multipart above; IfNotExist is If-None-Match: *,
 //     IfGenerationMatch is If-Match on the ETag (the generation). Nothing is

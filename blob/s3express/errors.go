@@ -42,24 +42,6 @@ func classify(err error) error {
 	return nil
 }
 
-// classifyCreate is classify for writes with If-None-Match: *, where a failed
-// precondition means the object exists.
-func classifyCreate(err error) error {
-	if k := classify(err); k != blob.ErrPrecondition {
-		return k
-	}
-	return blob.ErrExists
-}
-
-// classifyMatch is classify for writes with If-Match, where a missing object
-// is a failed precondition, not a missing one.
-func classifyMatch(err error) error {
-	if k := classify(err); k != blob.ErrNotFound {
-		return k
-	}
-	return blob.ErrPrecondition
-}
-
 func httpStatus(err error) int {
 	var hs interface{ HTTPStatusCode() int }
 	if errors.As(err, &hs) {

@@ -14,12 +14,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // List implements blob.Store. Directory buckets return keys in no order,
 // accept only prefixes ending in "/" and no start-after, so List lists the
 // directory that encloses the prefix (the prefix up to its last "/") to the
-// end, and sorts, filters and pages it in memory with blob.Paginate:
+// end, and sorts, filters and pages it in memory with driver.Paginate:
 //
 //   - Delimiter "/": one directory level (its keys and subdirectories), so
 //     the cost is ceil(entries in that directory / 1000) ListObjectsV2 calls.
@@ -35,12 +36,9 @@ import (
 // be missed or still seen, which the Store contract allows; objects that
 // exist throughout are listed exactly once either way.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	o, err := blob.CheckListOptions(opts)
+	o, err := s.life.CheckList(opts)
 	if err != nil {
 		return nil, err
-	}
-	if s.closed.Load() {
-		return nil, &blob.Error{Op: "list", Key: o.Prefix, Kind: blob.ErrClosed}
 	}
 	dir := o.Prefix[:strings.LastIndexByte(o.Prefix, '/')+1]
 	delim := ""
@@ -53,25 +51,25 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	snapID, inner, hasSnap := strings.Cut(o.PageToken, ".")
 	if o.PageToken != "" {
 		if !hasSnap {
-			return nil, blob.Errorf("list", o.Prefix, blob.ErrInvalidArgument, "malformed page token")
+			return nil, blob.Errorf(driver.OpList, o.Prefix, blob.ErrInvalidArgument, "malformed page token")
 		}
 		o.PageToken = inner
 		objs = s.snapshots.get(snapID, scope)
 	}
-	if _, err := blob.Paginate(nil, &o); err != nil {
+	if _, err := driver.Paginate(nil, &o); err != nil {
 		return nil, err // a malformed token, before any request
 	}
 	if objs == nil {
-		if err := s.waitWarm(ctx, "list", o.Prefix); err != nil {
+		if err := s.waitWarm(ctx, driver.OpList, o.Prefix); err != nil {
 			return nil, err
 		}
 		var err error
 		if objs, err = s.listDir(ctx, dir, delim); err != nil {
-			return nil, blob.WrapError("list", o.Prefix, err, classify)
+			return nil, driver.WrapError(driver.OpList, o.Prefix, err, classify)
 		}
 		snapID = ""
 	}
-	page, err := blob.Paginate(objs, &o)
+	page, err := driver.Paginate(objs, &o)
 	if err != nil {
 		return nil, err
 	}

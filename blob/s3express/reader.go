@@ -3,7 +3,6 @@ package s3express
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,25 +12,26 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewRangeReader implements blob.Store with one GetObject. A whole-object
 // read asks for the stored checksum (x-amz-checksum-mode: ENABLED), so the
 // SDK verifies the bytes; a range cannot be verified against it.
 func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
-	if err := s.begin(ctx, "read", key); err != nil {
+	if err := s.begin(ctx, driver.OpRead, key); err != nil {
 		return nil, err
 	}
 	if offset < 0 {
-		return nil, blob.Errorf("read", key, blob.ErrInvalidArgument, "negative offset %d", offset)
+		return nil, blob.Errorf(driver.OpRead, key, blob.ErrInvalidArgument, "negative offset %d", offset)
 	}
 	if length == 0 {
 		// S3 has no empty range; a zero-length read only needs the object.
 		a, err := s.Stat(ctx, key)
 		if err != nil {
-			return nil, blob.WrapError("read", key, err, classify)
+			return nil, driver.WrapError(driver.OpRead, key, err, classify)
 		}
-		return blob.EmptyReader(a), nil
+		return driver.EmptyReader(a), nil
 	}
 	in := &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
 	switch {
@@ -48,31 +48,33 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 			// The offset is at or past the end: not an error for us.
 			a, serr := s.Stat(ctx, key)
 			if serr != nil {
-				return nil, blob.WrapError("read", key, serr, classify)
+				return nil, driver.WrapError(driver.OpRead, key, serr, classify)
 			}
 			if offset >= a.Size {
-				return blob.EmptyReader(a), nil
+				return driver.EmptyReader(a), nil
 			}
 		}
-		return nil, blob.WrapError("read", key, err, classify)
+		return nil, driver.WrapError(driver.OpRead, key, err, classify)
 	}
 	size := aws.ToInt64(out.ContentLength)
 	if total, ok := rangeTotal(aws.ToString(out.ContentRange)); ok {
 		size = total
 	}
-	return &reader{body: out.Body, key: key, attrs: &blob.Attributes{
-		Key:                key,
-		Size:               size,
-		ContentType:        aws.ToString(out.ContentType),
-		CacheControl:       aws.ToString(out.CacheControl),
-		ContentDisposition: aws.ToString(out.ContentDisposition),
-		ContentEncoding:    aws.ToString(out.ContentEncoding),
-		ContentLanguage:    aws.ToString(out.ContentLanguage),
-		Metadata:           unescapeMetadata(out.Metadata),
-		ETag:               aws.ToString(out.ETag),
-		Generation:         aws.ToString(out.ETag),
-		ModTime:            aws.ToTime(out.LastModified),
-	}}, nil
+	return driver.NewReader(key, out.Body, func() *blob.Attributes {
+		return &blob.Attributes{
+			Key:                key,
+			Size:               size,
+			ContentType:        aws.ToString(out.ContentType),
+			CacheControl:       aws.ToString(out.CacheControl),
+			ContentDisposition: aws.ToString(out.ContentDisposition),
+			ContentEncoding:    aws.ToString(out.ContentEncoding),
+			ContentLanguage:    aws.ToString(out.ContentLanguage),
+			Metadata:           unescapeMetadata(out.Metadata),
+			ETag:               aws.ToString(out.ETag),
+			Generation:         aws.ToString(out.ETag),
+			ModTime:            aws.ToTime(out.LastModified),
+		}
+	}, classify), nil
 }
 
 // rangeTotal parses the object size from "bytes 0-9/1000".
@@ -84,20 +86,3 @@ func rangeTotal(cr string) (int64, bool) {
 	n, err := strconv.ParseInt(cr[i+1:], 10, 64)
 	return n, err == nil
 }
-
-type reader struct {
-	body  io.ReadCloser
-	key   string
-	attrs *blob.Attributes
-}
-
-func (r *reader) Read(p []byte) (int, error) {
-	n, err := r.body.Read(p)
-	if err != nil && err != io.EOF {
-		err = blob.WrapError("read", r.key, err, classify)
-	}
-	return n, err
-}
-
-func (r *reader) Close() error                 { return r.body.Close() }
-func (r *reader) Attributes() *blob.Attributes { return r.attrs }

@@ -40,7 +40,7 @@ func newBucket(t testing.TB, srv *s3expresstest.Server) string {
 // starts without a session.
 func newStore(t testing.TB, srv *s3expresstest.Server, opts s3express.Options, optFns ...func(*s3.Options)) *s3express.Store {
 	t.Helper()
-	s, err := s3express.New(srv.NewClient(optFns...), newBucket(t, srv), opts)
+	s, err := s3express.New(context.Background(), srv.NewClient(optFns...), newBucket(t, srv), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
 			return newStore(t, srv, s3express.Options{})
 		},
-		Caps: conformance.Caps{GenerationPreconditions: true, Append: true, NonSlashDelimiters: true},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})
 }
 
@@ -65,7 +65,7 @@ func TestConformanceNoSnapshots(t *testing.T) {
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
 			return newStore(t, srv, s3express.Options{ListSnapshotTTL: -1})
 		},
-		Caps: conformance.Caps{GenerationPreconditions: true, Append: true, NonSlashDelimiters: true},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // Scheme is the URL scheme of this driver.
@@ -38,9 +39,10 @@ const (
 	DefaultPartSize = 8 << 20
 	// DefaultWarmConns connections are opened when a Store is opened.
 	DefaultWarmConns = 4
-	// DefaultRetries is the number of attempts of a conditional write that
-	// S3 answers with 409 ConditionalRequestConflict.
-	DefaultRetries = 3
+	// DefaultRetries is how many times a conditional write that S3 answers
+	// with 409 ConditionalRequestConflict is sent again after the first
+	// attempt.
+	DefaultRetries = 2
 	// MaxIdleConnsPerHost sizes the shared transport's idle pool: Go's
 	// default of 2 would close and redial connections under any concurrency.
 	MaxIdleConnsPerHost = 64
@@ -48,16 +50,22 @@ const (
 	MaxDeleteKeys = 1000
 )
 
-// Options configure a Store. The zero value of each field means its default.
+// Options configure a Store. The zero value of each field means its default;
+// for WarmConns and Retries a negative value means none (in a URL, 0 does).
 type Options struct {
-	// MultipartThreshold: a write larger than this is a multipart upload.
+	// MultipartThreshold: a write of up to this many bytes is one PutObject;
+	// a larger one is a multipart upload.
 	MultipartThreshold int
 	// PartSize is the size of each part of a multipart upload.
 	PartSize int
-	// WarmConns is how many connections the warm-up opens; negative: none.
+	// WarmConns is how many connections are opened in the background at
+	// New, once the session is created (default DefaultWarmConns; negative:
+	// none, though the session is still created in the background).
 	WarmConns int
-	// Retries is the number of attempts of a conditional write that meets
-	// 409 ConditionalRequestConflict (a concurrent conditional write).
+	// Retries is how many times a conditional write that meets 409
+	// ConditionalRequestConflict (a concurrent conditional write) is sent
+	// again after the first attempt (default DefaultRetries; negative:
+	// none).
 	Retries int
 	// ListSnapshotTTL is how long continuation pages of a listing are served
 	// from its first page's snapshot; negative: every page lists anew.
@@ -77,6 +85,7 @@ func (o *Options) setDefaults() {
 	if o.Retries == 0 {
 		o.Retries = DefaultRetries
 	}
+	o.Retries = max(o.Retries, 0)
 	if o.ListSnapshotTTL == 0 {
 		o.ListSnapshotTTL = time.Minute
 	}
@@ -84,12 +93,12 @@ func (o *Options) setDefaults() {
 
 func (o Options) validate() error {
 	switch {
-	case o.MultipartThreshold < 0 || o.PartSize < 0 || o.Retries < 0:
-		return blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: sizes and retries must not be negative")
+	case o.MultipartThreshold < 0 || o.PartSize < 0:
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: sizes must not be negative")
 	case o.PartSize < 5<<20:
-		return blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: part_size %d is below S3's minimum part size of 5 MiB", o.PartSize)
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: part_size %d is below S3's minimum part size of 5 MiB", o.PartSize)
 	case o.MultipartThreshold > 5<<30:
-		return blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: multipart_threshold %d is above S3's 5 GiB limit for one PutObject", o.MultipartThreshold)
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: multipart_threshold %d is above S3's 5 GiB limit for one PutObject", o.MultipartThreshold)
 	}
 	return nil
 }
@@ -102,7 +111,7 @@ var directoryBucket = regexp.MustCompile(`^[a-z0-9](?:-?[a-z0-9])*--[a-z0-9]+(?:
 // ValidateBucket reports whether name is a directory bucket name.
 func ValidateBucket(name string) error {
 	if len(name) < 3 || len(name) > 63 || !directoryBucket.MatchString(name) {
-		return blob.Errorf("open", "", blob.ErrInvalidArgument,
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument,
 			"s3express: %q is not a directory bucket name (BASE--AZID--x-s3, for example logs--use1-az4--x-s3)", name)
 	}
 	return nil
@@ -115,7 +124,7 @@ type Store struct {
 	opts    Options
 	session func(*s3.Options) // per-operation option: the shared session provider
 
-	closed atomic.Bool
+	life driver.Lifecycle
 
 	// warm is closed when the warm-up's CreateSession has returned; warmErr
 	// holds its error until one call has reported it.
@@ -152,25 +161,29 @@ func HTTPClient() aws.HTTPClient { return sharedTransport() }
 // request), then warms the session in the background.
 func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if u.Scheme != Scheme {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: scheme %q, want %q", u.Scheme, Scheme)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: scheme %q, want %q", u.Scheme, Scheme)
 	}
 	if u.User != nil {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: credentials do not belong in the URL; use the SDK's credential chain")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: credentials do not belong in the URL; use the SDK's credential chain")
 	}
 	if u.Host == "" || u.Path != "" && u.Path != "/" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: URL must be s3express://BUCKET?region=REGION, got %s", blob.Redact(u.String()))
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: URL must be s3express://BUCKET?region=REGION, got %s", blob.Redact(u.String()))
 	}
-	q := blob.NewQuery(u)
+	q := driver.NewQuery(u)
 	region := q.String("region", "")
 	endpoint := q.String("endpoint", "")
 	opts := Options{
-		MultipartThreshold: q.Int("multipart_threshold", 0),
-		PartSize:           q.Int("part_size", 0),
+		MultipartThreshold: int(q.Size("multipart_threshold", 0)),
+		PartSize:           int(q.Size("part_size", 0)),
 		WarmConns:          q.Int("warm_conns", 0),
 		Retries:            q.Int("retries", 0),
 	}
+	// In a URL 0 means none; in Options it means the default.
 	if q.Has("warm_conns") && opts.WarmConns == 0 {
-		opts.WarmConns = -1 // warm_conns=0 asks for none
+		opts.WarmConns = -1
+	}
+	if q.Has("retries") && opts.Retries == 0 {
+		opts.Retries = -1
 	}
 	if err := q.Err(); err != nil {
 		return nil, err
@@ -179,17 +192,17 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		return nil, err
 	}
 	if region == "" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: parameter region is required (the bucket's region, for example us-east-1)")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: parameter region is required (the bucket's region, for example us-east-1)")
 	}
 	if endpoint != "" {
 		e, err := url.Parse(endpoint)
 		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: endpoint must be an http(s) URL, got %q", blob.Redact(endpoint))
+			return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: endpoint must be an http(s) URL, got %q", blob.Redact(endpoint))
 		}
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region), config.WithHTTPClient(sharedTransport()))
 	if err != nil {
-		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("s3express: loading AWS configuration: %w", err)}
+		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("s3express: loading AWS configuration: %w", err)}
 	}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if endpoint != "" {
@@ -197,14 +210,16 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 			o.UsePathStyle = true
 		}
 	})
-	return New(client, u.Host, opts)
+	return New(ctx, client, u.Host, opts)
 }
 
 // New returns a Store over the directory bucket, using client, and starts
 // warming its session and connections. The client's own S3 Express session
 // provider is kept (its cache and refresh), shared by every operation of the
-// Store so that concurrent calls wait for one CreateSession.
-func New(client *s3.Client, bucket string, opts Options) (*Store, error) {
+// Store so that concurrent calls wait for one CreateSession. New makes no
+// request itself; ctx gives the warm-up its values, and its end does not stop
+// the warm-up (Close does).
+func New(ctx context.Context, client *s3.Client, bucket string, opts Options) (*Store, error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -213,10 +228,10 @@ func New(client *s3.Client, bucket string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if client == nil {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "s3express: nil client")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: nil client")
 	}
 	shared := &sessions{sdk: client.Options().ExpressCredentials}
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Store{
 		client:  client,
 		bucket:  bucket,
@@ -289,7 +304,7 @@ func (s *Store) Ready(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if p := s.warmErr.Load(); p != nil {
-		return &blob.Error{Op: "open", Err: *p}
+		return &blob.Error{Op: driver.OpOpen, Err: *p}
 	}
 	return nil
 }
@@ -298,10 +313,7 @@ func (s *Store) Ready(ctx context.Context) error {
 // that a burst of first calls shares it. The warm-up's error is returned by
 // the first call only; later calls start their own session.
 func (s *Store) begin(ctx context.Context, op, key string) error {
-	if s.closed.Load() {
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
-	}
-	if err := blob.ValidateKey(op, key); err != nil {
+	if err := s.life.Check(op, key); err != nil {
 		return err
 	}
 	return s.waitWarm(ctx, op, key)
@@ -314,7 +326,7 @@ func (s *Store) waitWarm(ctx context.Context, op, key string) error {
 		select {
 		case <-s.warm:
 		case <-ctx.Done():
-			return blob.WrapError(op, key, ctx.Err(), nil)
+			return driver.WrapError(op, key, ctx.Err(), nil)
 		}
 	}
 	if s.warmErr.Load() != nil {
@@ -335,12 +347,12 @@ func (s *Store) Client() *s3.Client { return s.client }
 
 // Stat implements blob.Store with one HeadObject.
 func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
-	if err := s.begin(ctx, "stat", key); err != nil {
+	if err := s.begin(ctx, driver.OpStat, key); err != nil {
 		return nil, err
 	}
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 	if err != nil {
-		return nil, blob.WrapError("stat", key, err, classify)
+		return nil, driver.WrapError(driver.OpStat, key, err, classify)
 	}
 	return &blob.Attributes{
 		Key:                key,
@@ -362,22 +374,22 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 // With IfGenerationMatch the delete itself is conditional (If-Match), so a
 // concurrent overwrite between the two is never deleted.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	if err := s.begin(ctx, "delete", key); err != nil {
+	if err := s.begin(ctx, driver.OpDelete, key); err != nil {
 		return err
 	}
 	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 	if err != nil {
-		return blob.WrapError("delete", key, err, classify)
+		return driver.WrapError(driver.OpDelete, key, err, classify)
 	}
 	in := &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
 	if opts != nil && opts.IfGenerationMatch != "" {
 		if !etagEqual(aws.ToString(head.ETag), opts.IfGenerationMatch) {
-			return blob.Errorf("delete", key, blob.ErrPrecondition, "generation %s, not %s", aws.ToString(head.ETag), opts.IfGenerationMatch)
+			return blob.Errorf(driver.OpDelete, key, blob.ErrPrecondition, "generation %s, not %s", aws.ToString(head.ETag), opts.IfGenerationMatch)
 		}
 		in.IfMatch = aws.String(opts.IfGenerationMatch)
 	}
 	_, err = s.client.DeleteObject(ctx, in, s.session)
-	return blob.WrapError("delete", key, err, classify)
+	return driver.WrapError(driver.OpDelete, key, err, classify)
 }
 
 func etagEqual(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b, `"`) }
@@ -386,15 +398,15 @@ func etagEqual(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b
 // request after another. Missing keys are not errors (S3 does not report
 // them). The error joins one *blob.Error per key that failed.
 func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
-	if s.closed.Load() {
-		return &blob.Error{Op: "delete", Kind: blob.ErrClosed}
+	if err := s.life.CheckOpen(driver.OpDelete, ""); err != nil {
+		return err
 	}
 	for _, k := range keys {
-		if err := blob.ValidateKey("delete", k); err != nil {
+		if err := blob.ValidateKey(driver.OpDelete, k); err != nil {
 			return err
 		}
 	}
-	if err := s.waitWarm(ctx, "delete", ""); err != nil {
+	if err := s.waitWarm(ctx, driver.OpDelete, ""); err != nil {
 		return err
 	}
 	var errs []error
@@ -411,10 +423,10 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 			ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
 		}, s.session)
 		if err != nil {
-			return errors.Join(append(errs, blob.WrapError("delete", batch[0], err, classify))...)
+			return errors.Join(append(errs, driver.WrapError(driver.OpDelete, batch[0], err, classify))...)
 		}
 		for _, e := range out.Errors {
-			errs = append(errs, &blob.Error{Op: "delete", Key: aws.ToString(e.Key),
+			errs = append(errs, &blob.Error{Op: driver.OpDelete, Key: aws.ToString(e.Key),
 				Err: fmt.Errorf("s3express: %s: %s", aws.ToString(e.Code), aws.ToString(e.Message))})
 		}
 	}
@@ -424,10 +436,10 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 // Copy implements blob.Copier with CopyObject (which the SDK signs with the
 // caller's own credentials, not the session).
 func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.CopyOptions) error {
-	if err := s.begin(ctx, "copy", dstKey); err != nil {
+	if err := s.begin(ctx, driver.OpCopy, dstKey); err != nil {
 		return err
 	}
-	if err := blob.ValidateKey("copy", srcKey); err != nil {
+	if err := blob.ValidateKey(driver.OpCopy, srcKey); err != nil {
 		return err
 	}
 	in := &s3.CopyObjectInput{
@@ -435,13 +447,13 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 		Key:        aws.String(dstKey),
 		CopySource: aws.String(s.bucket + "/" + escapePath(srcKey)),
 	}
-	classifier := classify
+	var cond blob.Condition
 	if opts != nil && opts.IfNotExist {
 		in.IfNoneMatch = aws.String("*")
-		classifier = classifyCreate
+		cond = blob.IfNotExist()
 	}
 	_, err := s.client.CopyObject(ctx, in, s.session)
-	return blob.WrapError("copy", dstKey, err, classifier)
+	return driver.WrapError(driver.OpCopy, dstKey, err, driver.ClassifyWrite(classify, cond))
 }
 
 // escapePath escapes a key for x-amz-copy-source, keeping its slashes.
@@ -456,8 +468,8 @@ func escapePath(key string) string {
 // Close implements blob.Store. It stops the warm-up; the SDK client is left
 // to the caller (it holds no resources of its own beyond idle connections).
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	if !s.life.Close() {
+		return driver.ClosedError(driver.OpClose, "")
 	}
 	s.stop()
 	s.bg.Wait()

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // NewWriter implements blob.Store. Bytes are buffered up to
@@ -22,16 +23,13 @@ import (
 // becomes a multipart upload whose parts are sent as they fill, completed by
 // Close and aborted if the write fails or ctx ends first.
 func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
-	if s.closed.Load() {
-		return nil, &blob.Error{Op: "write", Key: key, Kind: blob.ErrClosed}
-	}
-	if err := blob.ValidateKey("write", key); err != nil {
+	if err := s.life.Check(driver.OpWrite, key); err != nil {
 		return nil, err
 	}
-	w := &writer{s: s, ctx: ctx, key: key, op: "write"}
+	w := &writer{s: s, ctx: ctx, key: key, op: driver.OpWrite}
 	if opts != nil {
-		if opts.IfNotExist && opts.IfGenerationMatch != "" {
-			return nil, blob.Errorf("write", key, blob.ErrInvalidArgument, "IfNotExist and IfGenerationMatch together")
+		if err := opts.If.Validate(driver.OpWrite, key); err != nil {
+			return nil, err
 		}
 		w.opts = *opts
 		if len(opts.ContentMD5) > 0 {
@@ -47,20 +45,20 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 // IfSizeMatch < 0, at the size a HeadObject finds now. An offset that is no
 // longer the object's size fails with ErrPrecondition.
 func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOptions) (blob.Writer, error) {
-	if err := s.begin(ctx, "append", key); err != nil {
+	if err := s.begin(ctx, driver.OpAppend, key); err != nil {
 		return nil, err
 	}
 	o := blob.AppendOptions{IfSizeMatch: -1}
 	if opts != nil {
 		o = *opts
 	}
-	w := &writer{s: s, ctx: ctx, key: key, op: "append", offset: o.IfSizeMatch}
-	w.opts.IfGenerationMatch = o.IfGenerationMatch
+	w := &writer{s: s, ctx: ctx, key: key, op: driver.OpAppend, offset: o.IfSizeMatch}
+	w.opts.If = appendCondition(o)
 	if o.IfSizeMatch <= 0 {
 		// Offset 0 would create a missing object; appending needs one.
 		head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 		if err != nil {
-			return nil, blob.WrapError("append", key, err, classify)
+			return nil, driver.WrapError(driver.OpAppend, key, err, classify)
 		}
 		if o.IfSizeMatch < 0 {
 			w.offset = aws.ToInt64(head.ContentLength)
@@ -94,7 +92,7 @@ func (w *writer) enter() error {
 	}
 	if w.closed {
 		w.busy.Store(false)
-		return &blob.Error{Op: w.op, Key: w.key, Kind: blob.ErrClosed}
+		return driver.ClosedError(w.op, w.key)
 	}
 	return nil
 }
@@ -108,14 +106,14 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	if err := w.ctx.Err(); err != nil {
-		w.fail(blob.WrapError(w.op, w.key, err, nil))
+		w.fail(driver.WrapError(w.op, w.key, err, nil))
 		return 0, w.err
 	}
 	if w.md5 != nil {
 		w.md5.Write(p)
 	}
 	w.buf.Write(p)
-	if w.op == "append" || w.buf.Len() <= w.s.opts.MultipartThreshold && w.mp == nil {
+	if w.op == driver.OpAppend || w.buf.Len() <= w.s.opts.MultipartThreshold && w.mp == nil {
 		return len(p), nil
 	}
 	if w.mp == nil {
@@ -165,11 +163,11 @@ func (w *writer) commit() error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.s.closed.Load() {
-		return &blob.Error{Op: w.op, Key: w.key, Kind: blob.ErrClosed}
+	if err := w.s.life.CheckOpen(w.op, w.key); err != nil {
+		return err
 	}
 	if err := w.ctx.Err(); err != nil {
-		return blob.WrapError(w.op, w.key, err, nil)
+		return driver.WrapError(w.op, w.key, err, nil)
 	}
 	if w.md5 != nil {
 		if sum := w.md5.Sum(nil); !bytes.Equal(sum, w.opts.ContentMD5) {
@@ -187,13 +185,13 @@ func (w *writer) commit() error {
 		}
 		// On failure w.mp stays set, so Close's fail aborts the upload.
 		if err := w.s.retryConflicts(w.ctx, func() error { return w.mp.complete(w.ctx, &w.opts) }); err != nil {
-			return blob.WrapError(w.op, w.key, err, classifierFor(&w.opts))
+			return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(classify, w.opts.If))
 		}
 		w.mp = nil
 		return nil
 	}
 	in := w.s.putInput(w.key, &w.opts, w.buf.Bytes())
-	if w.op == "append" {
+	if w.op == driver.OpAppend {
 		in.WriteOffsetBytes = aws.Int64(w.offset)
 	}
 	err := w.s.retryConflicts(w.ctx, func() error {
@@ -202,17 +200,7 @@ func (w *writer) commit() error {
 		_, err := w.s.client.PutObject(w.ctx, in, w.s.session)
 		return err
 	})
-	return blob.WrapError(w.op, w.key, err, classifierFor(&w.opts))
-}
-
-func classifierFor(o *blob.WriterOptions) func(error) error {
-	switch {
-	case o.IfNotExist:
-		return classifyCreate
-	case o.IfGenerationMatch != "":
-		return classifyMatch
-	}
-	return classify
+	return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(classify, w.opts.If))
 }
 
 // putInput is a PutObject of data to key with opts' attributes and
@@ -229,10 +217,10 @@ func (s *Store) putInput(key string, o *blob.WriterOptions, data []byte) *s3.Put
 	}
 	setAttributes(o, &in.ContentType, &in.CacheControl, &in.ContentDisposition, &in.ContentEncoding, &in.ContentLanguage, &in.Metadata)
 	switch {
-	case o.IfNotExist:
+	case o.If.NotExist():
 		in.IfNoneMatch = aws.String("*")
-	case o.IfGenerationMatch != "":
-		in.IfMatch = aws.String(o.IfGenerationMatch)
+	case o.If.GenerationMatch() != "":
+		in.IfMatch = aws.String(o.If.GenerationMatch())
 	}
 	return in
 }
@@ -248,24 +236,23 @@ func setAttributes(o *blob.WriterOptions, ct, cc, cd, ce, cl **string, md *map[s
 	*md = escapeMetadata(o.Metadata)
 }
 
-// retryConflicts runs a conditional write again when S3 answers 409
-// ConditionalRequestConflict: another conditional write to the key was in
-// flight, and only a new attempt learns whether it won (then ours fails with
-// 412) or lost.
+// retryConflicts runs a conditional write again, up to Retries times, when
+// S3 answers 409 ConditionalRequestConflict: another conditional write to the
+// key was in flight, and only a new attempt learns whether it won (then ours
+// fails with 412) or lost.
 func (s *Store) retryConflicts(ctx context.Context, f func() error) error {
-	var err error
-	for attempt := range s.opts.Retries {
-		if err = f(); err == nil || !isConflict(err) || attempt == s.opts.Retries-1 {
+	for retry := 0; ; retry++ {
+		err := f()
+		if err == nil || !isConflict(err) || retry == s.opts.Retries {
 			return err
 		}
-		backoff := time.Duration(1+rand.IntN(4<<attempt)) * time.Millisecond
+		backoff := time.Duration(1+rand.IntN(4<<retry)) * time.Millisecond
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
 			return err
 		}
 	}
-	return err
 }
 
 // multipart is an upload in progress.
@@ -285,7 +272,7 @@ func (s *Store) startMultipart(ctx context.Context, key string, o *blob.WriterOp
 	setAttributes(o, &in.ContentType, &in.CacheControl, &in.ContentDisposition, &in.ContentEncoding, &in.ContentLanguage, &in.Metadata)
 	out, err := s.client.CreateMultipartUpload(ctx, in, s.session)
 	if err != nil {
-		return nil, blob.WrapError("write", key, err, classify)
+		return nil, driver.WrapError(driver.OpWrite, key, err, classify)
 	}
 	return &multipart{s: s, key: key, id: aws.ToString(out.UploadId)}, nil
 }
@@ -302,7 +289,7 @@ func (m *multipart) upload(ctx context.Context, part []byte) error {
 		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
 	}, m.s.session)
 	if err != nil {
-		return blob.WrapError("write", m.key, err, classify)
+		return driver.WrapError(driver.OpWrite, m.key, err, classify)
 	}
 	m.parts = append(m.parts, types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.ETag, ChecksumCRC32C: out.ChecksumCRC32C})
 	return nil
@@ -316,10 +303,10 @@ func (m *multipart) complete(ctx context.Context, o *blob.WriterOptions) error {
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: m.parts},
 	}
 	switch {
-	case o.IfNotExist:
+	case o.If.NotExist():
 		in.IfNoneMatch = aws.String("*")
-	case o.IfGenerationMatch != "":
-		in.IfMatch = aws.String(o.IfGenerationMatch)
+	case o.If.GenerationMatch() != "":
+		in.IfMatch = aws.String(o.If.GenerationMatch())
 	}
 	_, err := m.s.client.CompleteMultipartUpload(ctx, in, m.s.session)
 	return err
@@ -335,4 +322,12 @@ func (m *multipart) abort() {
 			Bucket: aws.String(m.s.bucket), Key: aws.String(m.key), UploadId: aws.String(m.id),
 		}, m.s.session)
 	})
+}
+
+// appendCondition is the write condition an append carries to PutObject.
+func appendCondition(o blob.AppendOptions) blob.Condition {
+	if o.IfGenerationMatch != "" {
+		return blob.IfGenerationMatch(o.IfGenerationMatch)
+	}
+	return blob.Condition{}
 }

@@ -14,7 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zonalblob/zonalblob/bench"
+	"github.com/zonalblob/zonalblob/cost"
+	"github.com/zonalblob/zonalblob/internal/bench"
 )
 
 // benchFiles are the files a run writes into --out.
@@ -75,7 +76,7 @@ Examples:
 			var showProgress autoBool
 			var costOnly bool
 			var costSize, costRetention, costHot string
-			work := bench.DefaultWorkload()
+			work := cost.DefaultWorkload()
 			fs.StringVar(&scenarios, "scenario", "", "comma-separated `scenarios` to run (default: all)")
 			fs.Var(&urls, "url", "run Put and Create against the store at `URL` instead of the emulators (repeatable)")
 			fs.StringVar(&mode, "mode", string(load.Mode), "load `mode`: open (fixed rate) or closed (workers back to back)")
@@ -91,10 +92,10 @@ Examples:
 			fs.StringVar(&out, "out", "bench-out", "`directory` for "+benchTable+", "+benchPlot+" and "+benchJSON)
 			fs.Var(&showProgress, "progress", "draw a progress bar (default: when stderr is a terminal)")
 			fs.BoolVar(&costOnly, "cost", false, "print only the prices and the monthly cost estimate, measure nothing")
-			fs.Float64Var(&work.WritesPerSec, "cost-writes", work.WritesPerSec, "cost estimate: writes per second")
-			fs.StringVar(&costSize, "cost-size", bench.SizeString(work.ObjectSize), "cost estimate: object `size`")
+			fs.Float64Var(&work.WritesPerSecond, "cost-writes", work.WritesPerSecond, "cost estimate: writes per second")
+			fs.StringVar(&costSize, "cost-size", bench.SizeString(int(work.ObjectBytes)), "cost estimate: object `size`")
 			fs.StringVar(&costRetention, "cost-retention", bench.Days(work.Retention), "cost estimate: how long objects are kept (`duration`, or days as 30d)")
-			fs.StringVar(&costHot, "cost-hot", bench.Days(work.HotWindow), "cost estimate: how long objects stay zonal before compaction (`duration`)")
+			fs.StringVar(&costHot, "cost-hot", bench.Days(work.After), "cost estimate: how long objects stay zonal before compaction (`duration`)")
 			fs.IntVar(&work.Replicas, "cost-replicas", work.Replicas, "cost estimate: zonal buckets of the quorum")
 			return func(ctx context.Context, s streams, args []string) error {
 				var err error
@@ -269,16 +270,16 @@ func writeBenchFiles(dir string, rep *bench.Report, table []byte, live bool) err
 	return os.WriteFile(filepath.Join(dir, benchJSON), append(js, '\n'), 0o644)
 }
 
-func parseWorkload(w bench.Workload, size, retention, hot string) (bench.Workload, error) {
+func parseWorkload(w cost.Workload, size, retention, hot string) (cost.Workload, error) {
 	sizes, err := parseSizes(size)
 	if err != nil || len(sizes) != 1 {
 		return w, fmt.Errorf("--cost-size %q: want one size", size)
 	}
-	w.ObjectSize = sizes[0]
+	w.ObjectBytes = int64(sizes[0])
 	if w.Retention, err = bench.ParseDays(retention); err != nil {
 		return w, fmt.Errorf("--cost-retention: %v", err)
 	}
-	if w.HotWindow, err = bench.ParseDays(hot); err != nil {
+	if w.After, err = bench.ParseDays(hot); err != nil {
 		return w, fmt.Errorf("--cost-hot: %v", err)
 	}
 	if err := w.Validate(); err != nil {
@@ -288,8 +289,8 @@ func parseWorkload(w bench.Workload, size, retention, hot string) (bench.Workloa
 }
 
 // writeCost writes the price table and the monthly estimate for w.
-func writeCost(out io.Writer, w bench.Workload) error {
-	fmt.Fprintf(out, "Cost: list prices (%s; GCS us-central1, AWS us-east-1, Azure East US)\n\n```\n", bench.PricesChecked)
+func writeCost(out io.Writer, w cost.Workload) error {
+	fmt.Fprintf(out, "Cost: list prices (%s; GCS us-central1, AWS us-east-1, Azure East US)\n\n```\n", cost.PricesChecked)
 	if err := bench.WritePrices(out); err != nil {
 		return err
 	}
@@ -298,7 +299,7 @@ func writeCost(out io.Writer, w bench.Workload) error {
 		return err
 	}
 	fmt.Fprintln(out, "```")
-	fmt.Fprintln(out, "\nTiered is priced with package tiered's model of the compactor: every write goes to each zonal replica, and each move costs two Stats, a move marker on each replica, a read, the regional write and its verifying Stat, plus the listing of each pass; deletes are free. For small objects those requests can cost more than the storage tiering saves. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
+	fmt.Fprintln(out, "\nTiered is priced with package cost's model of the tiered store's compactor: every write goes to each zonal replica, and each move costs two Stats, a move marker on each replica, a read, the regional write and its verifying Stat, plus each pass's listing of every replica; deletes are free. For small objects those requests can cost more than the storage tiering saves. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
 	return nil
 }
 

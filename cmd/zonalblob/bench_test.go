@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonalblob/zonalblob/bench"
+	"github.com/zonalblob/zonalblob/internal/bench"
 )
 
 // quickBench is a bench command line that runs in well under a second per

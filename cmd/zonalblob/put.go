@@ -33,11 +33,18 @@ Examples:
 			md := metadataFlag{}
 			fs.StringVar(&o.ContentType, "content-type", "", "the object's content type, such as `text/plain`")
 			fs.Var(md, "metadata", "user metadata `key=value` (repeatable)")
-			fs.BoolVar(&o.IfNotExist, "if-not-exist", false, "fail (exit 1) if the object already exists")
-			fs.StringVar(&o.IfGenerationMatch, "if-generation", "", "fail unless the object's current generation is `G` (see stat)")
+			var ifNotExist bool
+			var ifGeneration string
+			fs.BoolVar(&ifNotExist, "if-not-exist", false, "fail (exit 1) if the object already exists")
+			fs.StringVar(&ifGeneration, "if-generation", "", "fail unless the object's current generation is `G` (see stat)")
 			return func(ctx context.Context, s streams, args []string) error {
-				if o.IfNotExist && o.IfGenerationMatch != "" {
+				switch {
+				case ifNotExist && ifGeneration != "":
 					return usagef("--if-not-exist and --if-generation exclude each other")
+				case ifNotExist:
+					o.If = blob.IfNotExist()
+				case ifGeneration != "":
+					o.If = blob.IfGenerationMatch(ifGeneration)
 				}
 				if len(md) > 0 {
 					o.Metadata = md

@@ -31,7 +31,7 @@ func runS3(ctx context.Context, env *Env) error {
 	ssrv := s3expresstest.NewServer(s3expresstest.Options{Profile: standard, Seed: env.Seed, Buckets: []string{"bench"}})
 	defer ssrv.Close()
 
-	ours, err := s3express.New(xsrv.NewClient(), dirBucket, s3express.Options{})
+	ours, err := s3express.New(ctx, xsrv.NewClient(), dirBucket, s3express.Options{})
 	if err != nil {
 		return err
 	}

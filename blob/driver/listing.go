@@ -1,10 +1,12 @@
-package blob
+package driver
 
 import (
 	"cmp"
 	"encoding/base64"
 	"slices"
 	"strings"
+
+	"github.com/zonalblob/zonalblob/blob"
 )
 
 // Paginate serves one List page from objs, the complete set of objects (not
@@ -14,8 +16,8 @@ import (
 // buckets) or cannot be trusted to (a file tree) use it; its page token is the
 // last key returned, so a listing stays correct when objects are created or
 // deleted between pages.
-func Paginate(objs []ListObject, opts *ListOptions) (*ListPage, error) {
-	var o ListOptions
+func Paginate(objs []blob.ListObject, opts *blob.ListOptions) (*blob.ListPage, error) {
+	var o blob.ListOptions
 	if opts != nil {
 		o = *opts
 	}
@@ -25,11 +27,11 @@ func Paginate(objs []ListObject, opts *ListOptions) (*ListPage, error) {
 	}
 	size := o.PageSize
 	if size <= 0 {
-		size = DefaultPageSize
+		size = blob.DefaultPageSize
 	}
 	sorted := slices.Clone(objs)
-	slices.SortFunc(sorted, func(a, b ListObject) int { return cmp.Compare(a.Key, b.Key) })
-	page := &ListPage{}
+	slices.SortFunc(sorted, func(a, b blob.ListObject) int { return cmp.Compare(a.Key, b.Key) })
+	page := &blob.ListPage{}
 	var lastDir string
 	for _, obj := range sorted {
 		if !strings.HasPrefix(obj.Key, o.Prefix) {
@@ -42,7 +44,7 @@ func Paginate(objs []ListObject, opts *ListOptions) (*ListPage, error) {
 					continue
 				}
 				lastDir = dir
-				obj = ListObject{Key: dir, IsDir: true}
+				obj = blob.ListObject{Key: dir, IsDir: true}
 			}
 		}
 		if obj.Key <= after {
@@ -59,7 +61,7 @@ func Paginate(objs []ListObject, opts *ListOptions) (*ListPage, error) {
 
 // listStart returns the key after which a page starts: the later of StartAfter
 // and the key encoded in PageToken.
-func listStart(o *ListOptions) (string, error) {
+func listStart(o *blob.ListOptions) (string, error) {
 	after := o.StartAfter
 	if o.PageToken != "" {
 		k, err := DecodePageToken(o.PageToken)
@@ -80,18 +82,18 @@ func EncodePageToken(key string) string {
 func DecodePageToken(token string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
-		return "", Errorf("list", "", ErrInvalidArgument, "malformed page token")
+		return "", blob.Errorf(OpList, "", blob.ErrInvalidArgument, "malformed page token")
 	}
 	return string(b), nil
 }
 
 // FilterAfter drops entries of a sorted page whose Key is not after startAfter,
 // for drivers whose backend ignores StartAfter.
-func FilterAfter(objs []ListObject, startAfter string) []ListObject {
+func FilterAfter(objs []blob.ListObject, startAfter string) []blob.ListObject {
 	if startAfter == "" {
 		return objs
 	}
-	i, _ := slices.BinarySearchFunc(objs, startAfter, func(o ListObject, k string) int {
+	i, _ := slices.BinarySearchFunc(objs, startAfter, func(o blob.ListObject, k string) int {
 		if o.Key <= k {
 			return -1
 		}
@@ -103,18 +105,18 @@ func FilterAfter(objs []ListObject, startAfter string) []ListObject {
 // CheckListOptions returns a copy of opts (the zero value for nil) after the
 // checks every driver makes before listing: a valid prefix and a page size
 // that is not negative.
-func CheckListOptions(opts *ListOptions) (ListOptions, error) {
-	var o ListOptions
+func CheckListOptions(opts *blob.ListOptions) (blob.ListOptions, error) {
+	var o blob.ListOptions
 	if opts != nil {
 		o = *opts
 	}
 	if o.Prefix != "" {
-		if err := ValidateKey("list", o.Prefix); err != nil {
+		if err := blob.ValidateKey(OpList, o.Prefix); err != nil {
 			return o, err
 		}
 	}
 	if o.PageSize < 0 {
-		return o, Errorf("list", o.Prefix, ErrInvalidArgument, "negative page size %d", o.PageSize)
+		return o, blob.Errorf(OpList, o.Prefix, blob.ErrInvalidArgument, "negative page size %d", o.PageSize)
 	}
 	return o, nil
 }

@@ -1,0 +1,97 @@
+package azpremium
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
+)
+
+// Error codes the service uses when an account type lacks a blob type (append
+// blobs on some premium accounts), absent from bloberror.
+const (
+	featureNotSupportedForAccount bloberror.Code = "FeatureNotSupportedForAccount"
+	blobTypeNotSupported          bloberror.Code = "BlobTypeNotSupported"
+)
+
+// classify maps the service's answer to a sentinel.
+func classify(err error) error {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return nil
+	}
+	switch bloberror.Code(re.ErrorCode) {
+	case bloberror.BlobAlreadyExists:
+		return blob.ErrExists
+	case bloberror.ConditionNotMet, bloberror.AppendPositionConditionNotMet, bloberror.MaxBlobSizeConditionNotMet, bloberror.TargetConditionNotMet, bloberror.SourceConditionNotMet:
+		return blob.ErrPrecondition
+	case featureNotSupportedForAccount, blobTypeNotSupported, bloberror.InvalidBlobType:
+		return blob.ErrUnsupported
+	case bloberror.MD5Mismatch, bloberror.InvalidMetadata, bloberror.InvalidHeaderValue, bloberror.InvalidRange, bloberror.InvalidQueryParameterValue:
+		return blob.ErrInvalidArgument
+	}
+	switch re.StatusCode {
+	case http.StatusNotFound:
+		return blob.ErrNotFound
+	case http.StatusPreconditionFailed:
+		return blob.ErrPrecondition
+	case http.StatusNotImplemented:
+		return blob.ErrUnsupported
+	}
+	return nil
+}
+
+// wrap is driver.WrapError plus redaction of this store's credentials.
+func (s *Store) wrap(op, key string, err error, classify func(error) error) error {
+	return redact(driver.WrapError(op, key, err, classify), s.secrets)
+}
+
+// writeClassifier is classify for a write under c: with IfNotExist every
+// "condition failed" answer means the object exists; with a generation, a
+// missing object is a failed precondition, not NotFound.
+func writeClassifier(c blob.Condition) func(error) error {
+	return func(err error) error {
+		kind := classify(err)
+		_, ifGen := c.Generation()
+		switch {
+		case c.NotExist() && (kind == blob.ErrPrecondition || bloberror.HasCode(err, bloberror.BlobAlreadyExists)):
+			return blob.ErrExists
+		case ifGen && kind == blob.ErrNotFound && !bloberror.HasCode(err, bloberror.ContainerNotFound):
+			return blob.ErrPrecondition
+		}
+		return kind
+	}
+}
+
+// redact hides secrets from err's message, keeping err reachable through
+// errors.Is and errors.As.
+func redact(err error, secrets []string) error {
+	if err == nil || len(secrets) == 0 {
+		return err
+	}
+	msg := err.Error()
+	hit := false
+	for _, sec := range secrets {
+		if len(sec) >= 4 && strings.Contains(msg, sec) {
+			msg = strings.ReplaceAll(msg, sec, "REDACTED")
+			hit = true
+		}
+	}
+	if !hit {
+		return err
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -1,0 +1,52 @@
+package driver
+
+import (
+	"sync/atomic"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// Lifecycle is a Store's open/closed state, safe for concurrent use. The zero
+// value is open. Drivers hold one and call Check first in every method.
+type Lifecycle struct {
+	closed atomic.Bool
+}
+
+// Check fails with ErrClosed after Close, then with ErrInvalidKey for a key
+// that blob.ValidateKey refuses: the checks every Store method makes before
+// any I/O.
+func (l *Lifecycle) Check(op, key string) error {
+	if l.closed.Load() {
+		return ClosedError(op, key)
+	}
+	return blob.ValidateKey(op, key)
+}
+
+// CheckOpen fails with ErrClosed after Close; it does not look at key (List's
+// prefix may be empty, for one).
+func (l *Lifecycle) CheckOpen(op, key string) error {
+	if l.closed.Load() {
+		return ClosedError(op, key)
+	}
+	return nil
+}
+
+// Closed reports whether Close was called.
+func (l *Lifecycle) Closed() bool { return l.closed.Load() }
+
+// Close marks the Store closed and reports whether this call closed it (false
+// when it was closed already), so that a driver releases its resources once.
+func (l *Lifecycle) Close() bool { return l.closed.CompareAndSwap(false, true) }
+
+// CheckList is the preamble of every List: ErrClosed after Close, then
+// CheckListOptions. It returns the options to use (the zero value for nil).
+func (l *Lifecycle) CheckList(opts *blob.ListOptions) (blob.ListOptions, error) {
+	prefix := ""
+	if opts != nil {
+		prefix = opts.Prefix
+	}
+	if err := l.CheckOpen(OpList, prefix); err != nil {
+		return blob.ListOptions{}, err
+	}
+	return CheckListOptions(opts)
+}

@@ -1,0 +1,171 @@
+package cost_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/cost"
+)
+
+func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want)) }
+
+// The arithmetic, redone by hand for 100 writes/s of 64 KiB kept 7 days in a
+// 3-copy GCS Rapid quorum, compacted after 5 minutes to GCS Standard:
+//
+//	writes/month     100 * 730 h * 3600 s           = 262,800,000
+//	held 7 days      100 * 604,800 s * 64 KiB       = 3691.40625 GiB
+//	all hot          storage 3691.40625 * 3 * 0.110 = 1218.1640625
+//	                 writes  262.8e6 * 3 * 0.005/1e3 = 3942
+//	tiered hot       100 * 300 s * 64 KiB = 1.8310546875 GiB * 3 * 0.110 = 0.604248046875
+//	tiered cold      100 * 604,500 s * 64 KiB = 3689.5751953125 GiB * 0.020 = 73.79150390625
+//	move requests    262.8e6 * (3*0.005 + 4*0.0004)/1e3 = 4362.48 in hot
+//	                 262.8e6 * (0.005 + 0.0004)/1e3     = 1419.12 in cold
+//	lists            a pass a minute (After/4, at most 1m), each 1 page of
+//	                 markers + 30 of objects from each of the 3 copies:
+//	                 (730 h / 60 s) * 31 * 3 * 0.005/1e3 = 20.367
+func TestEstimateArithmetic(t *testing.T) {
+	w := cost.Workload{WritesPerSecond: 100, ObjectBytes: 64 << 10, Retention: 7 * 24 * time.Hour, After: 5 * time.Minute, Replicas: 3}
+	allHot, tier := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard)
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"writes a month", w.WritesPerMonth(), 262.8e6},
+		{"stored GiB", w.StoredGiB(), 3691.40625},
+		{"all-hot storage", allHot.Storage, 1218.1640625},
+		{"all-hot requests", allHot.Requests, 3942},
+		{"all-hot transfer", allHot.Transfer, 0},
+		{"tiered storage", tier.Storage, 0.604248046875 + 73.79150390625},
+		{"tiered requests", tier.Requests, 3942 + 4362.48 + 1419.12 + 20.367},
+		{"tiered transfer", tier.Transfer, 0},
+	} {
+		if !near(c.got, c.want) {
+			t.Errorf("%s = %.6f, want %.6f", c.what, c.got, c.want)
+		}
+	}
+	// Small objects kept a week: each move costs more in requests than it
+	// saves in storage, and the estimate must say so.
+	if tier.Total() <= allHot.Total() {
+		t.Errorf("tiering 64 KiB objects kept 7 days costs %.2f, all hot %.2f: want tiering dearer", tier.Total(), allHot.Total())
+	}
+	// An explicit interval of 5 minutes: a fifth of the passes, so a fifth of
+	// the listing.
+	w.Interval = 5 * time.Minute
+	if _, slow := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard); !near(slow.Requests, 3942+4362.48+1419.12+20.367/5) {
+		t.Errorf("tiered requests with a pass every 5m = %.6f, want %.6f", slow.Requests, 3942+4362.48+1419.12+20.367/5)
+	}
+}
+
+// S3 Express charges per byte uploaded and retrieved above 512 KiB of each
+// request: 1 MiB objects at 1 GiB/s are charged for half their bytes.
+func TestEstimateTransferCharges(t *testing.T) {
+	w := cost.Workload{WritesPerSecond: 1024, ObjectBytes: 1 << 20, Retention: 24 * time.Hour, After: time.Minute, Replicas: 1}
+	allHot, tier := cost.Estimate(w, cost.S3ExpressOneZone, cost.S3Standard)
+	const gibPerMonth = 730 * 3600 / 2 // 1 GiB/s, half of it above 512 KiB
+	if want := gibPerMonth * 0.0032; math.Abs(allHot.Transfer-want) > 1e-6 {
+		t.Errorf("all-hot transfer %.4f, want %.4f", allHot.Transfer, want)
+	}
+	if want := gibPerMonth * (0.0032 + 0.0006); math.Abs(tier.Transfer-want) > 1e-6 {
+		t.Errorf("tiered transfer %.4f, want %.4f (upload, plus the compactor's read)", tier.Transfer, want)
+	}
+	// Objects at or under the free threshold pay no transfer at all.
+	w.ObjectBytes = 512 << 10
+	if allHot, tier := cost.Estimate(w, cost.S3ExpressOneZone, cost.S3Standard); allHot.Transfer != 0 || tier.Transfer != 0 {
+		t.Errorf("512 KiB objects: transfer %v all hot, %v tiered, want 0", allHot.Transfer, tier.Transfer)
+	}
+}
+
+func TestLayouts(t *testing.T) {
+	month := float64(cost.HoursPerMonth * 3600)
+	w := cost.Workload{WritesPerSecond: 1, ObjectBytes: 1 << 30, Retention: cost.HoursPerMonth * time.Hour, After: time.Hour, Replicas: 3}
+	est := cost.Layouts(w)
+	if len(est) != 4*len(cost.Pairs()) {
+		t.Fatalf("%d estimates", len(est))
+	}
+	writes := month
+	byLayout := map[cost.Layout]cost.LayoutCost{}
+	for i, e := range est {
+		if e.Layout != cost.Layout(i%4) {
+			t.Errorf("estimate %d is layout %d, want the order of the constants", i, e.Layout)
+		}
+		if e.Zonal.Cloud == "S3" {
+			byLayout[e.Layout] = e
+		}
+	}
+	// One GiB a second for a month is writes GiB stored.
+	if e := byLayout[cost.RegionalOnly]; !near(e.Storage, writes*0.023) || !near(e.Total()-e.Storage, writes*0.005/1000) {
+		t.Errorf("regional only: %+v", e.Cost)
+	}
+	// S3 Express charges per GiB above 512 KiB on upload.
+	upload := 0.00113/1000 + float64(1<<30-512<<10)/(1<<30)*0.0032
+	if e := byLayout[cost.OneZonal]; !near(e.Storage, writes*0.11) || !near(e.Requests+e.Transfer, writes*upload) {
+		t.Errorf("one zonal bucket: %+v, want requests and transfer %v", e.Cost, writes*upload)
+	}
+	if e := byLayout[cost.ZonalQuorum]; !near(e.Total(), 3*byLayout[cost.OneZonal].Total()) {
+		t.Errorf("quorum: %+v", e.Cost)
+	}
+	// Tiered: an hour's writes on three zonal replicas, the rest regional.
+	tiered := byLayout[cost.Tiered]
+	hot := writes / cost.HoursPerMonth
+	if want := 3*hot*0.11 + (writes-hot)*0.023; !near(tiered.Storage, want) {
+		t.Errorf("tiered storage %v, want %v", tiered.Storage, want)
+	}
+	if tiered.Storage >= byLayout[cost.ZonalQuorum].Storage {
+		t.Errorf("tiering does not save storage: %+v", tiered.Cost)
+	}
+	if _, want := cost.Estimate(w, cost.S3ExpressOneZone, cost.S3Standard); tiered.Cost != want {
+		t.Errorf("tiered layout %+v, Estimate %+v", tiered.Cost, want)
+	}
+}
+
+func TestWorkloadValidate(t *testing.T) {
+	if err := cost.DefaultWorkload().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*cost.Workload){
+		"rate":      func(w *cost.Workload) { w.WritesPerSecond = 0 },
+		"size":      func(w *cost.Workload) { w.ObjectBytes = 0 },
+		"retention": func(w *cost.Workload) { w.Retention = 0 },
+		"hot":       func(w *cost.Workload) { w.After = 2 * w.Retention },
+		"no hot":    func(w *cost.Workload) { w.After = 0 },
+		"interval":  func(w *cost.Workload) { w.Interval = -time.Second },
+		"replicas":  func(w *cost.Workload) { w.Replicas = 0 },
+	} {
+		w := cost.DefaultWorkload()
+		mutate(&w)
+		if w.Validate() == nil {
+			t.Errorf("%s: invalid workload accepted", name)
+		}
+	}
+}
+
+// TestCostTable prints the comparison the READMEs quote.
+func TestCostTable(t *testing.T) {
+	for _, pair := range cost.Pairs() {
+		for _, p := range []cost.Price{pair.Zonal, pair.Regional} {
+			t.Logf("%-30s $%.4f/GiB-month  write $%.5f/1k  read $%.5f/1k  upload $%.4f/GiB  retrieval $%.4f/GiB  (%s, %s; %s)",
+				p.Name(), p.StoragePerGiBMonth, p.WritePer1000, p.ReadPer1000, p.UploadPerGiB, p.RetrievalPerGiB, p.Source, p.Region, p.AsOf)
+		}
+	}
+	big := cost.Workload{WritesPerSecond: 1000, ObjectBytes: 1 << 20, Retention: 30 * 24 * time.Hour, After: 5 * time.Minute, Replicas: 3}
+	small := cost.Workload{WritesPerSecond: 100, ObjectBytes: 64 << 10, Retention: 7 * 24 * time.Hour, After: 5 * time.Minute, Replicas: 3}
+	for _, c := range []struct {
+		name      string
+		w         cost.Workload
+		hot, cold cost.Price
+	}{
+		{"1k writes/s of 1 MiB, 30 days, 3 zonal copies", big, cost.GCSRapid, cost.GCSStandard},
+		{"1k writes/s of 1 MiB, 30 days, 3 zonal copies", big, cost.S3ExpressOneZone, cost.S3Standard},
+		{"1k writes/s of 1 MiB, 30 days, 3 zonal copies", big, cost.AzurePremium, cost.AzureHot},
+		{"100 writes/s of 64 KiB, 7 days, 3 zonal copies", small, cost.GCSRapid, cost.GCSStandard},
+	} {
+		allHot, tier := cost.Estimate(c.w, c.hot, c.cold)
+		if allHot.Total() <= 0 || tier.Total() <= 0 {
+			t.Fatalf("%s: empty estimate", c.name)
+		}
+		t.Logf("%s, %s -> %s after %v: all hot $%.0f/month (storage %.0f, requests %.0f, transfer %.0f); tiered $%.0f/month (storage %.0f, requests %.0f, transfer %.0f): %.1fx",
+			c.name, c.hot.Name(), c.cold.Name(), c.w.After, allHot.Total(), allHot.Storage, allHot.Requests, allHot.Transfer,
+			tier.Total(), tier.Storage, tier.Requests, tier.Transfer, allHot.Total()/tier.Total())
+	}
+}
