@@ -15,6 +15,8 @@ import (
 // replica outside the consensus, and a native ReaderAt could mix versions,
 // so blob.Append fails with ErrUnsupported and blob.Copy and
 // blob.OpenReaderAt fall back to reads and writes through the quorum.
+// Store-chosen names are pooled by pool.NewCreator over Prewarm; blob.Create
+// without a pool is an IfNotExist write.
 func TestCapabilities(t *testing.T) {
 	var s blob.Store = newQuorum(t, memReplicas(t, 3), testOptions())
 	defer s.Close()
@@ -25,7 +27,7 @@ func TestCapabilities(t *testing.T) {
 	_, has["Appender"] = s.(blob.Appender)
 	_, has["Copier"] = s.(blob.Copier)
 	_, has["ReaderAtOpener"] = s.(blob.ReaderAtOpener)
-	want := map[string]bool{"Prewarmer": true, "Creator": true, "Finalizer": true}
+	want := map[string]bool{"Prewarmer": true, "Finalizer": true}
 	for name, got := range has {
 		if got != want[name] {
 			t.Errorf("quorum.Store implements %s: %v, want %v", name, got, want[name])
@@ -33,6 +35,10 @@ func TestCapabilities(t *testing.T) {
 	}
 	ctx := context.Background()
 	key, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
+	// Finalize is native only where every replica's is (mem:// has none).
+	if c := blob.CapabilitiesOf(s); c != (blob.Capabilities{Prewarm: true}) {
+		t.Errorf("reported capabilities %+v, want Prewarm only", c)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,18 +73,20 @@
 //
 // # Store-chosen names
 //
-// Create, and Prewarm of a name made by blob.NewName (as pool.NewCreator
-// does), write a name no one else writes: one IfNotExist commit per replica
-// at a fresh token, no consensus, through the prewarmed replica writers when
-// there are, acknowledged at W. Prewarm of any other key commits as an
-// IfNotExist write decided by consensus.
+// Prewarm of a name made by blob.NewName, which is how pool.NewCreator over a
+// quorum serves pooled creates, writes a name no one else writes: one
+// IfNotExist commit per replica at a fresh token, through the prewarmed
+// replica writers, no consensus, acknowledged at W. Prewarm of any other key
+// commits as an IfNotExist write decided by consensus, as does blob.Create
+// without a pool (its IfNotExist write cannot tell a fresh name from a
+// contended one).
 //
 // # Cost in round trips
 //
 // A write or delete of a caller-named key, conditional or not: four
 // sequential replica round trips (read state and value in parallel, write
 // the promise, read the state, write the accept), and an existing value's
-// bytes are read and rewritten once by the promise. A Create: one. A
+// bytes are read and rewritten once by the promise. A pooled create: one. A
 // majority read: two (read the state of a majority, read the value from a
 // holder), more when a version must be settled. A fastest read: one (state
 // and value read in parallel from the fastest replica, hedged).
@@ -153,9 +155,9 @@
 //
 // # Optional capabilities
 //
-// A Store is a blob.Prewarmer and a blob.Creator (above), and has Finalize
-// (blob.Finalizer): it settles the key and seals its acknowledged version on
-// every replica that holds it and can seal. It is not an Appender, a Copier
+// A Store is a blob.Prewarmer (above) and a blob.Finalizer: Finalize settles
+// the key and seals its acknowledged version on every replica that holds it.
+// It reports both with Capabilities. It is not an Appender, a Copier
 // or a ReaderAtOpener: appends and server-side copies would change replicas
 // outside the consensus, and a native ReaderAt could read different
 // versions on different replicas; blob.Append fails with ErrUnsupported, and

@@ -168,7 +168,6 @@ type Store struct {
 var (
 	_ blob.Store     = (*Store)(nil)
 	_ blob.Prewarmer = (*Store)(nil)
-	_ blob.Creator   = (*Store)(nil)
 )
 
 type replica struct {

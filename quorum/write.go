@@ -232,25 +232,6 @@ func (s *Store) goTask(fn func()) bool {
 	return true
 }
 
-// Create implements blob.Creator: a new name under prefix (blob.NewName),
-// written in one round trip per replica (no consensus: no one else writes
-// that name). For pooled, prewarmed creates put pool.NewCreator on top of
-// the Store, which prewarms names through Prewarm.
-func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOptions) (string, blob.Writer, error) {
-	if s.closed.Load() {
-		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
-	}
-	key := blob.NewName(prefix)
-	o, err := s.writerOptions("create", key, opts)
-	if err != nil {
-		return "", nil, err
-	}
-	if o.If.GenerationMatch() != "" {
-		return "", nil, blob.Errorf("create", key, blob.ErrInvalidArgument, "a created object is new: IfGenerationMatch cannot hold")
-	}
-	return key, &writer{s: s, ctx: ctx, key: key, opts: o, fresh: true}, nil
-}
-
 // Prewarm implements blob.Prewarmer. For a store-chosen name (one that
 // blob.NewName made, as Create and pool.NewCreator use: unique, so no one
 // else writes it) it prewarms key on every replica that is up (natively
