@@ -146,7 +146,7 @@ func TestScenarioRacingCreatorsThreeProcesses(t *testing.T) {
 }
 
 // Two conditional writers on the same generation with W at or below half
-// the replicas: at most one may be acknowledged.
+// the replicas: W is raised to a majority, and at most one is acknowledged.
 func TestScenarioConditionalWriteBelowMajority(t *testing.T) {
 	for _, tc := range []struct{ n, w int }{{3, 1}, {4, 2}, {5, 2}} {
 		t.Run(fmt.Sprintf("N%d-W%d", tc.n, tc.w), func(t *testing.T) {
@@ -154,6 +154,9 @@ func TestScenarioConditionalWriteBelowMajority(t *testing.T) {
 			o.W = tc.w
 			c := newCluster(t, tc.n, 1, o, 4)
 			p := c.procs[0]
+			if p.q.W() != tc.n/2+1 {
+				t.Fatalf("W=%d of %d runs at %d, want it raised to the majority %d", tc.w, tc.n, p.q.W(), tc.n/2+1)
+			}
 			h := &history{}
 			ctx := context.Background()
 			const key = "cas"
