@@ -248,3 +248,10 @@ func (s *Store) Stats() Stats {
 	}
 	return st
 }
+
+// lateGrace is how long an operation that has the answers it needs, after
+// elapsed, waits for the other replicas: a quarter as long again (healthy
+// replicas answer together), at least 200µs, at most a hedge delay.
+func (s *Store) lateGrace(elapsed time.Duration) time.Duration {
+	return min(max(elapsed/4, 200*time.Microsecond), s.hedgeDelay(s.reps[0]))
+}

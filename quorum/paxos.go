@@ -153,6 +153,7 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 // replicas' states after their promises, once a majority promised.
 func (s *Store) prepare(ctx context.Context, key, b string) ([]rstate, error) {
 	rs := s.upReplicas(s.maj)
+	start := time.Now()
 	ch := make(chan promised, len(rs))
 	pctx, cancel := context.WithCancel(ctx)
 	for _, r := range rs {
@@ -173,9 +174,9 @@ func (s *Store) prepare(ctx context.Context, key, b string) ([]rstate, error) {
 			errs = append(errs, p.err)
 		}
 		if len(proms) >= s.maj && got+1 < len(rs) {
-			// The others may still promise within a hedge delay; accepts
-			// then reach them too.
-			t := time.NewTimer(s.hedgeDelay(rs[0]))
+			// The others may still promise in a moment; accepts then reach
+			// them too, and repair has less to do.
+			t := time.NewTimer(s.lateGrace(time.Since(start)))
 		wait:
 			for got+1 < len(rs) {
 				select {

@@ -13,11 +13,12 @@ import (
 )
 
 // survey stats key on every replica that is up and returns the answers once
-// need replicas answered, giving the others a hedge delay more.
+// need replicas answered, giving the others a moment more (lateGrace).
 func (s *Store) survey(ctx context.Context, key string, need int) ([]rstate, error) {
 	rs := s.upReplicas(need)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	start := time.Now()
 	ch := make(chan rstate, len(rs))
 	for _, r := range rs {
 		go func() { ch <- s.statReplica(ctx, r, key) }()
@@ -41,7 +42,7 @@ func (s *Store) survey(ctx context.Context, key string, need int) ([]rstate, err
 		}
 		xs = append(xs, x)
 		if len(xs) >= need && grace == nil && len(xs) < len(rs) {
-			t := time.NewTimer(s.hedgeDelay(rs[0]))
+			t := time.NewTimer(s.lateGrace(time.Since(start)))
 			defer t.Stop()
 			grace = t.C
 		}
