@@ -10,6 +10,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/blob/pool"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -115,6 +116,29 @@ func BenchmarkPut(b *testing.B) {
 		measure(b, func(i int) error {
 			return blob.Put(ctx, q, fmt.Sprintf("k/%d", i), data, &blob.WriterOptions{If: blob.IfNotExist()})
 		})
+	})
+	// Pooled creates (pool.NewCreator, the pool filled before measuring and
+	// drained below its refill rate): one commit per replica.
+	pooled := func(b *testing.B, s blob.Store) {
+		c, err := pool.NewCreator(s, pool.CreatorOptions{Capacity: 32, MinIdle: 8})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		time.Sleep(200 * time.Millisecond)
+		measure(b, func(i int) error {
+			_, err := blob.CreateBytes(ctx, c, "log/", data, nil)
+			if i%16 == 15 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			return err
+		})
+	}
+	b.Run("single-pooled-create", func(b *testing.B) {
+		pooled(b, latencyReplicas(b, 1, benchProfile, 1)[0])
+	})
+	b.Run("quorum-pooled-create", func(b *testing.B) {
+		pooled(b, newQuorum(b, latencyReplicas(b, 3, benchProfile, 1), quorum.Options{StragglerTimeout: 10 * time.Second}))
 	})
 	b.Run("quorum-create", func(b *testing.B) {
 		q := newQuorum(b, latencyReplicas(b, 3, benchProfile, 1), quorum.Options{StragglerTimeout: 10 * time.Second})

@@ -180,9 +180,32 @@
 //
 //	go test ./quorum -run TestSimulation -sim.seeds 300 -timeout 2h -v
 //
-// RESULT_LONG_RUN
+// Its last run, on a shared 2-core machine, took 4m35s: 300 seeds, 115,467
+// operations (30,920 acknowledged writes and deletes, 31,434 refused by
+// their conditions, 1,462 uncertain, 51,651 reads), 607,148 injected replica
+// failures, every history linearizable. The default go test runs 4 seeds.
 //
 // # Measured
 //
-// RESULT_BENCH
+// go test ./quorum -run '^$' -bench . -benchtime 300x: 3 mem:// replicas,
+// each call that opens a reader or writer, commits or stats delayed by the
+// fault wrapper (p50 2 ms, p99 5 ms: a zonal bucket's, see bench_test.go),
+// 4 KiB objects, one run on a shared 2-core machine, p50/p99 in ms:
+//
+//	Put, one store alone                           5.4 /  11.3
+//	Put, quorum (new key; overwrite 18.3 / 27.4)  18.2 /  24.4
+//	Put, quorum, one replica 10x slower           22.6 /  31.2
+//	Put IfGenerationMatch, quorum                 18.3 /  24.1
+//	Put IfNotExist, quorum                        17.9 /  22.8
+//	pooled create, one store alone                 2.3 /  23.6
+//	pooled create, quorum                          2.4 /  24.4
+//	Get, fastest, healthy                          3.3 /   6.4
+//	Get, fastest, one replica 10x slower           3.4 /   9.7 (unhedged 3.3 / 31.6)
+//	Get, majority, healthy                         5.7 /  11.1
+//	Get, majority, one replica 10x slower          6.8 /  11.4
+//
+// A caller-named write costs about 3.3 single-store writes (its four round
+// trips, two of them writes of a reader-writer open and a commit each); a
+// pooled create costs what one zone's does, its tail being the pool's
+// refills, not the quorum's.
 package quorum
