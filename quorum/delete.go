@@ -18,7 +18,6 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	}
 	t := &value{kind: tomb}
 	if opts == nil || opts.IfGenerationMatch == "" {
-		t.blind = true
 		err := s.putDecided(ctx, "delete", key, t)
 		if err != nil && ctx.Err() != nil {
 			return driver.WrapError("delete", key, ctx.Err(), nil)

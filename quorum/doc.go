@@ -58,8 +58,9 @@
 // took it). W below a majority is raised to N/2+1, since conditions decided
 // by smaller quorums could both succeed. A refusal (blob.ErrExists,
 // blob.ErrPrecondition, blob.ErrNotFound) is given only on a current version
-// held by a majority, written back first when it is not, so it is
-// linearizable too. A round that loses a prepare to a higher ballot tries
+// held by a majority, accepted again at the round's ballot first when it is
+// not (or when an earlier attempt of the operation left a version at a
+// higher ballot), so it is linearizable too. A round that loses a prepare to a higher ballot tries
 // again. A round whose accepts landed on too few replicas also tries again,
 // and learns from the current version's chain (ChainKey: the versions that
 // took effect before it, newest first, up to 32) whether its own version
@@ -67,9 +68,9 @@
 //
 // An operation fails with ErrNoQuorum alone only when it certainly took no
 // effect; with ErrUncertain added (its accepts landed somewhere and its
-// retries could not settle it, or ctx ended), it may take effect, once,
-// later: a majority read or repair may finish it. Replicas are never rolled
-// back.
+// retries could not settle it) it may take effect, once, later: a majority
+// read or repair may finish it. So may an operation that failed with its
+// context's error. Replicas are never rolled back.
 //
 // # Store-chosen names
 //

@@ -216,7 +216,7 @@ type Stats struct {
 	AntiEntropy   int64 // completed anti-entropy passes
 	TrackedKeys   int   // keys this process wrote that some replica may still lack
 	Rounds        int64 // consensus rounds run (conditional operations, settling reads)
-	Contended     int64 // rounds and blind writes retried after losing to a concurrent one
+	Contended     int64 // rounds retried after losing to a concurrent one
 	ReadRepairs   int64 // reads that found the newest version on fewer than a majority
 	Collected     int64 // tombstones and placeholders collected
 }

@@ -314,7 +314,7 @@ func (s *Store) readState(ctx context.Context, key string, r *replica) (rstate, 
 	}
 	rd := <-ch
 	if rd.ra != nil && sameObject(rd.ra, x.attrs) && int64(len(rd.b)) == x.attrs.Size {
-		return x, &value{data: rd.b, opts: userOptions(x.attrs), kind: live, ver: x.ver, blind: x.blind, chain: x.chain}, nil
+		return x, &value{data: rd.b, opts: userOptions(x.attrs), kind: live, ver: x.ver, chain: x.chain}, nil
 	}
 	v, err := s.readValue(ctx, key, &x)
 	return x, v, err

@@ -22,7 +22,7 @@ const Scheme = "quorum"
 // VersionKey is the reserved metadata key holding a version's token, the
 // quorum's generation of the object, identical on every replica of one
 // version. It is hidden from Attributes (as are BallotKey, PromiseKey,
-// StateKey and BlindKey), and writes that set any of them are refused.
+// StateKey and ChainKey), and writes that set any of them are refused.
 const VersionKey = "zonalblob-quorum-version"
 
 // ErrNoQuorum: fewer replicas than required committed (or answered). A write

@@ -32,9 +32,6 @@ const (
 	// StateKey is the reserved metadata key marking tombstones ("deleted")
 	// and placeholders ("empty").
 	StateKey = "zonalblob-quorum-state"
-	// BlindKey marks a version written by an unconditional write or delete,
-	// which does not depend on the version it replaced.
-	BlindKey = "zonalblob-quorum-blind"
 	// ChainKey lists the versions that took effect up to this one, newest
 	// first (at most chainLen): an operation whose accepts failed on some
 	// replicas learns from it whether it took effect before it tries again.
@@ -46,7 +43,7 @@ const (
 const chainLen = 32
 
 func reserved(k string) bool {
-	return k == VersionKey || k == BallotKey || k == PromiseKey || k == StateKey || k == BlindKey || k == ChainKey
+	return k == VersionKey || k == BallotKey || k == PromiseKey || k == StateKey || k == ChainKey
 }
 
 // hiddenBytes is the content of tombstones and placeholders, so that a
@@ -80,7 +77,6 @@ type rstate struct {
 	ver   string // version (the quorum's generation); "" for absent and placeholders
 	acc   string // ballot at which ver was accepted
 	prom  string // highest ballot promised
-	blind bool
 	chain []string
 }
 
@@ -105,7 +101,6 @@ func parseState(r *replica, a *blob.Attributes, err error) rstate {
 	x := rstate{r: r, attrs: a, kind: live}
 	if a.Metadata != nil {
 		x.ver, x.acc, x.prom = a.Metadata[VersionKey], a.Metadata[BallotKey], a.Metadata[PromiseKey]
-		x.blind = a.Metadata[BlindKey] != ""
 		x.chain = strings.Fields(a.Metadata[ChainKey])
 		switch a.Metadata[StateKey] {
 		case "deleted":
@@ -137,7 +132,6 @@ type value struct {
 	opts  blob.WriterOptions // user attributes only
 	kind  kind               // live or tomb
 	ver   string
-	blind bool
 	chain []string // the versions before this one that took effect, newest first
 }
 
@@ -199,9 +193,6 @@ func replicaOptions(v *value, acc, prom string, x *rstate) blob.WriterOptions {
 	if prom != "" {
 		o.Metadata[PromiseKey] = prom
 	}
-	if v.blind {
-		o.Metadata[BlindKey] = "1"
-	}
 	if len(v.chain) > 0 {
 		o.Metadata[ChainKey] = strings.Join(v.chain, " ")
 	}
@@ -256,7 +247,7 @@ var errChanged = errors.New("replica changed while being read")
 // must be the ones Stat gave, or, when the reader does not report a time, a
 // Stat after the read must show the same replica generation.
 func (s *Store) readValue(ctx context.Context, key string, x *rstate) (*value, error) {
-	v := &value{kind: x.kind, ver: x.ver, blind: x.blind, chain: x.chain}
+	v := &value{kind: x.kind, ver: x.ver, chain: x.chain}
 	if x.kind != live {
 		return v, nil
 	}

@@ -128,7 +128,6 @@ func (w *writer) Close() error {
 			return v, nil
 		})
 	default:
-		v.blind = true
 		err = w.s.putDecided(w.ctx, "write", w.key, v)
 	}
 	if err != nil {
