@@ -253,7 +253,14 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 		}
 		reps = append(reps, r)
 	}
-	return New(reps, o)
+	st, err := New(reps, o)
+	if err != nil {
+		for _, r := range reps {
+			r.Close()
+		}
+		return nil, err
+	}
+	return st, nil
 }
 
 // Close waits up to CloseTimeout for acknowledged writes to finish on their
