@@ -152,7 +152,7 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 // prepare makes every replica that is up promise ballot b and returns the
 // replicas' states after their promises, once a majority promised.
 func (s *Store) prepare(ctx context.Context, key, b string) ([]rstate, error) {
-	rs := s.upReplicas(s.maj)
+	rs := s.upReplicas(s.w)
 	start := time.Now()
 	ch := make(chan promised, len(rs))
 	pctx, cancel := context.WithCancel(ctx)
@@ -173,7 +173,7 @@ func (s *Store) prepare(ctx context.Context, key, b string) ([]rstate, error) {
 		default:
 			errs = append(errs, p.err)
 		}
-		if len(proms) >= s.maj && got+1 < len(rs) {
+		if len(proms) >= s.w && got+1 < len(rs) {
 			// The others may still promise in a moment; accepts then reach
 			// them too, and repair has less to do.
 			t := time.NewTimer(s.lateGrace(time.Since(start)))
@@ -192,12 +192,12 @@ func (s *Store) prepare(ctx context.Context, key, b string) ([]rstate, error) {
 			t.Stop()
 			break
 		}
-		if len(errs) > len(rs)-s.maj {
+		if len(errs) > len(rs)-s.w {
 			break
 		}
 	}
 	cancel()
-	if len(proms) >= s.maj {
+	if len(proms) >= s.w {
 		return proms, nil
 	}
 	if top != "" {

@@ -22,6 +22,8 @@ var (
 	simSeed  = flag.Uint64("sim.seed", 0, "first simulation seed (0: $QUORUM_SIM_SEED, else 1)")
 	simSeeds = flag.Int("sim.seeds", 4, "number of seeds TestSimulation runs")
 	simOps   = flag.Int("sim.ops", 60, "operations per client per seed")
+	simN     = flag.Int("sim.replicas", 3, "replicas in TestSimulation")
+	simW     = flag.Int("sim.w", 0, "write quorum in TestSimulation (0: a majority)")
 )
 
 func firstSeed() uint64 {
@@ -190,7 +192,9 @@ func TestSimulation(t *testing.T) {
 	total := int64(0)
 	var injected int64
 	for seed := first; seed < first+uint64(*simSeeds); seed++ {
-		c := newCluster(t, 3, 3, testOptions(), seed)
+		o := testOptions()
+		o.W = *simW
+		c := newCluster(t, *simN, 3, o, seed)
 		// Every replica call takes a little time, so that operations of
 		// different clients and processes overlap.
 		for _, p := range c.procs {
