@@ -367,9 +367,3 @@ func (s *Store) hasFloor(key string) bool {
 	_, ok := s.floors[key]
 	return ok
 }
-
-func (s *Store) floor(key string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.floors[key]
-}

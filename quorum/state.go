@@ -132,10 +132,10 @@ type value struct {
 	opts  blob.WriterOptions // user attributes only
 	kind  kind               // live or tomb
 	ver   string
-	chain []string // the versions before this one that took effect, newest first
+	chain []string // this version and those that took effect before it, newest first
 }
 
-// after returns v's chain as the version that replaces cur: v's own version
+// chainAfter returns the chain of a version ver that replaces cur: ver
 // first, then cur's chain.
 func chainAfter(ver string, cur *rstate) []string {
 	c := []string{ver}
@@ -160,13 +160,6 @@ func tookEffect(cur *rstate, mine []string) (took, unknown bool) {
 		return false, true
 	}
 	return false, false
-}
-
-func (v *value) String() string {
-	if v.kind == tomb {
-		return "tombstone " + v.ver
-	}
-	return "version " + v.ver
 }
 
 // replicaOptions returns the options of a replica write of v accepted at acc
