@@ -4,10 +4,14 @@
 //
 // An object is deleted only when all of these hold:
 //
-//   - it is older than the grace window, its age taken from its name when it
-//     was made by blob.Create (blob.NameTime), else from its CreateTime (or
-//     ModTime when the store gives no CreateTime); an object with no time at
-//     all is never deleted;
+//   - it is older than the grace window by the store's clock: its CreateTime
+//     (or ModTime when the store gives no CreateTime) is that old; an object
+//     with no such time is never deleted;
+//   - if its key ends like a name made by blob.Create (blob.NameTime), that
+//     name time is older than the grace window too. A name only ever makes an
+//     object younger, never older: any key may end like a Create name (a Put
+//     can pick one), so a name alone never gets an object deleted, but a
+//     young name keeps an object without a request;
 //   - the caller's liveness check, asked last, says it is not referenced (an
 //     error from the check keeps the object);
 //   - it has not changed since it was examined: the delete is conditional on
@@ -173,17 +177,15 @@ func (r *Reconciler) examine(ctx context.Context, obj blob.ListObject) (verdict,
 	} else if err != nil {
 		return kept, err
 	}
-	if !named {
-		born = a.CreateTime
-		if born.IsZero() {
-			born = a.ModTime
-		}
-		if born.IsZero() {
-			return undated, nil
-		}
-		if r.opts.Now().Sub(born) <= r.opts.GraceWindow {
-			return young, nil
-		}
+	stored := a.CreateTime
+	if stored.IsZero() {
+		stored = a.ModTime
+	}
+	if stored.IsZero() {
+		return undated, nil
+	}
+	if r.opts.Now().Sub(stored) <= r.opts.GraceWindow {
+		return young, nil
 	}
 	isLive, err := r.opts.IsLive(ctx, obj.Key)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	gcblob "gocloud.dev/blob"
@@ -103,39 +104,45 @@ func TestFinalizesBeforeMoving(t *testing.T) {
 }
 
 // The background compactor moves objects once they are older than After,
-// not before; it reports progress; Close stops it and waits.
+// not before; it reports progress; Close stops it and waits. It runs on
+// synctest's clock, so "just before After" is exactly that however busy the
+// machine is.
 func TestBackgroundCompactor(t *testing.T) {
-	hot, cold := memPair(t)
-	s, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: 200 * time.Millisecond, Interval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"a", "b", "c"} {
-		mustPut(t, s, k, k+k)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if st := s.Stats(); st.MovedObjects != 0 || st.Passes == 0 {
-		t.Errorf("stats %+v: want passes and nothing moved before After", st)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().MovedObjects < 3 && time.Now().Before(deadline) {
+	synctest.Test(t, func(t *testing.T) {
+		const after = 200 * time.Millisecond
+		hot, cold := memPair(t)
+		s, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: after, Interval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"a", "b", "c"} {
+			mustPut(t, s, k, k+k)
+		}
+		time.Sleep(after - time.Nanosecond)
+		synctest.Wait()
+		if st := s.Stats(); st.MovedObjects != 0 || st.Passes == 0 {
+			t.Errorf("stats %+v: want passes and nothing moved before After", st)
+		}
+		// The first pass once the objects are After old moves them all.
 		time.Sleep(10 * time.Millisecond)
-	}
-	st := s.Stats()
-	if st.MovedObjects != 3 || st.MovedBytes != 6 || st.Errors != 0 {
-		t.Errorf("stats %+v: want 3 objects, 6 bytes moved", st)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	passes := s.Stats().Passes
-	time.Sleep(50 * time.Millisecond)
-	if s.Stats().Passes != passes {
-		t.Error("the compactor ran after Close returned")
-	}
-	if err := s.Close(); !errors.Is(err, blob.ErrClosed) {
-		t.Errorf("second Close: %v", err)
-	}
+		synctest.Wait()
+		st := s.Stats()
+		if st.MovedObjects != 3 || st.MovedBytes != 6 || st.Errors != 0 {
+			t.Errorf("stats %+v: want 3 objects, 6 bytes moved", st)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		passes := s.Stats().Passes
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if s.Stats().Passes != passes {
+			t.Error("the compactor ran after Close returned")
+		}
+		if err := s.Close(); !errors.Is(err, blob.ErrClosed) {
+			t.Errorf("second Close: %v", err)
+		}
+	})
 }
 
 // Lag reports how far behind compaction is; failed moves are counted and
@@ -152,8 +159,15 @@ func TestLagAndErrors(t *testing.T) {
 	}
 	defer s.Close()
 	mustPut(t, s, "k", "v")
+	// The object's age is counted from its ModTime, which the hot store set
+	// from the real clock; the test's clock is set from it, so that the age
+	// is exactly 90s.
+	a, err := hot.Stat(ctxT(t), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
-	now = now.Add(time.Minute + 30*time.Second)
+	now = a.ModTime.Add(time.Minute + 30*time.Second)
 	mu.Unlock()
 	coldF.FailFrom(fault.OpCommit, 1, 0, nil)
 	res := s.CompactOnce(ctxT(t))
@@ -161,8 +175,8 @@ func TestLagAndErrors(t *testing.T) {
 	if res.Failed != 1 || st.Errors != 1 || st.LastError == "" {
 		t.Errorf("pass %+v stats %+v: want one failed move", res, st)
 	}
-	if st.Lag < 29*time.Second || st.Lag > 31*time.Second {
-		t.Errorf("lag %v, want about 30s (90s old, After 1m)", st.Lag)
+	if st.Lag != 30*time.Second {
+		t.Errorf("lag %v, want 30s (90s old, After 1m)", st.Lag)
 	}
 	coldF.Reset()
 	s.CompactOnce(ctxT(t))
@@ -171,13 +185,14 @@ func TestLagAndErrors(t *testing.T) {
 	}
 }
 
-// inFlight counts concurrent cold writes.
+// inFlight counts cold writes, started and concurrent.
 type inFlight struct {
 	blob.Store
-	now, peak atomic.Int64
+	started, now, peak atomic.Int64
 }
 
 func (c *inFlight) NewWriter(ctx context.Context, key string, o *blob.WriterOptions) (blob.Writer, error) {
+	c.started.Add(1)
 	n := c.now.Add(1)
 	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
 	}
@@ -196,52 +211,108 @@ type countedWriter struct {
 
 func (w *countedWriter) Close() error { defer w.c.now.Add(-1); return w.Writer.Close() }
 
+// Moves respect both bounds: never more than Concurrency in flight, and no
+// faster than MaxObjectsPerSecond. The pass runs on synctest's clock, which
+// the test steps by the pacing interval, counting the moves started by then.
 func TestConcurrencyAndRateBounds(t *testing.T) {
-	hot, cold := memPair(t)
-	coldF := fault.Wrap(cold, fault.Options{Seed: 1})
-	// Longer than the 5 ms between starts, so the bound is what limits.
-	coldF.AddLatency(fault.OpCommit, latency.Fixed(20*time.Millisecond))
-	c := &inFlight{Store: coldF}
-	s, err := tiered.New(nopClose{hot}, nopClose{c}, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 3, MaxObjectsPerSecond: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	const n = 40
-	for i := range n {
-		mustPut(t, s, "k"+string(rune('A'+i)), "v")
-	}
-	start := time.Now()
-	res := s.CompactOnce(ctxT(t))
-	took := time.Since(start)
-	if res.Moved != n {
-		t.Fatalf("pass %+v", res)
-	}
-	if p := c.peak.Load(); p != 3 {
-		t.Errorf("peak concurrent moves %d, want the bound, 3", p)
-	}
-	// 40 objects at 200/s take at least 195 ms (the first goes at once).
-	if took < 190*time.Millisecond {
-		t.Errorf("40 moves at 200/s took %v", took)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		hot, cold := memPair(t)
+		coldF := fault.Wrap(cold, fault.Options{Seed: 1})
+		// Longer than the 5 ms between starts, so the bound is what limits.
+		coldF.AddLatency(fault.OpCommit, latency.Fixed(20*time.Millisecond))
+		c := &inFlight{Store: coldF}
+		s, err := tiered.New(nopClose{hot}, nopClose{c}, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 3, MaxObjectsPerSecond: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		const n = 40
+		for i := range n {
+			mustPut(t, s, "k"+string(rune('A'+i)), "v")
+		}
+		time.Sleep(time.Nanosecond) // the bubble's clock stands still: age the objects past After
+		done := make(chan tiered.PassResult, 1)
+		go func() { done <- s.CompactOnce(ctxT(t)) }()
+		// At 200/s one move may start every 5 ms, the first at once: by
+		// step k (5k ms) at most k+1 have started, so 40 take 39 steps.
+		const step = 5 * time.Millisecond
+		for k := 0; ; k++ {
+			synctest.Wait()
+			if started := c.started.Load(); started > int64(k+1) {
+				t.Fatalf("%d moves started after %v, beyond 200/s", started, time.Duration(k)*step)
+			}
+			select {
+			case res := <-done:
+				if res.Moved != n {
+					t.Fatalf("pass %+v", res)
+				}
+				if k < n-1 {
+					t.Errorf("40 moves at 200/s done after %d steps of %v, want at least %d", k, step, n-1)
+				}
+				if p := c.peak.Load(); p != 3 {
+					t.Errorf("peak concurrent moves %d, want the bound, 3", p)
+				}
+				return
+			default:
+			}
+			time.Sleep(step)
+		}
+	})
 }
 
 // After a move, a read of the key asks both tiers at once and still prefers
-// a newer version written to hot.
+// a newer version written to hot: it waits for hot's answer. The read runs
+// on synctest's clock; the fault wrappers count what each tier was asked.
 func TestRememberedKeysReadBothTiers(t *testing.T) {
-	hot, cold := memPair(t)
-	hotF := fault.Wrap(hot, fault.Options{Seed: 1})
-	s := manual(t, hotF, cold)
-	mustPut(t, s, "k", "v1")
-	s.CompactOnce(ctxT(t))
-	hotF.AddLatency(fault.OpRead, latency.Fixed(30*time.Millisecond))
-	start := time.Now()
-	checkModel(t, s, map[string]string{"k": "v1"}, nil)
-	if took := time.Since(start); took < 30*time.Millisecond {
-		t.Errorf("read took %v: hot was not asked", took)
-	}
-	mustPut(t, s, "k", "v2")
-	checkModel(t, s, map[string]string{"k": "v2"}, nil)
+	synctest.Test(t, func(t *testing.T) {
+		hot, cold := memPair(t)
+		hotF := fault.Wrap(hot, fault.Options{Seed: 1})
+		coldF := fault.Wrap(cold, fault.Options{Seed: 2})
+		s := manual(t, hotF, coldF)
+		mustPut(t, s, "k", "v1")
+		time.Sleep(time.Nanosecond) // the bubble's clock stands still: age k past After
+		if res := s.CompactOnce(ctxT(t)); res.Moved != 1 {
+			t.Fatalf("pass %+v, want k moved", res)
+		}
+		const d = 30 * time.Millisecond
+		hotF.AddLatency(fault.OpRead, latency.Fixed(d))
+		hot0, cold0 := hotF.Stats()[fault.OpRead], coldF.Stats()[fault.OpRead]
+		type result struct {
+			b   []byte
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			b, err := blob.ReadAll(ctxT(t), s, "k")
+			done <- result{b, err}
+		}()
+		synctest.Wait()
+		// Hot is held by its delay; cold was asked meanwhile, not after.
+		if h, c := hotF.Stats()[fault.OpRead], coldF.Stats()[fault.OpRead]; h.Calls != hot0.Calls+1 || c.Calls != cold0.Calls+1 {
+			t.Errorf("while hot answers: %d hot and %d cold reads, want one of each", h.Calls-hot0.Calls, c.Calls-cold0.Calls)
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("read returned %q, %v before hot answered", r.b, r.err)
+		default:
+		}
+		time.Sleep(d)
+		synctest.Wait()
+		select {
+		case r := <-done:
+			if r.err != nil || string(r.b) != "v1" {
+				t.Errorf("read %q, %v; want v1 from cold", r.b, r.err)
+			}
+		default:
+			t.Fatal("read still blocked after hot answered")
+		}
+		// Hot's answer (not found) was awaited, not cut short.
+		if h := hotF.Stats()[fault.OpRead]; h.Delays != hot0.Delays+1 || h.Failures != hot0.Failures {
+			t.Errorf("hot read stats %+v: want one delay served in full", h)
+		}
+		mustPut(t, s, "k", "v2")
+		checkModel(t, s, map[string]string{"k": "v2"}, nil)
+	})
 }
 
 // Markers are invisible: a listing made while a move holds one shows only

@@ -17,8 +17,9 @@
 // Every error the wrapper produces is a *blob.Error naming the Op and key that
 // wraps ErrInjected (and ErrDown, a context error or the caller-supplied error,
 // as the case may be), so a test can tell injected failures from real ones.
-// Stats counts calls, injected failures and delays per Op, so a test can assert
-// that the fault it arranged actually fired.
+// Stats counts calls, injected failures and delays (how many, and their total)
+// per Op, so a test can assert that the fault it arranged actually fired, and
+// that a delay was injected, without timing anything.
 //
 // # Determinism
 //

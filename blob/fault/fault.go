@@ -106,11 +106,15 @@ type Options struct {
 	Name string
 }
 
-// OpStats counts what happened to the calls of one Op.
+// OpStats counts what happened to the calls of one Op. Delays and Delayed
+// let a test check that a delay was injected without timing the call.
 type OpStats struct {
 	Calls    int64 // calls made, including failed ones
 	Failures int64 // failures injected (down, failure rules, hangs, delays cut short)
 	Delays   int64 // calls delayed by Delay rules
+	// Delayed is the total of the delays drawn for those calls, a delay cut
+	// short by the call's context included in full.
+	Delayed time.Duration
 }
 
 // Store is a blob.Store that injects faults into the calls it passes to the
@@ -296,6 +300,7 @@ func (s *Store) decide(op Op, key string) decision {
 	}
 	if d.delay > 0 {
 		st.Delays++
+		st.Delayed += d.delay
 	}
 	return d
 }

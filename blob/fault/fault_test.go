@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -319,60 +320,114 @@ func TestFailRandomRate(t *testing.T) {
 	}
 }
 
+// A Delay rule holds a call for its delay on the clock (the bubble's fake one
+// here), no less, and counts it; a context that ends first ends the call.
 func TestLatency(t *testing.T) {
-	mem := newMem()
-	put(t, mem, "k", "v")
-	s := Wrap(mem, Options{})
-	const d = 30 * time.Millisecond
-	id := s.AddLatency(OpStat, latency.Fixed(d))
-	start := time.Now()
-	if _, err := s.Stat(t.Context(), "k"); err != nil {
-		t.Fatal(err)
-	}
-	if el := time.Since(start); el < d {
-		t.Errorf("Stat took %v with %v added", el, d)
-	}
-	if st := s.Stats()[OpStat]; st.Delays != 1 {
-		t.Errorf("Stats = %+v, want 1 delay", st)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		put(t, mem, "k", "v")
+		s := Wrap(mem, Options{})
+		const d = 30 * time.Millisecond
+		id := s.AddLatency(OpStat, latency.Fixed(d))
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Stat(t.Context(), "k")
+			done <- err
+		}()
+		time.Sleep(d - time.Nanosecond)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("Stat returned (%v) before its %v delay was over", err, d)
+		default:
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("Stat still blocked once its %v delay was over", d)
+		}
+		if st := s.Stats()[OpStat]; st != (OpStats{Calls: 1, Delays: 1, Delayed: d}) {
+			t.Errorf("Stats = %+v, want 1 call delayed by %v", st, d)
+		}
 
-	// A deadline shorter than the delay ends the call with the context's error.
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond)
-	defer cancel()
-	_, err := s.Stat(ctx, "k")
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrInjected) {
-		t.Errorf("Stat past its deadline = %v", err)
-	}
+		// A deadline shorter than the delay ends the call with the context's
+		// error; the delay drawn still counts in full.
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond)
+		defer cancel()
+		_, err := s.Stat(ctx, "k")
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrInjected) {
+			t.Errorf("Stat past its deadline = %v", err)
+		}
+		if st := s.Stats()[OpStat]; st != (OpStats{Calls: 2, Failures: 1, Delays: 2, Delayed: 2 * d}) {
+			t.Errorf("Stats = %+v, want 2 calls delayed by %v each, 1 cut short", st, d)
+		}
 
-	s.Remove(id)
-	start = time.Now()
-	if _, err := s.Stat(t.Context(), "k"); err != nil {
-		t.Fatal(err)
-	}
-	if el := time.Since(start); el >= d {
-		t.Errorf("Stat took %v after the latency rule was removed", el)
-	}
+		// Once the rule is removed, a call is not delayed at all: it
+		// returns without the clock moving.
+		s.Remove(id)
+		go func() {
+			_, err := s.Stat(t.Context(), "k")
+			done <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatal("Stat blocked after the latency rule was removed")
+		}
+		if st := s.Stats()[OpStat]; st.Calls != 3 || st.Delays != 2 || st.Delayed != 2*d {
+			t.Errorf("Stats = %+v, want a third call, not delayed", st)
+		}
+	})
 }
 
+// A hung call returns only when its context ends, however long that takes.
 func TestHang(t *testing.T) {
-	mem := newMem()
-	put(t, mem, "k", "v")
-	s := Wrap(mem, Options{})
-	s.Hang(OpRead)
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := s.NewRangeReader(ctx, "k", 0, -1)
-	if el := time.Since(start); el < 40*time.Millisecond {
-		t.Errorf("hung for only %v", el)
-	}
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrInjected) {
-		t.Errorf("hung read = %v", err)
-	}
-	// Only reads hang; the rest of the store works.
-	if _, err := s.Stat(t.Context(), "k"); err != nil {
-		t.Errorf("Stat = %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		put(t, mem, "k", "v")
+		s := Wrap(mem, Options{})
+		s.Hang(OpRead)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.NewRangeReader(ctx, "k", 0, -1)
+			done <- err
+		}()
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("hung read returned %v before its context ended", err)
+		default:
+		}
+		// Only reads hang; the rest of the store works meanwhile.
+		if _, err := s.Stat(t.Context(), "k"); err != nil {
+			t.Errorf("Stat = %v", err)
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrInjected) {
+				t.Errorf("hung read = %v", err)
+			}
+		default:
+			t.Fatal("hung read still blocked after its context ended")
+		}
+		if st := s.Stats()[OpRead]; st != (OpStats{Calls: 1, Failures: 1}) {
+			t.Errorf("Stats = %+v, want 1 call, failed", st)
+		}
+	})
 }
 
 func TestDown(t *testing.T) {
@@ -403,15 +458,16 @@ func TestDown(t *testing.T) {
 		"data":   func() error { _, err := r.Read(make([]byte, 1)); return err },
 		"commit": func() error { return w.Close() },
 	}
-	start := time.Now()
 	for name, call := range calls {
 		err := call()
 		if !errors.Is(err, ErrDown) || !errors.Is(err, ErrInjected) || !strings.Contains(err.Error(), "zone-b") {
 			t.Errorf("%s while down = %v", name, err)
 		}
 	}
-	if el := time.Since(start); el > time.Second {
-		t.Errorf("calls while down took %v", el)
+	// Down fails a call before any rule sees it: the hour of latency was
+	// never drawn, let alone slept.
+	if st := s.Stats()[OpStat]; st != (OpStats{Calls: 1, Failures: 1}) {
+		t.Errorf("Stats = %+v, want 1 call failed and no delay", st)
 	}
 	if exists(t, mem, "new") || !exists(t, mem, "k") {
 		t.Error("the store changed while down")

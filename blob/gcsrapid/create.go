@@ -20,6 +20,11 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 		if err := validateKey("create", prefix); err != nil {
 			return "", nil, err
 		}
+		if s.opts.Hierarchical {
+			if err := validateHierarchical("create", prefix+"name"); err != nil {
+				return "", nil, err
+			}
+		}
 	}
 	if opts != nil && opts.If.GenerationMatch() != "" {
 		return "", nil, blob.Errorf("create", prefix, blob.ErrInvalidArgument, "Create makes new objects: IfGenerationMatch makes no sense")
@@ -33,15 +38,23 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 // creatorView is the Store as its pool.Creator sees it: prewarming natively,
 // and left open when the Creator closes (Store.Close closes it). The
 // Creator makes its unpooled names with blob.CreateInline, never through
-// this view's Create.
+// this view's Create. Its deletes work while the Store closes, which is when
+// the Creator undoes its pooled objects.
 type creatorView struct{ *Store }
 
 func (creatorView) Close() error { return nil }
 
+func (v creatorView) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
+	if err := validateKey("delete", key); err != nil {
+		return err
+	}
+	return v.delete(ctx, key, opts)
+}
+
 func newCreator(s *Store) (*pool.Creator, error) {
 	return pool.NewCreator(creatorView{s}, pool.CreatorOptions{
 		Capacity: s.opts.PoolSize, MinIdle: s.opts.PoolMinIdle, LoadConcurrency: s.opts.LoadConcurrency,
-		MaxItemAge: s.opts.MaxItemAge, WriteTimeout: s.opts.WriteTimeout, GraceWindow: s.opts.GraceWindow,
+		MaxItemAge: s.opts.MaxItemAge, WriteTimeout: s.opts.WriteTimeout, GraceWindow: s.opts.GraceWindow - s.opts.ClockSkew,
 		MaxPools: s.opts.MaxPools,
 	})
 }

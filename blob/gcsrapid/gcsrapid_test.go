@@ -4,12 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/storage"
+	gcblob "gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/zonalblob/zonalblob/blob/latency"
 
@@ -301,6 +308,7 @@ func TestOpenURLValidation(t *testing.T) {
 		{"gcsrapid://b?pool_size=2&pool_min_idle=3", "pool_min_idle"},
 		{"gcsrapid://b?retries=x", "not an integer"},
 		{"gcsrapid://b?max_item_age=soon", "not a duration"},
+		{"gcsrapid://b?pool_size=64&grpc_conn_pool=2", "grpc_conn_pool=2"},
 	} {
 		_, err := blob.Open(ctx, c.url)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, blob.ErrInvalidArgument) {
@@ -311,7 +319,7 @@ func TestOpenURLValidation(t *testing.T) {
 	if err := srv.CreateBucket("byurl", true); err != nil {
 		t.Fatal(err)
 	}
-	s, err := blob.Open(ctx, "gcsrapid://byurl?endpoint="+srv.Endpoint()+"&pool_size=4&max_item_age=30s&grpc_conn_pool=1")
+	s, err := blob.Open(ctx, "gcsrapid://byurl?endpoint="+srv.Endpoint()+"&pool_size=4&max_item_age=30s&grpc_conn_pool=3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,4 +368,461 @@ func TestGocloudDrivertest(t *testing.T) {
 		},
 		Caps: conformance.Caps{NonSlashDelimiters: true},
 	})
+}
+
+// rawNames lists every object in the bucket as the service holds it,
+// hidden or not, with a client of its own.
+func rawNames(ctx context.Context, t *testing.T, srv *gcsrapidtest.Server, bucket string) []string {
+	t.Helper()
+	c, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out []string
+	it := c.Bucket(bucket).Objects(ctx, nil)
+	for {
+		a, err := it.Next()
+		if err == iterator.Done {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a.Name)
+	}
+}
+
+// Close undoes every object its pools made: spares, a writer handed out and
+// never closed, and prewarms still in flight whose object the service has
+// created already (flushes are slow here, so they are mid-flush at Close).
+func TestCloseLeavesOnlyWrittenObjects(t *testing.T) {
+	ctx := context.Background()
+	p := gcsrapidtest.Zero()
+	p.Flush = latency.Fixed(time.Second)
+	srv := newServer(t, p)
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, PoolMinIdle: 2})
+	written, err := blob.CreateBytes(ctx, s, "seg/", []byte("kept"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, "seg/", 2)
+	if _, _, err := blob.Create(ctx, s, "seg/", nil); err != nil { // never closed
+		t.Fatal(err)
+	}
+	// Wait until a refill's object exists on the service while its load is
+	// still in flight (created, not yet flushed).
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Stats().ObjectsCreated <= s.Stats().Pools["seg/"].Loads && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if srv.Stats().ObjectsCreated <= s.Stats().Pools["seg/"].Loads {
+		t.Fatal("no load in flight with its object created")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rawNames(ctx, t, srv, s.Bucket()); len(got) != 1 || got[0] != written {
+		t.Errorf("after Close the bucket holds %q, want only %s", got, written)
+	}
+}
+
+// An object made by Create does not exist for anyone until its writer's Close
+// returns: the pool's spares (empty objects on the service) are invisible to
+// List, Stat and reads, through this Store, another Store on the bucket and
+// the gocloud bridge; a pooled write of zero bytes becomes visible.
+func TestUnwrittenPooledObjectsAreInvisible(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, gcsrapidtest.Zero())
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, PoolMinIdle: 4})
+	defer s.Close()
+	written, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := blob.CreateBytes(ctx, s, "log/", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, "log/", 4)
+	raw := rawNames(ctx, t, srv, s.Bucket())
+	var spares []string
+	for _, k := range raw {
+		if k != written && k != empty {
+			spares = append(spares, k)
+		}
+	}
+	if len(spares) < 4 {
+		t.Fatalf("the service holds %q: want at least 4 spares besides the 2 written", raw)
+	}
+	oc, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oc.Close()
+	other, err := gcsrapid.New(oc, s.Bucket(), gcsrapid.Options{PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for name, st := range map[string]blob.Store{"same store": s, "another store": other} {
+		var listed []string
+		for o, err := range blob.All(ctx, st, &blob.ListOptions{Prefix: "log/"}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed = append(listed, o.Key)
+		}
+		want := []string{written, empty}
+		slices.Sort(want)
+		if !slices.Equal(listed, want) {
+			t.Errorf("%s lists %q, want only the written %q", name, listed, want)
+		}
+		for _, k := range spares {
+			if _, err := st.Stat(ctx, k); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("%s: Stat(spare %s) = %v, want ErrNotFound", name, k, err)
+			}
+			if _, err := blob.ReadAll(ctx, st, k); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("%s: ReadAll(spare %s) = %v, want ErrNotFound", name, k, err)
+			}
+			if _, err := blob.ReadRange(ctx, st, k, 5, 10); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("%s: ReadRange(spare %s, 5) = %v, want ErrNotFound", name, k, err)
+			}
+			if _, err := blob.OpenReaderAt(ctx, st, k); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("%s: OpenReaderAt(spare %s) = %v, want ErrNotFound", name, k, err)
+			}
+			if err := blob.Finalize(ctx, st, k); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("%s: Finalize(spare %s) = %v, want ErrNotFound", name, k, err)
+			}
+		}
+		a, err := st.Stat(ctx, empty)
+		if err != nil || a.Size != 0 {
+			t.Errorf("%s: the empty pooled write: Stat = %+v, %v; want it visible with size 0", name, a, err)
+		}
+		if got, err := blob.ReadAll(ctx, st, empty); err != nil || len(got) != 0 {
+			t.Errorf("%s: ReadAll(empty pooled write) = %q, %v", name, got, err)
+		}
+		if a, err := st.Stat(ctx, written); err != nil || len(a.Metadata) != 0 {
+			t.Errorf("%s: Stat(written) = %+v, %v; want no metadata of the driver's own", name, a, err)
+		}
+	}
+
+	b := blob.Bucket(other)
+	it := b.List(&gcblob.ListOptions{Prefix: "log/"})
+	var listed []string
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, o.Key)
+	}
+	if len(listed) != 2 {
+		t.Errorf("through gocloud: listed %q, want the 2 written", listed)
+	}
+	for _, k := range spares {
+		if ok, err := b.Exists(ctx, k); ok || err != nil {
+			t.Errorf("through gocloud: Exists(spare %s) = %v, %v", k, ok, err)
+		}
+		if _, err := b.ReadAll(ctx, k); gcerrors.Code(err) != gcerrors.NotFound {
+			t.Errorf("through gocloud: ReadAll(spare %s) = %v, want NotFound", k, err)
+		}
+	}
+	if got, err := b.ReadAll(ctx, written); err != nil || string(got) != "record" {
+		t.Errorf("through gocloud: ReadAll(written) = %q, %v", got, err)
+	}
+}
+
+// The service may report an out of date size for an unfinalized object; here
+// it reports the size of the first flush for an hour. A pooled write
+// (created empty, written by a later flush) must still be visible at once,
+// and every read must go to the true end.
+func TestStaleSizesAreNotTrusted(t *testing.T) {
+	ctx := context.Background()
+	p := gcsrapidtest.Zero()
+	p.StaleSize = time.Hour
+	srv := newServer(t, p)
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, PoolMinIdle: 2})
+	defer s.Close()
+	if _, err := blob.CreateBytes(ctx, s, "log/", []byte("warm"), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, "log/", 2)
+	key, err := blob.CreateBytes(ctx, s, "log/", []byte("0123456789"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats().Pools["log/"]; st.Hits == 0 {
+		t.Fatalf("the write was not pooled: %+v", st)
+	}
+	rc, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if ra, err := rc.Bucket(s.Bucket()).Object(key).Attrs(ctx); err != nil || ra.Size != 0 {
+		t.Fatalf("the service reports size %d, %v: its sizes are not stale, the test proves nothing", ra.Size, err)
+	}
+	if a, err := s.Stat(ctx, key); err != nil || a.Size != 10 {
+		t.Errorf("Stat of a committed pooled write = %+v, %v; want it visible with its true size 10", a, err)
+	}
+	if r, err := s.NewRangeReader(ctx, key, 0, -1); err != nil || r.Attributes().Size != 10 {
+		t.Errorf("a reader's Attributes().Size = %v, %v; want 10", r, err)
+	} else {
+		r.Close()
+	}
+	if got, err := blob.ReadAll(ctx, s, key); err != nil || string(got) != "0123456789" {
+		t.Errorf("ReadAll = %q, %v", got, err)
+	}
+	if got, err := blob.ReadRange(ctx, s, key, 4, -1); err != nil || string(got) != "456789" {
+		t.Errorf("ReadRange(4, -1) = %q, %v", got, err)
+	}
+	if got, err := blob.ReadRange(ctx, s, key, 2, 3); err != nil || string(got) != "234" {
+		t.Errorf("ReadRange(2, 3) = %q, %v", got, err)
+	}
+	ra, err := blob.OpenReaderAt(ctx, s, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	buf := make([]byte, 20)
+	if n, err := ra.ReadAt(buf, 3); n != 7 || err != io.EOF || string(buf[:n]) != "3456789" {
+		t.Errorf("ReadAt(3) = %d %q, %v", n, buf[:n], err)
+	}
+	if ra.Size() != 10 {
+		t.Errorf("ReaderAt.Size after reading to the end = %d, want 10", ra.Size())
+	}
+	listed := false
+	for o, err := range blob.All(ctx, s, &blob.ListOptions{Prefix: "log/"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Key == key {
+			listed = true
+			if o.Size != 10 {
+				t.Errorf("listed with size %d, want 10", o.Size)
+			}
+		}
+	}
+	if !listed {
+		t.Errorf("the committed pooled write %s is not listed", key)
+	}
+}
+
+// Pooled writers hold their streams open, and the front end caps streams per
+// connection (the emulator's default of 100): a Store opened by URL spreads
+// them over enough connections to fill its pools, and says at open whether
+// its connections are direct.
+func TestPoolsFitUnderTheStreamCap(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, gcsrapidtest.Zero())
+	if err := srv.CreateBucket("capped", true); err != nil {
+		t.Fatal(err)
+	}
+	u := "gcsrapid://capped?endpoint=" + srv.Endpoint() + "&pool_size=128&pool_min_idle=128&max_pools=2&load_concurrency=64"
+	st, err := blob.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := st.(*gcsrapid.Store)
+	defer s.Close()
+	for _, prefix := range []string{"a/", "b/"} {
+		if _, err := blob.CreateBytes(ctx, s, prefix, []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitReady(t, s, "a/", 128)
+	waitReady(t, s, "b/", 128)
+	sst := srv.Stats()
+	if sst.StreamsRefused != 0 || sst.PeakStreamsPerConn > gcsrapidtest.DefaultMaxStreamsPerConn {
+		t.Errorf("server: %d streams refused, peak %d per connection", sst.StreamsRefused, sst.PeakStreamsPerConn)
+	}
+	if want := gcsrapid.Connections(gcsrapid.Options{PoolSize: 128, MaxPools: 2}); sst.Connections < 3 || want < 3 {
+		t.Errorf("%d connections seen (%d wanted by the driver) for 256 open writers", sst.Connections, want)
+	}
+	if c := s.Stats().Connectivity; c != gcsrapid.ConnectivityIndirect {
+		t.Errorf("Connectivity = %q, want %q for a plaintext emulator", c, gcsrapid.ConnectivityIndirect)
+	}
+}
+
+// With hierarchical namespace rules on, keys they forbid fail before any I/O.
+func TestHierarchicalNamesCheckedBeforeIO(t *testing.T) {
+	ctx := context.Background()
+	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Hierarchical: true,
+		Buckets: []gcsrapidtest.Bucket{{Name: "hns", Zonal: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	client, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	// The emulator refuses them itself.
+	w := client.Bucket("hns").Object("a//b").NewWriter(ctx)
+	w.Append = true
+	w.Write([]byte("x"))
+	if err := w.Close(); status.Code(err) != codes.InvalidArgument && !strings.Contains(fmt.Sprint(err), "hierarchical") {
+		t.Errorf("emulator accepted a//b: %v", err)
+	}
+	s, err := gcsrapid.New(client, "hns", gcsrapid.Options{Hierarchical: true, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := srv.Stats().Calls
+	for _, k := range []string{"a//b", "/lead", "x/./y", "x/../y", strings.Repeat("f", gcsrapid.MaxFolderNameLen+1) + "/obj"} {
+		if err := blob.Put(ctx, s, k, []byte("x"), nil); !errors.Is(err, blob.ErrInvalidKey) {
+			t.Errorf("Put(%q) = %v, want ErrInvalidKey", k, err)
+		}
+		if _, err := s.Stat(ctx, k); !errors.Is(err, blob.ErrInvalidKey) {
+			t.Errorf("Stat(%q) = %v, want ErrInvalidKey", k, err)
+		}
+	}
+	if after := srv.Stats().Calls; fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("invalid keys reached the service: calls %v, then %v", before, after)
+	}
+	if err := blob.Put(ctx, s, strings.Repeat("f", gcsrapid.MaxFolderNameLen)+"/ok/obj", []byte("x"), nil); err != nil {
+		t.Errorf("a valid hierarchical name: %v", err)
+	}
+}
+
+// The strict emulator: stale sizes for unfinalized objects, the stream cap,
+// and transient UNAVAILABLE / RESOURCE_EXHAUSTED on idempotent calls, which
+// the driver retries with backoff.
+func TestConformanceStrict(t *testing.T) {
+	p := gcsrapidtest.Zero()
+	p.StaleSize = time.Hour
+	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: p, Seed: 7, TransientFaults: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	conformance.Run(t, conformance.Harness{
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			return newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 8, Retries: 6})
+		},
+		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
+	})
+	t.Run("gocloud", func(t *testing.T) {
+		conformance.RunGocloud(t, conformance.Harness{
+			NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+				return newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, Retries: 6})
+			},
+			Caps: conformance.Caps{NonSlashDelimiters: true},
+		})
+	})
+	if st := srv.Stats(); st.TransientFaults == 0 || st.StreamsRefused != 0 {
+		t.Errorf("transient faults %d (want some), streams refused %d (want none)", st.TransientFaults, st.StreamsRefused)
+	}
+}
+
+// The sweep deletes a prewarmed object left unwritten (by a process that
+// died) once it is older than the window, and nothing written: not a pooled
+// write whose size still reads zero (stale), nor a pooled write of zero bytes.
+func TestSweepTakesOnlyUnwrittenResidue(t *testing.T) {
+	ctx := context.Background()
+	p := gcsrapidtest.Zero()
+	p.StaleSize = time.Hour
+	srv := newServer(t, p)
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, PoolMinIdle: 2, MaxItemAge: 100 * time.Millisecond,
+		WriteTimeout: 100 * time.Millisecond, ClockSkew: 50 * time.Millisecond, GraceWindow: time.Second, SweepInterval: 20 * time.Millisecond})
+	defer s.Close()
+	written, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, "log/", 2)
+	empty, err := blob.CreateBytes(ctx, s, "log/", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written2, err := blob.CreateBytes(ctx, s, "log/", []byte("pooled"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats().Pools["log/"]; st.Hits < 2 {
+		t.Fatalf("the writes were not pooled: %+v", st)
+	}
+	// What a dead process leaves: a prewarmed object, marked, never written.
+	c, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	residue := blob.NewName("log/")
+	w := c.Bucket(s.Bucket()).Object(residue).NewWriter(ctx)
+	w.Append, w.FinalizeOnClose = true, false
+	w.Metadata = map[string]string{"zonalblob-prewarmed": "1"}
+	if _, err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	created := time.Now()
+	if _, err := s.Stat(ctx, residue); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("the residue is visible: %v", err)
+	}
+	for time.Since(created) <= 250*time.Millisecond { // MaxItemAge + WriteTimeout + ClockSkew
+		time.Sleep(10 * time.Millisecond)
+	}
+	p0 := s.Stats().SweepPasses
+	deadline := time.Now().Add(time.Minute)
+	for s.Stats().SweepPasses < p0+2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	raw := rawNames(ctx, t, srv, s.Bucket())
+	if slices.Contains(raw, residue) {
+		t.Errorf("the residue %s was not swept after the window", residue)
+	}
+	for _, k := range []string{written, written2, empty} {
+		if !slices.Contains(raw, k) {
+			t.Errorf("the sweep deleted the written %s", k)
+		}
+	}
+	if got, err := blob.ReadAll(ctx, s, written2); err != nil || string(got) != "pooled" {
+		t.Errorf("ReadAll(%s) = %q, %v", written2, got, err)
+	}
+	if n := s.Stats().Swept; n != 1 {
+		t.Errorf("swept %d objects, want the 1 residue", n)
+	}
+}
+
+// Transient UNAVAILABLE / RESOURCE_EXHAUSTED on write streams: writes that
+// cannot apply twice (conditional Puts, the pool's prewarms) are retried with
+// backoff and succeed; an unconditional Put is not retried and fails.
+func TestTransientWriteFaultsRetriedWhereSafe(t *testing.T) {
+	ctx := context.Background()
+	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Seed: 3,
+		TransientFaults: 0.2, TransientFaultMethods: []string{"BidiWriteObject"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	s := newStore(ctx, t, srv, gcsrapid.Options{PoolSize: 4, Retries: 10})
+	defer s.Close()
+	unconditional := 0
+	for i := range 50 {
+		if err := blob.Put(ctx, s, fmt.Sprintf("c/%d", i), []byte("x"), &blob.WriterOptions{If: blob.IfNotExist()}); err != nil {
+			t.Errorf("conditional Put %d: %v", i, err)
+		}
+		if _, err := blob.CreateBytes(ctx, s, "p/", []byte("x"), nil); err != nil {
+			t.Errorf("Create %d: %v", i, err)
+		}
+		if err := blob.Put(ctx, s, fmt.Sprintf("u/%d", i), []byte("x"), nil); err != nil {
+			if c := status.Code(errors.Unwrap(err)); c != codes.Unavailable && c != codes.ResourceExhausted && !strings.Contains(err.Error(), "transient fault") {
+				t.Errorf("unconditional Put %d failed otherwise: %v", i, err)
+			}
+			unconditional++
+		}
+	}
+	if unconditional == 0 || srv.Stats().TransientFaults == 0 {
+		t.Errorf("%d unconditional Puts failed of 50, %d faults injected: the faults did not reach the writes", unconditional, srv.Stats().TransientFaults)
+	}
+	if st := s.Stats().Pools["p/"]; st.LoadErrors != 0 {
+		t.Errorf("%d pool loads failed: prewarms were not retried", st.LoadErrors)
+	}
 }

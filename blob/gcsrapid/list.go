@@ -36,6 +36,9 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		if err != nil {
 			return nil, driver.WrapError("list", o.Prefix, err, classify)
 		}
+		if attrs, err = s.visible(ctx, attrs); err != nil {
+			return nil, driver.WrapError("list", o.Prefix, err, classify)
+		}
 		batch := make([]blob.ListObject, 0, len(attrs))
 		for _, a := range attrs {
 			if a.Prefix != "" {

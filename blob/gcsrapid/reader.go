@@ -3,7 +3,9 @@ package gcsrapid
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"math"
 	"strconv"
 	"sync"
 
@@ -31,6 +33,13 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		}
 		return driver.EmptyReader(a), nil
 	}
+	if length < 0 {
+		// To the end, which for an unfinalized object may lie past the size
+		// its metadata reports: ask for everything there is rather than for
+		// "the rest", which the client would check against that metadata's
+		// checksum. Each message's checksum is still checked.
+		length = math.MaxInt64 - offset
+	}
 	r, err := s.bucket.Object(key).NewRangeReader(ctx, offset, length)
 	if isOutOfRange(err) {
 		a, serr := s.Stat(ctx, key)
@@ -44,12 +53,27 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	if err != nil {
 		return nil, driver.WrapError("read", key, err, classify)
 	}
-	return &reader{r: r, key: key}, nil
+	rd := &reader{r: r, key: key}
+	if marked(r.Metadata()) && r.Attrs.Size == 0 {
+		n, err := s.probe(ctx, key, r.Attrs.Generation)
+		if err != nil || n == 0 {
+			r.Close()
+		}
+		if err != nil {
+			return nil, driver.WrapError("read", key, err, classify)
+		}
+		if n == 0 {
+			return nil, notFoundUnwritten("read", key)
+		}
+		rd.size = n // the reported size is out of date
+	}
+	return rd, nil
 }
 
 type reader struct {
 	r     *storage.Reader
 	key   string
+	size  int64 // the object's size when the reported one is known to be out of date
 	attrs *blob.Attributes
 }
 
@@ -70,6 +94,7 @@ func (r *reader) Attributes() *blob.Attributes {
 			Key: r.key, Size: a.Size, ContentType: a.ContentType, ContentEncoding: a.ContentEncoding,
 			CacheControl: a.CacheControl, ModTime: a.LastModified, Generation: strconv.FormatInt(a.Generation, 10),
 		}
+		r.attrs.Size = max(r.attrs.Size, r.size)
 	}
 	return r.attrs
 }
@@ -84,6 +109,13 @@ func (s *Store) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, er
 	if err != nil {
 		return nil, driver.WrapError("read", key, err, classify)
 	}
+	if mrd.Attrs.Size == 0 {
+		// Perhaps a prewarmed object not yet written: Stat knows.
+		if _, err := s.Stat(ctx, key); err != nil {
+			mrd.Close()
+			return nil, driver.WrapError("read", key, err, classify)
+		}
+	}
 	return &readerAt{mrd: mrd, key: key, size: mrd.Attrs.Size}, nil
 }
 
@@ -95,7 +127,13 @@ type readerAt struct {
 	closed bool
 }
 
-func (r *readerAt) Size() int64 { return r.size }
+// Size is the object's size as far as known: the size reported when the
+// stream opened, or the end of the furthest read, whichever is larger.
+func (r *readerAt) Size() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.size
+}
 
 func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 	r.mu.Lock()
@@ -106,19 +144,24 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 		return 0, &blob.Error{Op: "read", Key: r.key, Kind: blob.ErrClosed}
 	case off < 0:
 		return 0, blob.Errorf("read", r.key, blob.ErrInvalidArgument, "negative offset %d", off)
-	case off >= r.size:
-		return 0, io.EOF
 	case len(p) == 0:
 		return 0, nil
 	}
-	want := min(int64(len(p)), r.size-off)
+	// The size reported when the stream opened may be out of date for an
+	// unfinalized object: read past it, to the true end.
 	var buf bytes.Buffer
 	done := make(chan error, 1)
-	r.mrd.Add(&buf, off, want, func(_, _ int64, err error) { done <- err })
+	r.mrd.Add(&buf, off, int64(len(p)), func(_, _ int64, err error) { done <- err })
 	if err := <-done; err != nil {
+		if off >= r.Size() && (isOutOfRange(err) || errors.Is(classify(err), blob.ErrInvalidArgument)) {
+			return 0, io.EOF
+		}
 		return 0, driver.WrapError("read", r.key, err, classify)
 	}
 	n := copy(p, buf.Bytes())
+	r.mu.Lock()
+	r.size = max(r.size, off+int64(n))
+	r.mu.Unlock()
 	if n < len(p) {
 		return n, io.EOF
 	}

@@ -3,13 +3,16 @@ package gcsrapid
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/storage"
+	gax "github.com/googleapis/gax-go/v2"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -42,10 +45,37 @@ type Options struct {
 	// WriteTimeout bounds the time from handing out a writer to its Close.
 	WriteTimeout time.Duration
 	// GraceWindow is the orphan reconciler's grace window; MaxItemAge +
-	// WriteTimeout must be below it.
+	// WriteTimeout + ClockSkew must be below it.
 	GraceWindow time.Duration
-	// Retries is the number of attempts per operation (1: no retry).
+	// ClockSkew is the largest difference between the clocks of the
+	// processes that pool under the same prefixes and the service's
+	// (default: 30s, or half of what GraceWindow leaves above MaxItemAge +
+	// WriteTimeout if that is less).
+	ClockSkew time.Duration
+	// SweepInterval is how often the Store sweeps its pooled prefixes for
+	// prewarmed objects that crashed processes left unwritten (deleting those
+	// older than MaxItemAge + WriteTimeout + ClockSkew); SweepRate bounds
+	// the deletes per second. A negative SweepInterval turns the sweep off.
+	SweepInterval time.Duration
+	SweepRate     int
+	// Retries is the number of attempts of an idempotent call (reads, stats,
+	// listings, deletes, conditional writes such as a pool's prewarms), with
+	// jittered exponential backoff between them; 1 means no retry. A write
+	// that could be applied twice (an unconditional Put) is never retried.
 	Retries int
+	// MaxStreamsPerConn is the front end's cap on concurrent streams per
+	// gRPC connection. A pooled writer holds a stream open, so OpenURL opens
+	// enough connections for PoolSize x MaxPools writers (see Connections),
+	// or refuses a grpc_conn_pool too small for them.
+	MaxStreamsPerConn int
+	// Hierarchical applies the naming rules of a bucket with hierarchical
+	// namespace (as Rapid buckets have) to keys, before any I/O: no empty
+	// segment (leading or double slash), no "." or ".." segment, folder
+	// names of at most MaxFolderNameLen bytes.
+	Hierarchical bool
+	// Logger receives the line that says, at open, whether the client uses
+	// direct connectivity (nil: slog.Default()).
+	Logger *slog.Logger
 	// MaxBuffer is how many bytes a writer buffers before it streams.
 	MaxBuffer int
 	// MaxPools bounds the number of distinct Create prefixes that get a pool;
@@ -67,7 +97,27 @@ const (
 	DefaultGraceWindow     = 10 * time.Minute
 	DefaultMaxBuffer       = 16 << 20
 	DefaultMaxPools        = 16
+	DefaultClockSkew       = 30 * time.Second
+	DefaultSweepRate       = 50
+	DefaultRetries         = 3
+	// DefaultMaxStreamsPerConn is a typical front end's HTTP/2 cap.
+	DefaultMaxStreamsPerConn = 100
+	// MaxFolderNameLen bounds one folder name in a hierarchical namespace.
+	MaxFolderNameLen = 64
 )
+
+// Connections is how many gRPC connections a client needs so that the
+// Store's pooled writers (PoolSize x MaxPools streams held open), its loads
+// and other calls fit under MaxStreamsPerConn, with room for the uneven
+// spread of round-robin assignment.
+func Connections(o Options) int {
+	o.setDefaults()
+	streams := 100 // reads, listings, commits and loads in flight
+	if o.PoolSize > 0 {
+		streams += o.PoolSize * o.MaxPools
+	}
+	return max(1, (streams*3/2+o.MaxStreamsPerConn-1)/o.MaxStreamsPerConn)
+}
 
 func (o *Options) setDefaults() {
 	if o.PoolSize == 0 {
@@ -88,8 +138,24 @@ func (o *Options) setDefaults() {
 	if o.GraceWindow == 0 {
 		o.GraceWindow = DefaultGraceWindow
 	}
+	if margin := o.GraceWindow - o.MaxItemAge - o.WriteTimeout; o.ClockSkew == 0 && margin > 0 {
+		o.ClockSkew = min(DefaultClockSkew, margin/2)
+	}
+	if o.SweepInterval == 0 {
+		// Often enough that residue lives at most about 1.5 windows.
+		o.SweepInterval = min(max((o.MaxItemAge+o.WriteTimeout+o.ClockSkew)/2, 10*time.Millisecond), time.Minute)
+	}
+	if o.SweepRate == 0 {
+		o.SweepRate = DefaultSweepRate
+	}
 	if o.Retries == 0 {
-		o.Retries = 1
+		o.Retries = DefaultRetries
+	}
+	if o.MaxStreamsPerConn == 0 {
+		o.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.MaxBuffer == 0 {
 		o.MaxBuffer = DefaultMaxBuffer
@@ -105,15 +171,17 @@ func (o Options) Validate() error {
 		return blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: "+format, args...)
 	}
 	switch {
-	case o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0:
+	case o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0 || o.ClockSkew < 0:
 		return bad("durations must not be negative")
+	case o.SweepRate < 0:
+		return bad("sweep_rate must not be negative")
 	case o.PoolSize > 0 && o.PoolMinIdle > o.PoolSize:
 		return bad("pool_min_idle %d exceeds pool_size %d", o.PoolMinIdle, o.PoolSize)
-	case o.LoadConcurrency < 0 || o.Retries < 0 || o.MaxBuffer < 0 || o.MaxPools < 0:
+	case o.LoadConcurrency < 0 || o.Retries < 0 || o.MaxBuffer < 0 || o.MaxPools < 0 || o.MaxStreamsPerConn < 0:
 		return bad("counts must not be negative")
-	case o.MaxItemAge+o.WriteTimeout >= o.GraceWindow:
-		return bad("max_item_age (%v) + write_timeout (%v) must be below grace_window (%v): "+
-			"a pooled object could be reclaimed as an orphan between its write and its commit", o.MaxItemAge, o.WriteTimeout, o.GraceWindow)
+	case o.MaxItemAge+o.WriteTimeout+o.ClockSkew >= o.GraceWindow:
+		return bad("max_item_age (%v) + write_timeout (%v) + clock_skew (%v) must be below grace_window (%v): "+
+			"a pooled object could be reclaimed as an orphan between its write and its commit", o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow)
 	}
 	return nil
 }
@@ -128,13 +196,21 @@ type Store struct {
 
 	closed atomic.Bool
 	bg     sync.WaitGroup // asynchronous closes and deletes
-	bgCtx  context.Context
-	stop   context.CancelFunc
+	// bgMu orders background's Add before Close's Wait: a writer abandoned
+	// while the Store closes (by a wrapper's late cleanup, say) must not Add
+	// to a WaitGroup that Close is already waiting on.
+	bgMu      sync.Mutex
+	bgStopped bool
+	bgCtx     context.Context
+	stop      context.CancelFunc
 
 	creator *pool.Creator // nil when pooling is off
+	sweeper *sweeper      // nil when pooling or the sweep is off
 
 	stats   statsRecorder
 	metrics *metrics
+
+	connectivity string // what reportConnectivity found; see Stats
 }
 
 var (
@@ -154,14 +230,20 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	}
 	q := driver.NewQuery(u)
 	opts := Options{
-		PoolSize:        q.Int("pool_size", 0),
-		PoolMinIdle:     q.Int("pool_min_idle", 0),
-		LoadConcurrency: q.Int("load_concurrency", 0),
-		MaxItemAge:      q.Duration("max_item_age", 0),
-		WriteTimeout:    q.Duration("write_timeout", 0),
-		GraceWindow:     q.Duration("grace_window", 0),
-		Retries:         q.Int("retries", 0),
-		MaxBuffer:       q.Int("max_buffer", 0),
+		PoolSize:          q.Int("pool_size", 0),
+		PoolMinIdle:       q.Int("pool_min_idle", 0),
+		LoadConcurrency:   q.Int("load_concurrency", 0),
+		MaxItemAge:        q.Duration("max_item_age", 0),
+		WriteTimeout:      q.Duration("write_timeout", 0),
+		GraceWindow:       q.Duration("grace_window", 0),
+		ClockSkew:         q.Duration("clock_skew", 0),
+		SweepInterval:     q.Duration("sweep_interval", 0),
+		SweepRate:         q.Int("sweep_rate", 0),
+		Retries:           q.Int("retries", 0),
+		MaxBuffer:         q.Int("max_buffer", 0),
+		MaxPools:          q.Int("max_pools", 0),
+		MaxStreamsPerConn: q.Int("max_streams_per_conn", 0),
+		Hierarchical:      q.Bool("hierarchical", false),
 	}
 	if q.Has("pool_size") && opts.PoolSize == 0 {
 		opts.PoolSize = -1 // pool_size=0 asks for no pool
@@ -184,9 +266,16 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if endpoint != "" {
 		copts = append(copts, EmulatorOptions(endpoint)...)
 	}
-	if connPool > 0 {
-		copts = append(copts, option.WithGRPCConnectionPool(connPool))
+	need := Connections(opts)
+	if connPool > 0 && connPool < need {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument,
+			"gcsrapid: grpc_conn_pool=%d holds %d streams at %d per connection, but pool_size=%d x max_pools=%d pooled writers and other calls need %d connections: raise grpc_conn_pool or lower pool_size",
+			connPool, connPool*opts.MaxStreamsPerConn, opts.MaxStreamsPerConn, opts.PoolSize, opts.MaxPools, need)
 	}
+	tr := &targetRecorder{}
+	copts = append(copts, option.WithGRPCConnectionPool(max(connPool, need)),
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(tr.unary)),
+		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(tr.stream)))
 	client, err := storage.NewGRPCClient(ctx, copts...)
 	if err != nil {
 		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("gcsrapid: %w", err)}
@@ -197,6 +286,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		return nil, err
 	}
 	s.ownsClient = true
+	s.reportConnectivity(ctx, tr)
 	return s, nil
 }
 
@@ -226,11 +316,15 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 	if opts.Retries <= 1 {
 		b = b.Retryer(storage.WithPolicy(storage.RetryNever))
 	} else {
-		b = b.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(opts.Retries))
+		// The client's policy retries only idempotent calls; gax's backoff
+		// draws each pause at random below its bound (full jitter), so
+		// clients that failed together do not retry together.
+		b = b.Retryer(storage.WithPolicy(storage.RetryIdempotent), storage.WithMaxAttempts(opts.Retries),
+			storage.WithBackoff(gax.Backoff{Initial: 5 * time.Millisecond, Max: time.Second, Multiplier: 2}))
 	}
 	s := &Store{
 		client: client, bucket: b, name: bucket, opts: opts,
-		bgCtx: ctx, stop: stop,
+		bgCtx: ctx, stop: stop, connectivity: ConnectivityUnknown,
 	}
 	if opts.PoolSize > 0 {
 		c, err := newCreator(s)
@@ -239,9 +333,15 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.creator = c
+		if opts.SweepInterval > 0 {
+			s.startSweeper()
+		}
 	}
 	m, err := newMetrics(s, opts.MeterProvider)
 	if err != nil {
+		if s.sweeper != nil {
+			s.sweeper.close()
+		}
 		stop()
 		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("gcsrapid: metrics: %w", err)}
 	}
@@ -256,7 +356,13 @@ func (s *Store) check(op, key string) error {
 	if s.closed.Load() {
 		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
 	}
-	return validateKey(op, key)
+	if err := validateKey(op, key); err != nil {
+		return err
+	}
+	if s.opts.Hierarchical {
+		return validateHierarchical(op, key)
+	}
+	return nil
 }
 
 // validateKey adds GCS's own naming rules to the common ones.
@@ -266,6 +372,23 @@ func validateKey(op, key string) error {
 	}
 	if key == "." || key == ".." {
 		return blob.Errorf(op, key, blob.ErrInvalidKey, `GCS object names cannot be "." or ".."`)
+	}
+	return nil
+}
+
+// validateHierarchical adds the naming rules of a hierarchical namespace.
+func validateHierarchical(op, key string) error {
+	segs := strings.Split(key, "/")
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch {
+		case seg == "" && !last:
+			return blob.Errorf(op, key, blob.ErrInvalidKey, "a bucket with hierarchical namespace allows no empty folder name (leading or double slash)")
+		case seg == "." || seg == "..":
+			return blob.Errorf(op, key, blob.ErrInvalidKey, "a bucket with hierarchical namespace allows no %q segment", seg)
+		case !last && len(seg) > MaxFolderNameLen:
+			return blob.Errorf(op, key, blob.ErrInvalidKey, "a folder name of %d bytes; a bucket with hierarchical namespace allows %d", len(seg), MaxFolderNameLen)
+		}
 	}
 	return nil
 }
@@ -287,6 +410,12 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	if err != nil {
 		return nil, driver.WrapError("stat", key, err, classify)
 	}
+	switch hidden, err := s.unwritten(ctx, a); {
+	case err != nil:
+		return nil, driver.WrapError("stat", key, err, classify)
+	case hidden:
+		return nil, notFoundUnwritten("stat", key)
+	}
 	return attributes(a), nil
 }
 
@@ -305,8 +434,8 @@ func attributes(a *storage.ObjectAttrs) *blob.Attributes {
 		CreateTime:         a.Created,
 		ModTime:            a.Updated,
 	}
-	if len(a.Metadata) > 0 {
-		out.Metadata = a.Metadata
+	if md := withoutMark(a.Metadata); len(md) > 0 {
+		out.Metadata = md
 	}
 	if out.ModTime.IsZero() {
 		out.ModTime = a.Created
@@ -323,6 +452,12 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if err := s.check("delete", key); err != nil {
 		return err
 	}
+	return s.delete(ctx, key, opts)
+}
+
+// delete is Delete without the closed check: Close uses it to undo what its
+// pools made.
+func (s *Store) delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	o := s.bucket.Object(key)
 	if opts != nil && opts.IfGenerationMatch != "" {
 		g, err := parseGeneration("delete", key, opts.IfGenerationMatch)
@@ -347,6 +482,12 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 	if !a.Finalized.IsZero() {
 		return nil
 	}
+	switch hidden, err := s.unwritten(ctx, a); {
+	case err != nil:
+		return driver.WrapError("finalize", key, err, classify)
+	case hidden: // sealing it empty would make it visible
+		return notFoundUnwritten("finalize", key)
+	}
 	w, _, err := s.bucket.Object(key).Generation(a.Generation).NewWriterFromAppendableObject(ctx, &storage.AppendableWriterOpts{FinalizeOnClose: true})
 	if err != nil {
 		return driver.WrapError("finalize", key, err, classify)
@@ -361,10 +502,16 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
 	}
+	if s.sweeper != nil {
+		s.sweeper.close()
+	}
 	if s.creator != nil {
 		// Discards every pooled object (deleting it) and waits for that.
 		s.creator.Close()
 	}
+	s.bgMu.Lock()
+	s.bgStopped = true
+	s.bgMu.Unlock()
 	s.bg.Wait()
 	s.stop()
 	s.metrics.close()
@@ -377,7 +524,17 @@ func (s *Store) Close() error {
 // background runs f after the caller has its answer (asynchronous closes and
 // deletes); Close waits for it.
 func (s *Store) background(f func(ctx context.Context)) {
+	s.bgMu.Lock()
+	if s.bgStopped {
+		s.bgMu.Unlock()
+		// Close has waited already: do it now, on the caller's time.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.bgCtx), time.Minute)
+		defer cancel()
+		f(ctx)
+		return
+	}
 	s.bg.Add(1)
+	s.bgMu.Unlock()
 	go func() {
 		defer s.bg.Done()
 		ctx, cancel := context.WithTimeout(s.bgCtx, time.Minute)

@@ -66,7 +66,7 @@ func untilDone(ctx context.Context, cancel context.CancelFunc, f func() error) e
 
 // prewarm creates key (which must not exist) and leaves its stream open.
 func (s *Store) prewarm(ctx context.Context, key string, opts *blob.WriterOptions) (*warmWriter, error) {
-	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), opts, 0)
+	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), withMark(opts), 0)
 	err := untilDone(ctx, cancel, func() error {
 		_, err := sw.Flush()
 		return err
@@ -306,6 +306,13 @@ func (w *writer) commit() error {
 	}
 	if flushed != w.wrote {
 		return blob.Errorf("write", w.key, nil, "gcsrapid: flushed %d bytes, wrote %d", flushed, w.wrote)
+	}
+	if w.warm != nil && w.wrote == 0 {
+		// No byte tells readers that this write committed: clearing the
+		// prewarm mark does.
+		if err := w.s.unmark(w.ctx, w.key, w.warm.gen); err != nil {
+			return driver.WrapError("write", w.key, err, classify)
+		}
 	}
 	return nil
 }

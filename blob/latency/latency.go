@@ -75,6 +75,12 @@ func (s *Sampler) Sample(d Dist) time.Duration {
 	s.mu.Lock()
 	n := s.r.NormFloat64()
 	s.mu.Unlock()
+	if d.P99 <= d.P50 {
+		// A fixed delay, returned exactly (exp(log(x)) can miss by a
+		// nanosecond); the draw above still happens, so that a seed replays
+		// the same sequence whatever mix of distributions it serves.
+		return d.P50
+	}
 	return time.Duration(math.Exp(mu + sigma*n))
 }
 

@@ -44,7 +44,9 @@ func TestZeroAndFixed(t *testing.T) {
 	if got := s.Sample(Dist{}); got != 0 {
 		t.Errorf("zero dist sampled %v", got)
 	}
-	if got := s.Sample(Fixed(3 * time.Millisecond)); got != 3*time.Millisecond {
-		t.Errorf("fixed dist sampled %v", got)
+	for _, d := range []time.Duration{time.Nanosecond, 3 * time.Millisecond, 20 * time.Millisecond, 150 * time.Millisecond, time.Hour} {
+		if got := s.Sample(Fixed(d)); got != d {
+			t.Errorf("Fixed(%v) sampled %v", d, got)
+		}
 	}
 }

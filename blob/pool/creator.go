@@ -24,13 +24,22 @@ type Creator struct {
 	cancel context.CancelFunc
 	closed atomic.Bool
 
-	mu    sync.Mutex
-	pools map[string]*Pool[*prewarmed]
+	mu      sync.Mutex
+	pools   map[string]*Pool[*prewarmed]
+	out     map[*pooledWriter]struct{} // handed out, not yet closing
+	closing sync.WaitGroup             // pooled writers in Close
 }
 
 // CreatorOptions configure a Creator. MaxItemAge + WriteTimeout must be below
 // GraceWindow (the orphan reconciler's), or a prewarmed object could be
 // reclaimed between its write and its commit.
+//
+// The bound holds from the moment a pooled name is made to the end of its
+// commit, however long the prewarm and the commit take: a name is made when
+// its prewarm starts, a pooled writer is handed out only while its name is
+// younger than MaxItemAge (a prewarm that takes longer is discarded, and the
+// Create goes inline), and a commit that has not ended WriteTimeout after the
+// hand-out is aborted, its object deleted and Close fails.
 type CreatorOptions struct {
 	Capacity        int           // per prefix; default 64
 	MinIdle         int           // default 2
@@ -71,7 +80,8 @@ func NewCreator(s blob.Store, opts CreatorOptions) (*Creator, error) {
 		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "pool: MinIdle %d exceeds Capacity %d", opts.MinIdle, opts.Capacity)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Creator{Store: s, opts: opts, ctx: ctx, cancel: cancel, pools: map[string]*Pool[*prewarmed]{}}, nil
+	return &Creator{Store: s, opts: opts, ctx: ctx, cancel: cancel,
+		pools: map[string]*Pool[*prewarmed]{}, out: map[*pooledWriter]struct{}{}}, nil
 }
 
 // prewarmed is a pooled writer and what it takes to abandon it.
@@ -88,14 +98,22 @@ func (c *Creator) load(prefix string) func(context.Context) (*prewarmed, error) 
 		wctx, cancel := context.WithCancel(c.ctx)
 		stop := context.AfterFunc(ctx, cancel)
 		w, err := blob.Prewarm(wctx, c.Store, key, nil)
-		if !stop() || err != nil {
-			cancel()
-			if err == nil {
-				err = ctx.Err()
-			}
-			return nil, err
+		if err == nil && stop() {
+			return &prewarmed{key: key, w: w, cancel: cancel}, nil
 		}
-		return &prewarmed{key: key, w: w, cancel: cancel}, nil
+		cancel()
+		// The pool is closing, or the prewarm failed, perhaps after the store
+		// had created the object: undo it with a context Close does not end.
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer dcancel()
+		if err == nil {
+			c.discard(dctx, &prewarmed{key: key, w: w, cancel: cancel}, DiscardShutdown)
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, blob.ErrExists) { // an existing object is not ours
+			c.Store.Delete(dctx, key, nil)
+		}
+		return nil, err
 	}
 }
 
@@ -121,13 +139,32 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 		return blob.CreateInline(ctx, c.Store, prefix, opts)
 	}
 	item, err := p.Get(ctx)
-	if err != nil {
-		if errors.Is(err, ErrClosed) {
-			err = &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
-		}
+	switch {
+	case errors.Is(err, ErrClosed):
+		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
+	case err != nil && ctx.Err() != nil:
 		return "", nil, err
+	case err != nil:
+		// The caller's own prewarm failed, or took longer than MaxItemAge
+		// (ErrStale: none can be handed out safely): create inline, as a
+		// store without a pool would.
+		return blob.CreateInline(ctx, c.Store, prefix, opts)
 	}
-	return item.key, &pooledWriter{c: c, ctx: ctx, item: item, handedOut: time.Now()}, nil
+	// The commit must end within WriteTimeout of the hand-out: past it, the
+	// writer's context ends, which aborts a commit still running.
+	w := &pooledWriter{c: c, ctx: ctx, item: item, expiry: time.AfterFunc(c.opts.WriteTimeout, item.cancel)}
+	c.mu.Lock()
+	if c.pools == nil {
+		c.mu.Unlock()
+		w.expiry.Stop()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		c.discard(dctx, item, DiscardShutdown)
+		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
+	}
+	c.out[w] = struct{}{}
+	c.mu.Unlock()
+	return item.key, w, nil
 }
 
 func hasAttributes(o *blob.WriterOptions) bool {
@@ -160,6 +197,17 @@ func (c *Creator) poolFor(prefix string) *Pool[*prewarmed] {
 	return p
 }
 
+// Prefixes returns the prefixes that have a pool.
+func (c *Creator) Prefixes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.pools))
+	for k := range c.pools {
+		out = append(out, k)
+	}
+	return out
+}
+
 // Stats returns each prefix's pool counters.
 func (c *Creator) Stats() map[string]Stats {
 	c.mu.Lock()
@@ -171,33 +219,41 @@ func (c *Creator) Stats() map[string]Stats {
 	return out
 }
 
-// Close discards every pooled writer (deleting their objects), then closes
-// the wrapped store.
+// Close discards every pooled writer (deleting their objects), including
+// writers handed out and never closed, waits for pooled writers being closed,
+// then closes the wrapped store.
 func (c *Creator) Close() error {
 	if c.closed.Swap(true) {
 		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
 	}
 	c.mu.Lock()
-	pools := c.pools
-	c.pools = nil
+	pools, out := c.pools, c.out
+	c.pools, c.out = nil, nil
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var wg sync.WaitGroup
 	for _, p := range pools {
-		p.Close(ctx)
+		wg.Go(func() { p.Close(ctx) })
 	}
+	for w := range out {
+		w.expiry.Stop()
+		wg.Go(func() { c.discard(ctx, w.item, DiscardShutdown) })
+	}
+	wg.Wait()
+	c.closing.Wait()
 	c.cancel()
 	return c.Store.Close()
 }
 
 // pooledWriter is a handed-out prewarmed writer: the caller's context governs
-// it, and it must close within WriteTimeout of the hand-out.
+// it, and its commit must end within WriteTimeout of the hand-out.
 type pooledWriter struct {
-	c         *Creator
-	ctx       context.Context
-	item      *prewarmed
-	handedOut time.Time
-	done      bool
+	c      *Creator
+	ctx    context.Context
+	item   *prewarmed
+	expiry *time.Timer // ends the item's context at the hand-out's WriteTimeout
+	done   bool
 }
 
 func (w *pooledWriter) Write(p []byte) (int, error) {
@@ -207,26 +263,44 @@ func (w *pooledWriter) Write(p []byte) (int, error) {
 	return w.item.w.Write(p)
 }
 
+// claim takes the writer back from the Creator's list of writers to undo at
+// Close; false means Close has undone it already.
+func (w *pooledWriter) claim() bool {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	if _, ok := w.c.out[w]; !ok {
+		return false
+	}
+	delete(w.c.out, w)
+	w.c.closing.Add(1)
+	return true
+}
+
 func (w *pooledWriter) Close() error {
 	if w.done {
 		return &blob.Error{Op: "write", Key: w.item.key, Kind: blob.ErrClosed}
 	}
 	w.done = true
+	if !w.claim() {
+		return &blob.Error{Op: "write", Key: w.item.key, Kind: blob.ErrClosed}
+	}
+	defer w.c.closing.Done()
 	var err error
-	switch {
-	case w.ctx.Err() != nil:
-		err = driver.WrapError("write", w.item.key, w.ctx.Err(), nil)
-	case time.Since(w.handedOut) > w.c.opts.WriteTimeout:
-		err = blob.Errorf("write", w.item.key, nil, "pool: closed %v after hand-out, beyond WriteTimeout %v: the object may already be reclaimed as an orphan",
-			time.Since(w.handedOut).Round(time.Millisecond), w.c.opts.WriteTimeout)
-	default:
+	if err = w.ctx.Err(); err != nil {
+		err = driver.WrapError("write", w.item.key, err, nil)
+	} else {
 		err = w.item.w.Close()
-		if err == nil {
+		// A commit that ended after the deadline may have been cut short,
+		// or may have committed too late to be safe from the reconciler.
+		if !w.expiry.Stop() {
+			err = blob.Errorf("write", w.item.key, nil, "pool: the commit did not end within WriteTimeout %v of the hand-out: the object may be reclaimed as an orphan (%v)",
+				w.c.opts.WriteTimeout, err)
+		} else if err == nil {
 			w.item.cancel()
 			return nil
 		}
-		return err
 	}
+	w.expiry.Stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), time.Minute)
 	defer cancel()
 	w.c.discard(ctx, w.item, "abandoned")

@@ -77,19 +77,31 @@ func TestProfiles(t *testing.T) {
 
 func TestLatencyIsApplied(t *testing.T) {
 	const d = 30 * time.Millisecond
-	_, c := newDirServer(t, s3expresstest.Options{Profile: s3expresstest.Profile{
+	srv, c := newDirServer(t, s3expresstest.Options{Profile: s3expresstest.Profile{
 		Put: latency.Fixed(d), GetFirstByte: latency.Fixed(d),
 	}})
-	put(t, c, "warm", "x")
-	start := time.Now()
-	put(t, c, "a", "x")
-	if el := time.Since(start); el < d {
-		t.Errorf("PutObject took %v with a fixed %v put latency", el, d)
+	// The profile delays what it sets and nothing else: the session and the
+	// other operations are free here.
+	for _, op := range []struct {
+		name string
+		call func()
+	}{
+		{"first PutObject", func() { put(t, c, "warm", "x") }},
+		{"PutObject", func() { put(t, c, "a", "x") }},
+		{"GetObject", func() { get(t, c, "a") }},
+	} {
+		before := srv.Stats()
+		op.call()
+		after := srv.Stats()
+		if n, total := after.Delays-before.Delays, after.Delayed-before.Delayed; n != 1 || total != d {
+			t.Errorf("%s: %d delays totalling %v, want one of %v", op.name, n, total, d)
+		}
 	}
-	start = time.Now()
-	get(t, c, "a")
-	if el := time.Since(start); el < d {
-		t.Errorf("GetObject took %v with a fixed %v first-byte latency", el, d)
+	if _, err := c.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("a")}); err != nil {
+		t.Fatal(err)
+	}
+	if st := srv.Stats(); st.Delays != 3 || st.Delayed != 3*d {
+		t.Errorf("after a HeadObject, which the profile leaves free: %d delays totalling %v, want 3 and %v", st.Delays, st.Delayed, 3*d)
 	}
 }
 

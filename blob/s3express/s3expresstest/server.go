@@ -256,6 +256,13 @@ type Stats struct {
 
 	BytesIn  int64 // object bytes received (PUT bodies, parts)
 	BytesOut int64 // object bytes sent (GET bodies)
+
+	// Delays counts requests the latency profile delayed, and Delayed is the
+	// total of the delays drawn for them (a delay cut short by the client
+	// going away included in full): a test can check that a profile was
+	// applied without timing requests.
+	Delays  int64
+	Delayed time.Duration
 }
 
 // Stats returns a snapshot of the counters.
@@ -375,6 +382,9 @@ func (s *Server) sleep(ctx context.Context, d latency.Dist, n int64) error {
 	if n > 0 && !s.opts.Profile.TransferPerMiB.IsZero() {
 		perMiB := s.sampler.Sample(s.opts.Profile.TransferPerMiB)
 		total += time.Duration(float64(perMiB) * float64(n) / (1 << 20))
+	}
+	if total > 0 {
+		s.count(func(st *Stats) { st.Delays++; st.Delayed += total })
 	}
 	return latency.Sleep(ctx, total)
 }
