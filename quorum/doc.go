@@ -3,10 +3,10 @@
 // acknowledged write, delete and conditional operation takes effect once,
 // at one instant between its call and its return, and no majority read in
 // any process that starts later misses it), while ReadFastest, the default,
-// gives up recency only: it serves the version the fastest replica holds,
-// which may be older than the last write acknowledged by another process or
-// belong to a write still in flight (in one process, never older than that
-// process's own acknowledged writes).
+// gives that up for one round trip: it serves the version the fastest
+// replica holds, which may be older than the last write acknowledged by
+// another process, or belong to a write still in flight that may yet fail
+// (in one process, never older than that process's own acknowledged writes).
 //
 // Single-zone buckets are built for 99.95% availability and lose data with
 // their zone; a quorum of three in three zones acknowledged at two survives
