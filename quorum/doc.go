@@ -207,7 +207,10 @@
 //	Get, majority, one replica 10x slower          6.8 /  11.4
 //
 // A caller-named write costs about 3.3 single-store writes (its four round
-// trips, two of them writes of a reader-writer open and a commit each); a
-// pooled create costs what one zone's does, its tail being the pool's
-// refills, not the quorum's.
+// trips, two of them writes of a writer open and a commit each); a pooled
+// create costs what one zone's does, its tail being the pool's refills, not
+// the quorum's. On the GCS Rapid emulator (go run ./cmd/zonalblob bench
+// gcsrapid quorum --size 10, profile rapid, one run, 200 creates/s), pooled
+// creates of 10 B took p50/p99 2.18/6.05 ms on one zone, 2.50/9.39 ms on a
+// 2-of-3 quorum and 2.76/26.81 ms with one zone 150 ms slower.
 package quorum
