@@ -58,6 +58,9 @@ type writer struct {
 type warmResult struct {
 	w      blob.Writer
 	cancel context.CancelFunc
+	// detach stops the Prewarm context from cancelling the warm writer:
+	// once committing, it lives as long as the write's own calls.
+	detach func() bool
 	err    error
 }
 
@@ -182,7 +185,10 @@ func (s *Store) createFresh(ctx context.Context, key string, v *value, tok strin
 			res := <-warm[r.idx]
 			if res.err == nil {
 				defer res.cancel()
-				// The warm writer lives in its own context: bound it too.
+				// The warm writer lives in its own context, cancelled with
+				// the Prewarm context until now: from here it is bound by
+				// this write's, so a straggler outlives the caller's context.
+				res.detach()
 				stop := context.AfterFunc(ctx, res.cancel)
 				defer stop()
 				start := time.Now()
@@ -272,7 +278,7 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 				stop()
 				cancel()
 			}
-			ch <- warmResult{rw, func() { stop(); cancel() }, err}
+			ch <- warmResult{rw, func() { stop(); cancel() }, stop, err}
 			ready <- err
 		}()
 	}
