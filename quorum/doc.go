@@ -210,7 +210,8 @@
 // trips, two of them writes of a writer open and a commit each); a pooled
 // create costs what one zone's does, its tail being the pool's refills, not
 // the quorum's. On the GCS Rapid emulator (go run ./cmd/zonalblob bench
-// gcsrapid quorum --size 10, profile rapid, one run, 200 creates/s), pooled
-// creates of 10 B took p50/p99 2.18/6.05 ms on one zone, 2.50/9.39 ms on a
-// 2-of-3 quorum and 2.76/26.81 ms with one zone 150 ms slower.
+// gcsrapid quorum --size 10, profile rapid, 200 creates/s, one run with the
+// machine's load average at 5 on 2 cores), pooled creates of 10 B took
+// p50/p99 2.38/20.19 ms on one zone, 2.45/8.04 ms on a 2-of-3 quorum and
+// 2.67/13.16 ms with one zone 150 ms slower; the tails move with the load.
 package quorum
