@@ -225,7 +225,7 @@ type atomicInt = atomic.Int64
 
 type statsCounters struct {
 	writes, failedWrites, readRepairs, hedges, repairs, markedDown, cameBack, antiEntropy atomicInt
-	rounds, contended, superseded, collected                                              atomicInt
+	rounds, contended, collected                                                          atomicInt
 }
 
 // Stats returns a snapshot of the store's counters and replica health.
