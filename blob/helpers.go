@@ -69,10 +69,17 @@ func Exists(ctx context.Context, s Store, key string) (bool, error) {
 }
 
 // Create opens a writer for a new object whose name the store picks under
-// prefix (see NewName: unique, time-ordered, creation time recoverable with
-// NameTime). It returns the key it chose. A Creator serves it natively (from a
-// pool of prewarmed writers, one data round trip); any other Store gets a plain
+// prefix (see NewName: unique, reservation time recoverable with NameTime). It
+// returns the key it chose. A Creator serves it natively (from a pool of
+// prewarmed writers, one data round trip); any other Store gets a plain
 // IfNotExist write.
+//
+// The object does not exist for anyone (List, Stat, reads) until the writer's
+// Close returns nil, even where the store created it ahead of time. Names sort
+// by reservation time, not commit time: a pooled name may be reserved up to
+// the pool's MaxItemAge before its write, so an object can appear in a listing
+// after later names did. Listing from a checkpoint misses such objects; code
+// that reads in commit order must allow for that window.
 func Create(ctx context.Context, s Store, prefix string, opts *WriterOptions) (string, Writer, error) {
 	if err := validatePrefix("create", prefix); err != nil {
 		return "", nil, err

@@ -24,10 +24,12 @@ var lastName struct {
 // UTC to the nanosecond, a dash and 64 random bits, for example
 // "log/20261129T205253.123456789Z-9f86d081884c7d65".
 //
-// Names from one process sort in creation order (the clock is made strictly
-// increasing); names from different processes sort by their clocks and are
-// unique with overwhelming probability. NameTime recovers the time, so a
-// reconciler can apply a grace window from the name alone.
+// Names from one process sort in the order they were made (the clock is made
+// strictly increasing); names from different processes sort by their clocks
+// and are unique with overwhelming probability. The time is when the name was
+// reserved, not when an object under it was written: Create's pools reserve
+// names ahead of their writes. NameTime recovers the time, so a reconciler can
+// keep young objects from the name alone.
 func NewName(prefix string) string {
 	now := time.Now().UTC().Round(0)
 	lastName.Lock()

@@ -121,7 +121,8 @@ type ListOptions struct {
 	// supported everywhere.
 	Delimiter string
 	// StartAfter keeps entries whose Key sorts strictly after it. A log's cold
-	// start lists from its last checkpoint with it.
+	// start lists from its last checkpoint with it (not over names made by
+	// Create, which sort by reservation time, not commit time: see Create).
 	StartAfter string
 	// PageSize bounds the entries per page; 0 means DefaultPageSize.
 	PageSize int

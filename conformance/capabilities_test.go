@@ -38,7 +38,7 @@ func zones(ctx context.Context, t *testing.T, n int) ([]*gcsrapidtest.Server, []
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { client.Close() })
-		s, err := gcsrapid.New(client, "zone", gcsrapid.Options{PoolSize: -1})
+		s, err := gcsrapid.New(ctx, client, "zone", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: -1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,9 +172,15 @@ func TestTieredOverQuorumOfGCSRapidFinalizesWhatItMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Pooled creates, as the README's layout has them: the pool's unwritten
+	// spares are invisible, so the compactor neither moves nor seals them.
+	hot, err := pool.NewCreator(q, pool.CreatorOptions{Capacity: 2, MinIdle: 1, LoadConcurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
 	clock := func() time.Time { return now }
-	s, err := tiered.New(q, mem(t), tiered.Options{Manual: true, After: time.Minute, Now: clock})
+	s, err := tiered.New(hot, mem(t), tiered.Options{Manual: true, After: time.Minute, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

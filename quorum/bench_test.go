@@ -10,6 +10,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/blob/pool"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -38,14 +39,24 @@ func latencyReplicas(b *testing.B, n int, d latency.Dist, slow float64) []blob.S
 // measure runs op b.N times and reports its p50 and p99 in ms.
 func measure(b *testing.B, op func(i int) error) {
 	b.Helper()
+	measureTimed(b, func(i int) (time.Duration, error) {
+		start := time.Now()
+		err := op(i)
+		return time.Since(start), err
+	})
+}
+
+// measureTimed is measure for an op that times itself (to leave set-up out).
+func measureTimed(b *testing.B, op func(i int) (time.Duration, error)) {
+	b.Helper()
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		if err := op(i); err != nil {
+		d, err := op(i)
+		if err != nil {
 			b.Fatal(err)
 		}
-		lat = append(lat, time.Since(start))
+		lat = append(lat, d)
 	}
 	b.StopTimer()
 	slices.Sort(lat)
@@ -73,6 +84,70 @@ func BenchmarkPut(b *testing.B) {
 			measure(b, func(i int) error { return blob.Put(ctx, q, fmt.Sprintf("k/%d", i), data, nil) })
 		})
 	}
+	b.Run("quorum-overwrite", func(b *testing.B) {
+		q := newQuorum(b, latencyReplicas(b, 3, benchProfile, 1), quorum.Options{StragglerTimeout: 10 * time.Second})
+		defer q.Close()
+		measure(b, func(i int) error { return blob.Put(ctx, q, fmt.Sprintf("k/%d", i%16), data, nil) })
+	})
+	b.Run("quorum-if-generation-match", func(b *testing.B) {
+		q := newQuorum(b, latencyReplicas(b, 3, benchProfile, 1), quorum.Options{StragglerTimeout: 10 * time.Second})
+		defer q.Close()
+		gens := map[string]string{}
+		measureTimed(b, func(i int) (time.Duration, error) {
+			key := fmt.Sprintf("k/%d", i%16)
+			if gens[key] == "" {
+				if err := blob.Put(ctx, q, key, data, nil); err != nil {
+					return 0, err
+				}
+			}
+			a, err := q.Stat(quorum.WithConsistency(ctx, quorum.ReadMajority), key)
+			if err != nil {
+				return 0, err
+			}
+			gens[key] = a.Generation
+			start := time.Now()
+			err = blob.Put(ctx, q, key, data, &blob.WriterOptions{If: blob.IfGenerationMatch(a.Generation)})
+			return time.Since(start), err
+		})
+	})
+	b.Run("quorum-if-not-exist", func(b *testing.B) {
+		q := newQuorum(b, latencyReplicas(b, 3, benchProfile, 1), quorum.Options{StragglerTimeout: 10 * time.Second})
+		defer q.Close()
+		measure(b, func(i int) error {
+			return blob.Put(ctx, q, fmt.Sprintf("k/%d", i), data, &blob.WriterOptions{If: blob.IfNotExist()})
+		})
+	})
+	// Pooled creates (pool.NewCreator, the pool filled before measuring and
+	// drained below its refill rate): one commit per replica.
+	pooled := func(b *testing.B, s blob.Store) {
+		c, err := pool.NewCreator(s, pool.CreatorOptions{Capacity: 32, MinIdle: 8})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		time.Sleep(200 * time.Millisecond)
+		measure(b, func(i int) error {
+			_, err := blob.CreateBytes(ctx, c, "log/", data, nil)
+			if i%16 == 15 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			return err
+		})
+	}
+	b.Run("single-pooled-create", func(b *testing.B) {
+		pooled(b, latencyReplicas(b, 1, benchProfile, 1)[0])
+	})
+	b.Run("quorum-pooled-create", func(b *testing.B) {
+		pooled(b, newQuorum(b, latencyReplicas(b, 3, benchProfile, 1), quorum.Options{StragglerTimeout: 10 * time.Second}))
+	})
+	b.Run("quorum-create", func(b *testing.B) {
+		q := newQuorum(b, latencyReplicas(b, 3, benchProfile, 1), quorum.Options{StragglerTimeout: 10 * time.Second})
+		defer q.Close()
+		measure(b, func(i int) error {
+			_, err := blob.CreateBytes(ctx, q, "log/", data, nil)
+			return err
+		})
+	})
 }
 
 // BenchmarkGet compares hedged and unhedged reads when one replica turns 10x
@@ -85,14 +160,22 @@ func BenchmarkGet(b *testing.B) {
 		name  string
 		hedge time.Duration
 		slow  float64
+
+		majority bool
 	}{
-		{"healthy-hedged", 0, 1},
-		{"slow-replica-hedged", 0, 10},
-		{"slow-replica-unhedged", -1, 10},
+		{"healthy-hedged", 0, 1, false},
+		{"slow-replica-hedged", 0, 10, false},
+		{"slow-replica-unhedged", -1, 10, false},
+		{"healthy-majority", 0, 1, true},
+		{"slow-replica-majority", 0, 10, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			reps, fs := faulted(b, 3, 42)
-			q := newQuorum(b, reps, quorum.Options{HedgeDelay: tc.hedge, ProbeInterval: time.Hour})
+			o := quorum.Options{HedgeDelay: tc.hedge, ProbeInterval: time.Hour}
+			if tc.majority {
+				o.Consistency = quorum.ReadMajority
+			}
+			q := newQuorum(b, reps, o)
 			defer q.Close()
 			const keys = 64
 			for i := range keys {

@@ -3,11 +3,7 @@ package quorum_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,93 +14,79 @@ import (
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
-var (
-	seedFlag = flag.Uint64("seed", 0, "simulation seed (0: $QUORUM_SIM_SEED, else 1)")
-	longFlag = flag.Bool("long", false, "run the simulation 10 times longer")
-)
-
-var allOps = []fault.Op{fault.OpRead, fault.OpReadData, fault.OpWrite, fault.OpWriteData, fault.OpCommit, fault.OpStat, fault.OpList, fault.OpDelete}
-
-// runClients runs the model's random clients concurrently against q.
-func runClients(t *testing.T, m *model, q blob.Store, clients, ops int, seed uint64, during func(done <-chan struct{})) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	done := make(chan struct{})
-	var bg sync.WaitGroup
-	if during != nil {
-		bg.Go(func() { during(done) })
-	}
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Go(func() { m.client(ctx, q, c, seed, ops) })
-	}
-	wg.Wait()
-	close(done)
-	bg.Wait()
-}
-
-// Each scenario keeps at most N-W = 1 replica faulty and must lose no
-// acknowledged write and return no wrong bytes.
+// Each scenario keeps at most N-W = 1 replica faulty, runs the seeded
+// workload from one process and from three, and checks the history with the
+// linearizability checker.
 func TestFaults(t *testing.T) {
 	slow := latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond}
 	cases := []struct {
 		name   string
-		setup  func(fs []*fault.Store)
-		during func(fs []*fault.Store, done <-chan struct{})
+		setup  func(c *cluster)
+		during func(c *cluster, done <-chan struct{})
 	}{
-		{name: "one replica down throughout", setup: func(fs []*fault.Store) { fs[2].SetDown(true) }},
-		{name: "one replica down mid-run and back", during: func(fs []*fault.Store, done <-chan struct{}) {
+		{name: "one replica down throughout", setup: func(c *cluster) {
+			for _, p := range c.procs {
+				p.faults[2].SetDown(true)
+			}
+		}},
+		{name: "one replica down mid-run and back", during: func(c *cluster, done <-chan struct{}) {
 			time.Sleep(30 * time.Millisecond)
-			fs[1].SetDown(true)
+			for _, p := range c.procs {
+				p.faults[1].SetDown(true)
+			}
 			select {
 			case <-done:
 			case <-time.After(150 * time.Millisecond):
 			}
-			fs[1].SetDown(false)
+			for _, p := range c.procs {
+				p.faults[1].SetDown(false)
+			}
 		}},
-		{name: "one replica 10x slower", setup: func(fs []*fault.Store) {
-			for i, f := range fs {
-				d := slow.Scale(0.1)
-				if i == 0 {
-					d = slow
-				}
-				for _, op := range allOps {
-					f.AddLatency(op, d)
+		{name: "one replica 10x slower", setup: func(c *cluster) {
+			for _, p := range c.procs {
+				for i, f := range p.faults {
+					d := slow.Scale(0.1)
+					if i == 0 {
+						d = slow
+					}
+					for _, op := range allOps {
+						f.AddLatency(op, d)
+					}
 				}
 			}
 		}},
-		{name: "10% random errors on every replica", setup: func(fs []*fault.Store) {
-			for _, f := range fs {
-				for _, op := range allOps {
-					f.FailRandom(op, 0.1, nil)
+		{name: "10% random errors on every replica", setup: func(c *cluster) {
+			for _, p := range c.procs {
+				for _, f := range p.faults {
+					for _, op := range allOps {
+						f.FailRandom(op, 0.1, nil)
+					}
+					// Commits and deletes that happen although the caller
+					// hears they failed.
+					f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.03, Effect: fault.FailAfter})
+					f.Add(fault.Rule{Op: fault.OpDelete, Probability: 0.03, Effect: fault.FailAfter})
 				}
-				// Commits that happen although the caller hears they failed.
-				f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.03, Effect: fault.FailAfter})
 			}
 		}},
 	}
 	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			reps, fs := faulted(t, 3, uint64(100*i))
-			q := newQuorum(t, reps, testOptions())
-			defer q.Close()
-			if tc.setup != nil {
-				tc.setup(fs)
-			}
-			m := newModel()
-			var during func(<-chan struct{})
-			if tc.during != nil {
-				during = func(done <-chan struct{}) { tc.during(fs, done) }
-			}
-			runClients(t, m, q, 4, 150, uint64(i+1), during)
-			settle(t, m, q, fs)
-			m.report(t)
-			t.Logf("%d writes, %d reads (%d unavailable), %d violations; %+v", m.writes.Load(), m.reads.Load(), m.unavailable.Load(), m.violations.Load(), q.Stats())
-			if m.writes.Load() == 0 || m.reads.Load() == 0 {
-				t.Fatal("the workload did nothing")
-			}
-		})
+		for _, procs := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/%d processes", tc.name, procs), func(t *testing.T) {
+				c := newCluster(t, 3, procs, testOptions(), uint64(100*i+procs))
+				if tc.setup != nil {
+					tc.setup(c)
+				}
+				var during func(<-chan struct{})
+				if tc.during != nil {
+					during = func(done <-chan struct{}) { tc.during(c, done) }
+				}
+				h := runWorkload(t, c, uint64(i+1), 6/procs, 50, 4, during)
+				t.Logf("%d acknowledged, %d refused, %d uncertain, %d reads; %+v", h.acked.Load(), h.refused.Load(), h.unknown.Load(), h.reads.Load(), c.procs[0].q.Stats())
+				if h.acked.Load() == 0 || h.reads.Load() == 0 {
+					t.Fatal("the workload did nothing")
+				}
+			})
+		}
 	}
 }
 
@@ -235,72 +217,4 @@ func TestRacingCreators(t *testing.T) {
 		t.Errorf("only %d of %d rounds had a winner", wins, rounds)
 	}
 	t.Logf("%d of %d rounds had a winner; %+v", wins, rounds, q.Stats())
-}
-
-func simSeed() uint64 {
-	if *seedFlag != 0 {
-		return *seedFlag
-	}
-	if v := os.Getenv("QUORUM_SIM_SEED"); v != "" {
-		if s, err := strconv.ParseUint(v, 10, 64); err == nil {
-			return s
-		}
-	}
-	return 1
-}
-
-// TestSimulation runs random operations from concurrent clients against a
-// quorum whose replicas take turns failing (down, slow, error bursts, at most
-// one of three at a time), and checks every answer against the model. The
-// seed fixes the operations and the fault schedule; goroutine scheduling still
-// varies, so a failing seed replays the same run up to interleaving
-// (go test -run TestSimulation -seed N, or QUORUM_SIM_SEED=N).
-func TestSimulation(t *testing.T) {
-	seed := simSeed()
-	clients, ops := 8, 400
-	if *longFlag {
-		ops *= 10
-	}
-	t.Logf("simulation seed %d (replay: go test ./quorum -run TestSimulation -seed %d)", seed, seed)
-	reps, fs := faulted(t, 3, seed)
-	q := newQuorum(t, reps, testOptions())
-	defer q.Close()
-	m := newModel()
-	rng := rand.New(rand.NewPCG(seed, 99))
-	var faults []string
-	during := func(done <-chan struct{}) {
-		for {
-			victim := fs[rng.IntN(len(fs))]
-			kind := rng.IntN(4)
-			faults = append(faults, fmt.Sprintf("%d:%d", kind, rng.IntN(3)))
-			switch kind {
-			case 1:
-				victim.SetDown(true)
-			case 2:
-				for _, op := range allOps {
-					victim.AddLatency(op, latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond})
-				}
-			case 3:
-				for _, op := range allOps {
-					victim.FailRandom(op, 0.3, nil)
-				}
-				victim.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.1, Effect: fault.FailAfter})
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Duration(20+rng.IntN(60)) * time.Millisecond):
-			}
-			victim.Reset()
-			victim.SetDown(false)
-		}
-	}
-	runClients(t, m, q, clients, ops, seed, during)
-	settle(t, m, q, fs)
-	m.report(t)
-	t.Logf("seed %d: %d operations (%d writes, %d reads, %d reads unavailable), %d fault phases, %d violations; %+v",
-		seed, m.writes.Load()+m.reads.Load(), m.writes.Load(), m.reads.Load(), m.unavailable.Load(), len(faults), m.violations.Load(), q.Stats())
-	if m.violations.Load() != 0 {
-		t.Fatalf("seed %d: %d violations", seed, m.violations.Load())
-	}
 }

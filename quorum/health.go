@@ -214,13 +214,18 @@ type Stats struct {
 	MarkedDown    int64
 	CameBack      int64
 	AntiEntropy   int64 // completed anti-entropy passes
-	TrackedKeys   int   // keys whose replicas are known to disagree
+	TrackedKeys   int   // keys this process wrote that some replica may still lack
+	Rounds        int64 // consensus rounds run (conditional operations, settling reads)
+	Contended     int64 // rounds retried after losing to a concurrent one
+	ReadRepairs   int64 // reads that found the newest version on fewer than a majority
+	Collected     int64 // tombstones and placeholders collected
 }
 
 type atomicInt = atomic.Int64
 
 type statsCounters struct {
-	writes, failedWrites, createRetries, readRepairs, promoted, hedges, repairs, markedDown, cameBack, antiEntropy atomicInt
+	writes, failedWrites, readRepairs, hedges, repairs, markedDown, cameBack, antiEntropy atomicInt
+	rounds, contended, collected                                                          atomicInt
 }
 
 // Stats returns a snapshot of the store's counters and replica health.
@@ -229,9 +234,11 @@ func (s *Store) Stats() Stats {
 		Writes: s.stats.writes.Load(), FailedWrites: s.stats.failedWrites.Load(), Hedges: s.stats.hedges.Load(),
 		Repairs: s.stats.repairs.Load(), MarkedDown: s.stats.markedDown.Load(), CameBack: s.stats.cameBack.Load(),
 		AntiEntropy: s.stats.antiEntropy.Load(), RepairPending: s.rq.len(),
+		Rounds: s.stats.rounds.Load(), Contended: s.stats.contended.Load(), ReadRepairs: s.stats.readRepairs.Load(),
+		Collected: s.stats.collected.Load(),
 	}
 	s.mu.Lock()
-	st.TrackedKeys = len(s.keys)
+	st.TrackedKeys = len(s.floors)
 	s.mu.Unlock()
 	for _, r := range s.reps {
 		p50, p95, _ := r.h.quantiles()
@@ -240,4 +247,11 @@ func (s *Store) Stats() Stats {
 		r.h.mu.Unlock()
 	}
 	return st
+}
+
+// lateGrace is how long an operation that has the answers it needs, after
+// elapsed, waits for the other replicas: a quarter as long again (healthy
+// replicas answer together), at least 200µs, at most a hedge delay.
+func (s *Store) lateGrace(elapsed time.Duration) time.Duration {
+	return min(max(elapsed/4, 200*time.Microsecond), s.hedgeDelay(s.reps[0]))
 }

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -47,13 +48,26 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	if err != nil {
 		return nil, err
 	}
-	merged := map[string]blob.ListObject{}
+	type entry struct {
+		obj   blob.ListObject
+		n     int  // pages listing it
+		check bool // pages disagree, or it may be a tombstone: ask a majority
+	}
+	merged := map[string]*entry{}
 	bound, bounded := "", false
 	for _, p := range pages {
 		for _, obj := range p.Objects {
-			if old, ok := merged[obj.Key]; !ok || obj.ModTime.After(old.ModTime) {
-				obj.Generation = ""
-				merged[obj.Key] = obj
+			obj.Generation = ""
+			e := merged[obj.Key]
+			if e == nil {
+				e = &entry{obj: obj}
+				merged[obj.Key] = e
+			} else if !obj.IsDir && (obj.Size != e.obj.Size || string(obj.MD5) != string(e.obj.MD5)) {
+				e.check = true
+			}
+			e.n++
+			if !obj.IsDir && maybeHidden(obj) {
+				e.check = true
 			}
 		}
 		if p.NextPageToken != "" && len(p.Objects) > 0 {
@@ -72,9 +86,30 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	slices.Sort(keys)
 	page := &blob.ListPage{}
 	for _, k := range keys {
-		obj := merged[k]
-		if !obj.IsDir && !s.listable(ctx, k) {
-			continue
+		e := merged[k]
+		obj := e.obj
+		if obj.IsDir {
+			// Replica listings group tombstones too: the prefix is shown
+			// only if a value lies under it.
+			ok, err := s.holdsValue(ctx, obj.Key)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		if !obj.IsDir && (e.check || e.n < len(pages)) {
+			// Replicas disagree (a write in flight or missed, a tombstone):
+			// a majority decides, as for Stat.
+			a, err := s.Stat(WithConsistency(ctx, ReadMajority), k)
+			if err != nil {
+				if errors.Is(err, blob.ErrNotFound) {
+					continue
+				}
+				return nil, err
+			}
+			obj.Size, obj.ModTime, obj.MD5 = a.Size, a.ModTime, a.MD5
 		}
 		if len(page.Objects) == size {
 			page.NextPageToken = driver.EncodePageToken(page.Objects[size-1].Key)
@@ -90,21 +125,6 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		page.NextPageToken = driver.EncodePageToken(last)
 	}
 	return page, nil
-}
-
-// listable filters a replica's entry through what this process knows: a key
-// it deleted, or whose only copies are failed writes, is checked with a
-// quorum Stat (rare: only while the replicas disagree).
-func (s *Store) listable(ctx context.Context, key string) bool {
-	st := s.snapshot(key)
-	if st == nil || (st.latest != "" && !st.deleted) {
-		return true
-	}
-	if st.deleted && st.flying == 0 && len(st.failed) == 0 {
-		return false
-	}
-	_, err := s.Stat(ctx, key)
-	return err == nil
 }
 
 func (s *Store) listReplicas(ctx context.Context, o *blob.ListOptions) ([]*blob.ListPage, error) {
@@ -131,14 +151,14 @@ func (s *Store) listReplicas(ctx context.Context, o *blob.ListOptions) ([]*blob.
 		select {
 		case x := <-ch:
 			if x.err != nil {
-				if blobErrIs(x.err, blob.ErrInvalidArgument) {
+				if errors.Is(x.err, blob.ErrInvalidArgument) {
 					return nil, x.err
 				}
 				errs = append(errs, x.err.Error())
 				continue
 			}
 			pages = append(pages, x.p)
-			if len(pages) == s.nf && grace == nil {
+			if len(pages) == s.listQuorum() && grace == nil {
 				t := time.NewTimer(s.hedgeDelay(rs[0]))
 				defer t.Stop()
 				grace = t.C
@@ -149,8 +169,31 @@ func (s *Store) listReplicas(ctx context.Context, o *blob.ListOptions) ([]*blob.
 			return nil, driver.WrapError("list", o.Prefix, ctx.Err(), nil)
 		}
 	}
-	if len(pages) < s.nf {
-		return nil, blob.Errorf("list", o.Prefix, nil, "%w: %d of %d replicas listed, %d needed: %s", ErrNoQuorum, len(pages), len(rs), s.nf, strings.Join(errs, "; "))
+	if len(pages) < s.listQuorum() {
+		return nil, blob.Errorf("list", o.Prefix, nil, "%w: %d of %d replicas listed, %d needed: %s", ErrNoQuorum, len(pages), len(rs), s.listQuorum(), strings.Join(errs, "; "))
 	}
 	return pages, nil
+}
+
+// listQuorum is how many replica pages a listing needs: N-W+1 of them hold
+// every acknowledged object.
+func (s *Store) listQuorum() int { return len(s.reps) - s.w + 1 }
+
+// holdsValue reports whether some value (not a tombstone) has a key under
+// prefix: one listing of the replicas in the common case.
+func (s *Store) holdsValue(ctx context.Context, prefix string) (bool, error) {
+	o := &blob.ListOptions{Prefix: prefix, PageSize: 32}
+	for {
+		p, err := s.List(ctx, o)
+		if err != nil {
+			return false, err
+		}
+		if len(p.Objects) > 0 {
+			return true, nil
+		}
+		if p.NextPageToken == "" {
+			return false, nil
+		}
+		o.PageToken = p.NextPageToken
+	}
 }

@@ -19,19 +19,22 @@ import (
 // Scheme is the URL scheme of a quorum store.
 const Scheme = "quorum"
 
-// VersionKey is the reserved metadata key holding the quorum version token,
-// identical on every replica of one write. It is hidden from Attributes, and
-// writes that set it are refused.
+// VersionKey is the reserved metadata key holding a version's token, the
+// quorum's generation of the object, identical on every replica of one
+// version. It is hidden from Attributes (as are BallotKey, PromiseKey,
+// StateKey and ChainKey), and writes that set any of them are refused.
 const VersionKey = "zonalblob-quorum-version"
 
 // ErrNoQuorum: fewer replicas than required committed (or answered). A write
-// failing with it was not acknowledged and is being undone (see the package doc).
+// or delete failing with it alone took no effect; with ErrUncertain it may
+// take effect (see the package doc).
 var ErrNoQuorum = errors.New("quorum not reached")
 
-// ErrUncertain accompanies ErrNoQuorum when the failed write could not be
-// proven undone before Close returned: a replica was unreachable for the
-// cleanup, or replicas whose commits reported errors had in fact committed it
-// everywhere the previous version was. Such a write may take effect.
+// ErrUncertain accompanies ErrNoQuorum when some replica may have taken the
+// failed write or delete (a commit succeeded, or failed in a way that does
+// not prove it changed nothing). Such an operation may take effect, once, at
+// any time until the key is next written: a later majority read or repair
+// may finish it. Replicas are never rolled back.
 var ErrUncertain = errors.New("outcome uncertain")
 
 // Consistency selects how a read chooses among replicas.
@@ -40,8 +43,9 @@ type Consistency int
 const (
 	// ReadFastest reads the fastest healthy replica and hedges to the next.
 	ReadFastest Consistency = iota
-	// ReadMajority reads the attributes of a read quorum (max(N-W+1, N/2+1)
-	// replicas), serves the newest version and repairs the others.
+	// ReadMajority reads the state of a majority of the replicas and serves
+	// the key's chosen version, finishing a version found on fewer replicas
+	// first (see the package doc): reads are linearizable.
 	ReadMajority
 )
 
@@ -54,7 +58,9 @@ func (c Consistency) String() string {
 
 // Options configure New. Zero values take the defaults given.
 type Options struct {
-	// W is the write quorum; default N/2+1. IfNotExist needs max(W, N/2+1).
+	// W is the write quorum; default N/2+1. A W of N/2 or less is raised
+	// to N/2+1: writes, deletes and their conditions are decided by
+	// majorities, which no smaller quorum can keep.
 	W int
 	// Consistency is the default read mode (see WithConsistency for one call).
 	Consistency Consistency
@@ -85,6 +91,13 @@ type Options struct {
 	// RepairRetry is the first backoff of a repair that could not finish
 	// (doubling up to 5s); default 100ms.
 	RepairRetry time.Duration
+	// TombstoneGrace is how long a tombstone (and a placeholder left by a
+	// promise) is kept after every replica holds it, before it is
+	// collected; default 10m. It must exceed twice StragglerTimeout (which
+	// bounds an operation's rounds, then its stragglers), so that no write
+	// still in flight from before the delete can land on a replica after its
+	// tombstone is gone.
+	TombstoneGrace time.Duration
 }
 
 func (o *Options) defaults(n int) {
@@ -104,6 +117,7 @@ func (o *Options) defaults(n int) {
 	def(&o.AntiEntropyInterval, 5*time.Minute)
 	def(&o.RepairGrace, time.Minute)
 	def(&o.RepairRetry, 100*time.Millisecond)
+	def(&o.TombstoneGrace, 10*time.Minute)
 	if o.FailureThreshold == 0 {
 		o.FailureThreshold = 5
 	}
@@ -129,10 +143,8 @@ func (s *Store) consistency(ctx context.Context) Consistency {
 type Store struct {
 	reps []*replica
 	opts Options
-	w    int // write quorum
-	r    int // read quorum: max(N-W+1, N/2+1)
-	nf   int // NotFound answers needed for ErrNotFound: N-W+1
-	ine  int // IfNotExist quorum: max(W, N/2+1)
+	w    int // write quorum: max(W, N/2+1)
+	maj  int // N/2+1
 
 	closed   atomic.Bool
 	bg       context.Context // cancelled at the end of Close
@@ -142,7 +154,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	closing bool // set under mu, so no task starts after Close waits for them
-	keys    map[string]*keyState
+	// floors: keys this process wrote whose replicas may not all hold the
+	// write yet, with its ballot; fastest reads of them read a majority.
+	floors map[string]string
 
 	clock atomic.Int64 // last version time issued, for monotonic tokens
 
@@ -173,10 +187,11 @@ func New(replicas []blob.Store, opts Options) (*Store, error) {
 	if opts.W < 1 || opts.W > n {
 		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "w=%d outside 1..%d", opts.W, n)
 	}
-	s := &Store{opts: opts, w: opts.W, keys: map[string]*keyState{}}
-	s.nf = n - s.w + 1
-	s.r = max(s.nf, n/2+1)
-	s.ine = max(s.w, n/2+1)
+	if opts.TombstoneGrace <= 2*opts.StragglerTimeout {
+		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tombstone grace %v must exceed twice the straggler timeout %v", opts.TombstoneGrace, opts.StragglerTimeout)
+	}
+	s := &Store{opts: opts, maj: n/2 + 1, floors: map[string]string{}}
+	s.w = max(opts.W, s.maj)
 	for i, r := range replicas {
 		s.reps = append(s.reps, &replica{idx: i, s: r})
 	}
@@ -217,6 +232,7 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 	o.ProbeInterval = q.Duration("probe_interval", 0)
 	o.AntiEntropyInterval = q.Duration("anti_entropy_interval", 0)
 	o.RepairGrace = q.Duration("repair_grace", 0)
+	o.TombstoneGrace = q.Duration("tombstone_grace", 0)
 	if err := q.Err(); err != nil {
 		return nil, err
 	}
@@ -237,7 +253,14 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 		}
 		reps = append(reps, r)
 	}
-	return New(reps, o)
+	st, err := New(reps, o)
+	if err != nil {
+		for _, r := range reps {
+			r.Close()
+		}
+		return nil, err
+	}
+	return st, nil
 }
 
 // Close waits up to CloseTimeout for acknowledged writes to finish on their
@@ -290,7 +313,7 @@ func (s *Store) Replicas() []blob.Store {
 	return out
 }
 
-// W returns the write quorum.
+// W returns the write quorum (W as given, raised to a majority).
 func (s *Store) W() int { return s.w }
 
 // newToken returns a version token later than every token this process issued
@@ -320,35 +343,27 @@ func tokenTime(tok string) int64 {
 	return int64(v)
 }
 
-// tokenOf returns the quorum version of replica attributes and hides it.
-func tokenOf(a *blob.Attributes) string {
-	if a == nil {
-		return ""
-	}
-	return a.Metadata[VersionKey]
+// setFloor records that this process acknowledged a write of key at
+// ballot acc that some replica may still lack.
+func (s *Store) setFloor(key, acc string) {
+	s.mu.Lock()
+	s.floors[key] = max(s.floors[key], acc)
+	s.mu.Unlock()
 }
 
-// publicAttrs returns a copy of replica attributes as the quorum shows them.
-func publicAttrs(a *blob.Attributes) *blob.Attributes {
-	out := *a
-	tok := tokenOf(a)
-	if len(a.Metadata) > 0 {
-		out.Metadata = make(map[string]string, len(a.Metadata))
-		for k, v := range a.Metadata {
-			if k != VersionKey {
-				out.Metadata[k] = v
-			}
-		}
-		if len(out.Metadata) == 0 {
-			out.Metadata = nil
-		}
+// clearFloor forgets the floor of key if it is still acc: every replica
+// holds that write (or a later one).
+func (s *Store) clearFloor(key, acc string) {
+	s.mu.Lock()
+	if f, ok := s.floors[key]; ok && f <= acc {
+		delete(s.floors, key)
 	}
-	if tok != "" {
-		out.Generation = tok
-	} else {
-		// Written around the quorum: no token. Its replica generation still
-		// identifies it, though only on that replica.
-		out.Generation = "r:" + a.Generation
-	}
-	return &out
+	s.mu.Unlock()
+}
+
+func (s *Store) hasFloor(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.floors[key]
+	return ok
 }

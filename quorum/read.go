@@ -12,79 +12,185 @@ import (
 	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
-// prefetch is how much of a read the hedged attempt reads before it counts as
-// an answer: small objects (log segments) are hedged whole, larger ones at
-// least up to their first bytes.
-const prefetch = 512 << 10
-
-type statAnswer struct {
-	r     *replica
-	attrs *blob.Attributes
-	err   error
-}
-
-// statAll stats key on rs in parallel and returns every answer.
-func (s *Store) statAll(ctx context.Context, key string, rs []*replica) []statAnswer {
-	ch := make(chan statAnswer, len(rs))
+// survey stats key on every replica that is up and returns the answers once
+// need replicas answered, giving the others a moment more (lateGrace).
+func (s *Store) survey(ctx context.Context, key string, need int) ([]rstate, error) {
+	rs := s.upReplicas(need)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	ch := make(chan rstate, len(rs))
 	for _, r := range rs {
-		go func() {
-			start := time.Now()
-			a, err := r.s.Stat(ctx, key)
-			s.observe(r, time.Since(start), err, false)
-			ch <- statAnswer{r, a, err}
-		}()
+		go func() { ch <- s.statReplica(ctx, r, key) }()
 	}
-	out := make([]statAnswer, 0, len(rs))
-	for range rs {
-		out = append(out, <-ch)
+	var xs []rstate
+	var errs []error
+	var grace <-chan time.Time
+	for got := 0; got < len(rs); got++ {
+		var x rstate
+		select {
+		case x = <-ch:
+		case <-grace:
+			return xs, nil
+		}
+		if !x.ok() {
+			errs = append(errs, fmt.Errorf("replica %d: %w", x.r.idx, x.err))
+			if len(errs) > len(rs)-need {
+				break
+			}
+			continue
+		}
+		xs = append(xs, x)
+		if len(xs) >= need && grace == nil && len(xs) < len(rs) {
+			t := time.NewTimer(s.lateGrace(time.Since(start)))
+			defer t.Stop()
+			grace = t.C
+		}
 	}
-	return out
+	if len(xs) >= need {
+		return xs, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: %d of %d replicas answered, %d needed: %v", ErrNoQuorum, len(xs), len(s.reps), need, errors.Join(errs...))
 }
 
-type attempt struct {
-	r      *replica
-	val    any
-	tok    string
-	err    error
-	cancel context.CancelFunc
+// settle returns the key's current version, chosen (accepted by a majority
+// at one ballot), with the replicas that hold it and, when settling had to
+// read it, its value. A version found on fewer replicas is finished first:
+// its accept is replayed onto the replicas that have promised no higher
+// ballot, and when that cannot reach a majority a consensus round decides
+// (CASPaxos's read), so a version is only ever returned once no later read
+// can miss it.
+func (s *Store) settle(ctx context.Context, op, key string) (*rstate, *value, error) {
+	for attempt := 0; ; attempt++ {
+		xs, err := s.survey(ctx, key, s.maj)
+		if err != nil {
+			return nil, nil, wrapOp(op, key, err)
+		}
+		cur := highest(xs)
+		if countAcc(xs, cur.acc) >= s.maj || cur.acc == "" {
+			return cur, nil, nil
+		}
+		s.stats.readRepairs.Add(1)
+		v, err := s.readValue(ctx, key, cur)
+		if err == nil {
+			if ok := s.replay(ctx, key, xs, cur, v); ok {
+				return cur, v, nil
+			}
+		}
+		if attempt == roundAttempts-1 {
+			return nil, nil, blob.Errorf(op, key, nil, "%w: the key's replicas keep changing", ErrNoQuorum)
+		}
+		// Someone promised a higher ballot: a round of our own decides.
+		if _, err := s.consensus(ctx, op, key, func(*rstate) (*value, error) { return nil, nil }); err != nil {
+			return nil, nil, err
+		}
+	}
 }
 
-// hedged asks replicas fastest first, asking the next one when the current one
-// is slower than its hedge delay or fails, and returns the first answer st
-// accepts. NotFound wins only once s.nf replicas said it.
-func (s *Store) hedged(ctx context.Context, op, key string, rs []*replica, st *keyState,
-	try func(ctx context.Context, r *replica) (val any, tok string, err error), release func(any)) (any, *replica, error) {
-	results := make(chan attempt, len(rs))
-	next, inflight, nf := 0, 0, 0
-	var lastErr error
-	launch := func() time.Duration {
+// replay writes cur's value, at cur's ballot, onto the replicas in xs that
+// accepted less and promised no more, and reports whether a majority then
+// holds it. (A replayed accept is a duplicate of the accept its proposer
+// sent, which Paxos tolerates.)
+func (s *Store) replay(ctx context.Context, key string, xs []rstate, cur *rstate, v *value) bool {
+	have := 0
+	var todo []int
+	for i, x := range xs {
+		switch {
+		case x.acc == cur.acc:
+			have++
+		case x.acc < cur.acc && x.prom <= cur.acc:
+			todo = append(todo, i)
+		}
+	}
+	if have+len(todo) < s.maj {
+		return false
+	}
+	f := s.fanOut(ctx, key, len(todo), func(ctx context.Context, i int) error {
+		return s.writeReplica(ctx, key, &xs[todo[i]], v, cur.acc, cur.acc)
+	})
+	_, err := f.wait(s.maj-have, "")
+	if err == nil {
+		s.stats.repairs.Add(int64(s.maj - have))
+	}
+	return err == nil
+}
+
+func wrapOp(op, key string, err error) error {
+	var be *blob.Error
+	if errors.As(err, &be) {
+		return err
+	}
+	return driver.WrapError(op, key, err, nil)
+}
+
+// Stat implements blob.Store.
+func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
+	if err := s.check("stat", key); err != nil {
+		return nil, err
+	}
+	if s.consistency(ctx) == ReadFastest && !s.hasFloor(key) {
+		if x, ok := s.statFastest(ctx, key); ok {
+			return publicAttrs(x), nil
+		}
+	}
+	cur, _, err := s.settle(ctx, "stat", key)
+	if err != nil {
+		return nil, err
+	}
+	if cur.gone() {
+		return nil, &blob.Error{Op: "stat", Key: key, Kind: blob.ErrNotFound}
+	}
+	return publicAttrs(cur), nil
+}
+
+// statFastest asks the fastest replica, hedging to the next; it reports
+// false when no replica showed a value (NotFound is decided by a majority).
+func (s *Store) statFastest(ctx context.Context, key string) (*rstate, bool) {
+	v, ok := s.hedged(ctx, func(ctx context.Context, r *replica) (any, bool) {
+		x := s.statReplica(ctx, r, key)
+		return &x, x.ok() && x.visible()
+	}, nil)
+	if !ok {
+		return nil, false
+	}
+	return v.(*rstate), true
+}
+
+// hedged asks the replicas fastest first, the next one after a hedge delay
+// or at once after a useless answer, and returns the first useful answer.
+func (s *Store) hedged(ctx context.Context, try func(ctx context.Context, r *replica) (any, bool), release func(any)) (any, bool) {
+	rs := s.order()
+	ctx, cancel := context.WithCancel(ctx)
+	type answer struct {
+		v  any
+		ok bool
+	}
+	ch := make(chan answer, len(rs))
+	next, inflight := 0, 0
+	launch := func() {
 		r := rs[next]
 		next++
 		inflight++
-		actx, cancel := context.WithCancel(ctx)
 		go func() {
-			start := time.Now()
-			v, tok, err := try(actx, r)
-			s.observe(r, time.Since(start), err, actx.Err() != nil && ctx.Err() == nil)
-			results <- attempt{r, v, tok, err, cancel}
+			v, ok := try(ctx, r)
+			ch <- answer{v, ok}
 		}()
-		return s.hedgeDelay(r)
 	}
-	finish := func() {
-		if inflight == 0 {
-			return
-		}
-		go func(n int) {
+	finish := func(n int) {
+		cancel()
+		go func() {
 			for range n {
-				a := <-results
-				a.cancel()
-				if a.err == nil && release != nil {
-					release(a.val)
+				if a := <-ch; a.ok && release != nil {
+					release(a.v)
 				}
 			}
-		}(inflight)
+		}()
 	}
-	timer := time.NewTimer(launch())
+	launch()
+	timer := time.NewTimer(s.hedgeDelay(rs[0]))
 	defer timer.Stop()
 	for {
 		var tc <-chan time.Time
@@ -94,157 +200,26 @@ func (s *Store) hedged(ctx context.Context, op, key string, rs []*replica, st *k
 		select {
 		case <-tc:
 			s.stats.hedges.Add(1)
-			timer.Reset(launch())
-			continue
-		case a := <-results:
+			launch()
+			timer.Reset(s.hedgeDelay(rs[0]))
+		case a := <-ch:
 			inflight--
-			switch {
-			case a.err == nil && st.acceptFound(a.tok):
-				finish()
-				// The winner's context lives as long as its reader.
-				return withCancel(a.val, a.cancel), a.r, nil
-			case a.err == nil:
-				a.cancel()
-				if release != nil {
-					release(a.val)
-				}
-				lastErr = &blob.Error{Op: op, Key: key, Err: fmt.Errorf("replica %d: %w", a.r.idx, errUnservable)}
-			case errors.Is(a.err, blob.ErrNotFound) && st.acceptNotFound():
-				a.cancel()
-				if nf++; nf >= s.nf {
-					finish()
-					return nil, nil, &blob.Error{Op: op, Key: key, Kind: blob.ErrNotFound}
-				}
-			default:
-				a.cancel()
-				if errors.Is(a.err, blob.ErrInvalidArgument) || errors.Is(a.err, blob.ErrInvalidKey) {
-					finish()
-					return nil, nil, a.err
-				}
-				lastErr = a.err
+			if a.ok {
+				finish(inflight)
+				return a.v, true
 			}
 			if next < len(rs) {
-				timer.Reset(launch())
+				launch()
+				timer.Reset(s.hedgeDelay(rs[0]))
 			} else if inflight == 0 {
-				if err := ctx.Err(); err != nil {
-					return nil, nil, driver.WrapError(op, key, err, nil)
-				}
-				err := fmt.Errorf("%w: %d of %d replicas said not found, %d needed; last error: %v", ErrNoQuorum, nf, len(rs), s.nf, lastErr)
-				if errors.Is(lastErr, errUnservable) {
-					// Only this, not the replica's own error: a replica's
-					// NotFound must not pass for the quorum's.
-					err = fmt.Errorf("%w (%w)", err, errUnservable)
-				}
-				return nil, nil, &blob.Error{Op: op, Key: key, Err: err}
+				cancel()
+				return nil, false
 			}
 		case <-ctx.Done():
-			finish()
-			return nil, nil, driver.WrapError(op, key, ctx.Err(), nil)
+			finish(inflight)
+			return nil, false
 		}
 	}
-}
-
-func withCancel(v any, cancel context.CancelFunc) any {
-	if r, ok := v.(*reader); ok {
-		r.cancel = cancel
-		return r
-	}
-	cancel()
-	return v
-}
-
-// Stat implements blob.Store.
-func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
-	if err := s.check("stat", key); err != nil {
-		return nil, err
-	}
-	return settle(ctx, func() (*blob.Attributes, error) { return s.stat(ctx, key) })
-}
-
-func (s *Store) stat(ctx context.Context, key string) (*blob.Attributes, error) {
-	if s.consistency(ctx) == ReadMajority {
-		a, _, err := s.statMajority(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		return publicAttrs(a), nil
-	}
-	v, _, err := s.hedged(ctx, "stat", key, s.order(), s.snapshot(key), func(ctx context.Context, r *replica) (any, string, error) {
-		a, err := r.s.Stat(ctx, key)
-		return a, tokenOf(a), err
-	}, nil)
-	if err != nil {
-		return nil, err
-	}
-	return publicAttrs(v.(*blob.Attributes)), nil
-}
-
-// statMajority stats a read quorum and returns the newest version this store
-// may serve, with the replicas holding it. Replicas that answered with
-// anything else are queued for repair.
-func (s *Store) statMajority(ctx context.Context, key string) (*blob.Attributes, map[*replica]*blob.Attributes, error) {
-	st := s.snapshot(key)
-	rs := s.order()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch := make(chan statAnswer, len(rs))
-	for _, r := range rs {
-		go func() {
-			start := time.Now()
-			a, err := r.s.Stat(ctx, key)
-			s.observe(r, time.Since(start), err, ctx.Err() != nil)
-			ch <- statAnswer{r, a, err}
-		}()
-	}
-	var found []statAnswer
-	answered, nf := 0, 0
-	var lastErr error
-	for got := 0; got < len(rs); got++ {
-		a := <-ch
-		switch {
-		case a.err == nil && st.acceptFound(tokenOf(a.attrs)):
-			found = append(found, a)
-			answered++
-		case a.err == nil:
-			answered++
-		case errors.Is(a.err, blob.ErrNotFound):
-			answered++
-			if st.acceptNotFound() {
-				nf++
-			}
-		default:
-			lastErr = a.err
-		}
-		if answered >= s.r && (len(found) > 0 || nf >= s.nf) {
-			break
-		}
-	}
-	if len(found) == 0 {
-		if nf >= s.nf {
-			return nil, nil, &blob.Error{Op: "stat", Key: key, Kind: blob.ErrNotFound}
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, nil, driver.WrapError("stat", key, err, nil)
-		}
-		return nil, nil, &blob.Error{Op: "stat", Key: key, Err: fmt.Errorf("%w: %d of %d answered; last error: %v", ErrNoQuorum, answered, len(rs), lastErr)}
-	}
-	newest := found[0]
-	for _, a := range found[1:] {
-		if tokenOf(a.attrs) > tokenOf(newest.attrs) {
-			newest = a
-		}
-	}
-	holders := map[*replica]*blob.Attributes{}
-	for _, a := range found {
-		if tokenOf(a.attrs) == tokenOf(newest.attrs) {
-			holders[a.r] = a.attrs
-		}
-	}
-	if len(holders) < answered {
-		s.stats.readRepairs.Add(1)
-		s.rq.add(key)
-	}
-	return newest.attrs, holders, nil
 }
 
 // NewRangeReader implements blob.Store.
@@ -255,120 +230,119 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	if offset < 0 {
 		return nil, blob.Errorf("read", key, blob.ErrInvalidArgument, "negative offset %d", offset)
 	}
-	return settle(ctx, func() (blob.Reader, error) { return s.newRangeReader(ctx, key, offset, length) })
-}
-
-// errUnservable: a replica holds a version this store must not serve (older
-// than one it acknowledged, or a failed write's).
-var errUnservable = errors.New("replica holds a version this store must not serve")
-
-// settle retries a read whose every replica held a version this store must
-// not serve: that happens while overwrites of the key are in flight, and
-// lasts about as long as a write, so a few short waits let it settle
-// instead of failing the read.
-func settle[T any](ctx context.Context, read func() (T, error)) (T, error) {
-	delay := time.Millisecond
-	for attempt := 0; ; attempt++ {
-		v, err := read()
-		if err == nil || !errors.Is(err, errUnservable) || attempt == 6 {
-			return v, err
-		}
-		select {
-		case <-time.After(delay):
-			delay *= 2
-		case <-ctx.Done():
-			return v, err
+	if s.consistency(ctx) == ReadFastest && !s.hasFloor(key) {
+		v, ok := s.hedged(ctx, func(ctx context.Context, r *replica) (any, bool) {
+			rd, err := s.readReplica(ctx, key, r, nil, offset, length)
+			return rd, err == nil
+		}, func(v any) { v.(*reader).Close() })
+		if ok {
+			return v.(*reader), nil
 		}
 	}
+	return s.readMajority(ctx, key, offset, length)
 }
 
-func (s *Store) newRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
-	rs, st := s.order(), s.snapshot(key)
-	var want map[*replica]*blob.Attributes
-	if s.consistency(ctx) == ReadMajority {
-		_, holders, err := s.statMajority(ctx, key)
+// readMajority serves the key's chosen version.
+func (s *Store) readMajority(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
+	for attempt := 0; ; attempt++ {
+		cur, v, err := s.settle(ctx, "read", key)
 		if err != nil {
 			return nil, err
 		}
-		// Holders of the newest version first; the others only if a write
-		// replaced it on every holder meanwhile (then the replica's version
-		// was written later in real time, and st still vets it).
-		want = holders
-		var hs, rest []*replica
-		for _, r := range rs {
-			if holders[r] != nil {
-				hs = append(hs, r)
-			} else {
-				rest = append(rest, r)
-			}
+		if cur.gone() {
+			return nil, &blob.Error{Op: "read", Key: key, Kind: blob.ErrNotFound}
 		}
-		rs = append(hs, rest...)
+		if v != nil {
+			return bytesReader(key, cur, v.data, offset, length), nil
+		}
+		rd, err := s.readReplica(ctx, key, cur.r, cur, offset, length)
+		if err == nil {
+			return rd, nil
+		}
+		if !errors.Is(err, errChanged) && !errors.Is(err, blob.ErrNotFound) || attempt == roundAttempts-1 {
+			return nil, wrapOp("read", key, err)
+		}
 	}
-	release := func(v any) { v.(*reader).Close() }
-	v, _, err := s.hedged(ctx, "read", key, rs, st, func(ctx context.Context, r *replica) (any, string, error) {
-		// Replica readers carry no metadata, so when the version matters the
-		// attempt stats first and checks that the reader opened the same
-		// object, trying again if a write replaced it in between.
-		var rd blob.Reader
-		var sa *blob.Attributes
-		for try := 0; ; try++ {
-			sa = nil
-			if try == 0 {
-				sa = want[r]
-			}
-			if sa == nil && (st != nil || want != nil) {
-				a, err := r.s.Stat(ctx, key)
-				if err != nil {
-					return nil, "", err
-				}
-				if !st.acceptFound(tokenOf(a)) {
-					return nil, "", &blob.Error{Op: "read", Key: key, Err: fmt.Errorf("replica %d: %w", r.idx, errUnservable)}
-				}
-				sa = a
-			}
-			var err error
-			if rd, err = r.s.NewRangeReader(ctx, key, offset, length); err != nil {
-				return nil, "", err
-			}
-			ra := rd.Attributes()
-			if sa == nil || (ra.Size == sa.Size && (ra.ModTime.IsZero() || ra.ModTime.Equal(sa.ModTime))) {
-				break
-			}
-			rd.Close()
-			if try == 3 {
-				return nil, "", blob.Errorf("read", key, nil, "replica %d keeps changing while opening", r.idx)
-			}
-		}
-		n := int64(prefetch)
-		if length >= 0 && length < n {
-			n = length
-		}
-		out := &reader{r: rd, key: key, attrs: sa}
-		var buf bytes.Buffer
-		if _, err := io.CopyN(&buf, rd, n); err != nil && err != io.EOF {
-			rd.Close()
-			return nil, "", err
-		}
-		out.head = buf.Bytes()
-		tok := ""
-		if sa != nil {
-			tok = tokenOf(sa)
-		}
-		return out, tok, nil
-	}, release)
-	if err != nil {
-		return nil, err
-	}
-	return v.(*reader), nil
 }
 
+// readReplica opens a range of key on replica r and returns it with the
+// version it belongs to. want, if set, is the version the read must get
+// (errChanged otherwise); without it the replica is stat'ed alongside the
+// read and any value it holds is served.
+func (s *Store) readReplica(ctx context.Context, key string, r *replica, want *rstate, offset, length int64) (*reader, error) {
+	rctx, cancel := context.WithCancel(ctx)
+	st := want
+	var stCh chan rstate
+	if st == nil {
+		stCh = make(chan rstate, 1)
+		go func() { stCh <- s.statReplica(rctx, r, key) }()
+	}
+	start := time.Now()
+	rd, err := r.s.NewRangeReader(rctx, key, offset, length)
+	s.observe(r, time.Since(start), err, rctx.Err() != nil && ctx.Err() == nil)
+	if stCh != nil {
+		x := <-stCh
+		st = &x
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	fail := func(err error) (*reader, error) {
+		rd.Close()
+		cancel()
+		return nil, err
+	}
+	if !st.ok() {
+		return fail(st.err)
+	}
+	if !st.visible() {
+		return fail(&blob.Error{Op: "read", Key: key, Kind: blob.ErrNotFound})
+	}
+	// The reader must have opened the version the stat describes.
+	if !sameObject(rd.Attributes(), st.attrs) {
+		after := s.statReplica(rctx, r, key)
+		if !after.ok() || after.attrs == nil || after.attrs.Generation != st.attrs.Generation {
+			return fail(errChanged)
+		}
+	}
+	out := &reader{r: rd, key: key, attrs: publicAttrs(st), cancel: cancel}
+	// Hedged reads answer with their first bytes in hand, so small objects
+	// are hedged whole.
+	n := int64(prefetch)
+	if length >= 0 && length < n {
+		n = length
+	}
+	var buf bytes.Buffer
+	if _, err := io.CopyN(&buf, rd, n); err != nil && err != io.EOF {
+		return fail(err)
+	}
+	out.head = buf.Bytes()
+	return out, nil
+}
+
+// prefetch is how much of a read the hedged attempt reads before it counts as
+// an answer.
+const prefetch = 512 << 10
+
 type reader struct {
-	r      blob.Reader
+	r      io.ReadCloser
 	key    string
 	head   []byte
-	attrs  *blob.Attributes // from Stat, when the read checked the version
+	attrs  *blob.Attributes
 	cancel context.CancelFunc
 	closed bool
+}
+
+func bytesReader(key string, x *rstate, data []byte, offset, length int64) *reader {
+	if offset > int64(len(data)) {
+		offset = int64(len(data))
+	}
+	end := int64(len(data))
+	if length >= 0 && offset+length < end {
+		end = offset + length
+	}
+	return &reader{r: io.NopCloser(bytes.NewReader(nil)), key: key, head: data[offset:end], attrs: publicAttrs(x)}
 }
 
 func (r *reader) Read(p []byte) (int, error) {
@@ -395,18 +369,4 @@ func (r *reader) Close() error {
 	return err
 }
 
-func (r *reader) Attributes() *blob.Attributes {
-	if r.attrs != nil {
-		a := publicAttrs(r.attrs)
-		return a
-	}
-	a := *r.r.Attributes()
-	if _, ok := a.Metadata[VersionKey]; ok {
-		return publicAttrs(&a)
-	}
-	// The replica's reader carries no metadata, so no quorum version: its
-	// generation is the replica's own, which no other replica shares and
-	// no quorum call accepts. Say nothing rather than something wrong.
-	a.Generation = ""
-	return &a
-}
+func (r *reader) Attributes() *blob.Attributes { return r.attrs }

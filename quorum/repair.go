@@ -3,7 +3,6 @@ package quorum
 import (
 	"context"
 	"errors"
-	"maps"
 	"sync"
 	"time"
 
@@ -161,239 +160,126 @@ func (s *Store) repairer() {
 	}
 }
 
-// repairKey makes the replicas of key agree and reports whether they now do.
-// The target is what this process last acknowledged (a delete included), or
-// else the newest version any replica holds that is not a failed write. A
-// replica is changed only on condition of the replica generation just read,
-// so repair never overwrites a copy written meanwhile, and never replaces a
-// version with an older one. With nothing but failed copies left, they are
-// deleted, once every replica has answered.
+// repairKey makes the replicas of key agree on its chosen version and
+// reports whether they now do. It runs in named phases: survey every
+// replica; decide the version to repair toward, which must be chosen (held
+// by a majority at one ballot; a version on fewer is first settled by the
+// consensus a majority read runs, never copied as it is); propagate it onto
+// the replicas that accepted less, each on condition of its generation and
+// only where no higher ballot was promised; and, once every replica holds
+// the same tombstone (or nothing) for longer than TombstoneGrace, collect it.
 func (s *Store) repairKey(ctx context.Context, key string) bool {
-	done, _ := s.repair(ctx, key)
+	xs, complete := s.surveyAll(ctx, key)
+	cur, ok := s.decideTarget(xs)
+	if !ok {
+		if _, _, err := s.settle(ctx, "repair", key); err == nil {
+			s.rq.add(key) // settled: the next pass propagates it
+		}
+		return false
+	}
+	if !s.propagate(ctx, key, xs, cur) || !complete {
+		return false
+	}
+	s.clearFloor(key, cur.acc)
+	if cur.gone() {
+		return s.collect(ctx, key, xs)
+	}
+	return true
+}
+
+// surveyAll stats key on every replica; complete reports that all answered.
+func (s *Store) surveyAll(ctx context.Context, key string) (xs []rstate, complete bool) {
+	ch := make(chan rstate, len(s.reps))
+	for _, r := range s.reps {
+		go func() { ch <- s.statReplica(ctx, r, key) }()
+	}
+	complete = true
+	for range s.reps {
+		x := <-ch
+		complete = complete && x.ok()
+		xs = append(xs, x)
+	}
+	return xs, complete
+}
+
+// decideTarget returns the version repair moves the replicas toward: the
+// one accepted at the highest ballot, if a majority holds it.
+func (s *Store) decideTarget(xs []rstate) (*rstate, bool) {
+	cur := highest(xs)
+	if cur == nil {
+		return nil, false
+	}
+	return cur, cur.acc == "" || countAcc(xs, cur.acc) >= s.maj
+}
+
+// propagate copies the chosen version cur onto the replicas in xs that
+// accepted an older one, each write on condition of the generation just
+// read and skipped where a higher ballot was promised (its proposer carries
+// the key forward). It reports whether every answering replica holds cur.
+func (s *Store) propagate(ctx context.Context, key string, xs []rstate, cur *rstate) bool {
+	if cur.acc == "" {
+		return true // nothing was ever accepted: nothing to copy
+	}
+	var v *value
+	done := true
+	for i := range xs {
+		x := &xs[i]
+		switch {
+		case !x.ok():
+			done = false
+			continue
+		case x.acc == cur.acc:
+			continue
+		case x.acc > cur.acc || x.prom > cur.acc:
+			done = false
+			continue
+		}
+		if v == nil {
+			var err error
+			if v, err = s.readValue(ctx, key, cur); err != nil {
+				return false
+			}
+		}
+		if err := s.writeReplica(ctx, key, x, v, cur.acc, cur.acc); err != nil {
+			done = false
+			continue
+		}
+		s.stats.repairs.Add(1)
+	}
 	return done
 }
 
-// repair is repairKey that also reports whether it had to promote a failed
-// write: when the failed version overwrote every copy of the one before it
-// (its commits had landed on W replicas though they reported errors), keeping
-// it is better than leaving nothing, and the write did take effect.
-func (s *Store) repair(ctx context.Context, key string) (done, promoted bool) {
-	// A repair counts as an operation in flight, so that a write or delete
-	// overlapping it leaves the key contended and is checked again after.
-	var st *keyState
-	busy, s0 := false, 0
-	s.update(key, func(cur *keyState) {
-		if busy = cur.flying > 0; busy {
-			return
+// collect removes the tombstones and placeholders of key once every replica
+// holds nothing else and the newest ballot any of them saw is older than
+// TombstoneGrace. Each is deleted on condition of its generation, so a write
+// that arrived meanwhile stays. It reports whether the key is gone everywhere.
+func (s *Store) collect(ctx context.Context, key string, xs []rstate) bool {
+	top := ""
+	for _, x := range xs {
+		if !x.ok() || x.kind == live {
+			return false
 		}
-		c := *cur
-		c.failed = maps.Clone(cur.failed)
-		c.writing = maps.Clone(cur.writing)
-		c.refuse = maps.Clone(cur.refuse)
-		c.undo = nil
-		st = &c
-		cur.starting()
-		s0 = cur.starts
-	})
-	if busy {
-		return false, false
+		top = max(top, x.top())
 	}
-	defer s.update(key, func(cur *keyState) { cur.flying-- })
-	if st.latest == "" && len(st.failed) == 0 && !st.contended {
-		st = nil // nothing known beyond the replicas
+	if age := time.Since(time.Unix(0, tokenTime(top))); top != "" && age < s.opts.TombstoneGrace {
+		s.rq.addAt(key, time.Now().Add(s.opts.TombstoneGrace-age))
+		return true
 	}
-	ans := s.statAll(ctx, key, s.reps)
-	all := true
-	// The target is never a version reads here reject: besides failed
-	// writes, that is one older than the write acknowledged last, left on a
-	// replica that missed it. When the replicas holding the latest do not
-	// answer, copying such a version (say, to undo a failed write that
-	// overwrote the latest on another replica) would put back what this store
-	// already replaced, on a replica have may still count as holding latest.
-	var newest, stale *statAnswer
-	for i := range ans {
-		a := &ans[i]
+	gone := true
+	for _, x := range xs {
+		if x.kind == absent {
+			continue
+		}
+		err := x.r.s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: x.attrs.Generation})
 		switch {
-		case a.err == nil:
-			t := tokenOf(a.attrs)
-			if st.failedTok(t) {
-				continue
-			}
-			if !st.acceptFound(t) {
-				if stale == nil || t > tokenOf(stale.attrs) {
-					stale = a
-				}
-				continue
-			}
-			if newest == nil || t > tokenOf(newest.attrs) {
-				newest = a
-			}
-		case errors.Is(a.err, blob.ErrNotFound):
+		case err == nil:
+			s.stats.collected.Add(1)
+		case errors.Is(err, blob.ErrNotFound):
 		default:
-			all = false
+			gone = false
 		}
 	}
-	// An operation that started since the snapshot may have left copies
-	// the snapshot cannot judge (an IfNotExist racer's, say): copying one
-	// over another's could undo an acknowledged write. The next pass decides.
-	overlapped := false
-	s.update(key, func(cur *keyState) { overlapped = cur.starts != s0 })
-	if overlapped {
-		return false, false
-	}
-	if st != nil && st.latest == "" && newest != nil {
-		// No version is tracked (the replicas agreed when the entry was
-		// dropped), so the version the failed writes replaced is the one
-		// left here: it becomes the floor, acknowledged as far as this Store
-		// knows. Reads then reject older copies, and should the failed
-		// writes overwrite it everywhere, NotFound is not served nor the key
-		// emptied.
-		t := tokenOf(newest.attrs)
-		s.update(key, func(cur *keyState) {
-			if cur.latest == "" {
-				cur.latest, cur.deleted, cur.have = t, false, 0
-				cur.concurrent, cur.concDelete, cur.acks = maps.Clone(cur.writing), cur.deleting > 0, nil
-			}
-		})
-		st.latest, st.deleted = t, false
-	}
-	deleteTo := "" // remove versions up to this token
-	switch {
-	case st != nil && st.deleted && (newest == nil || tokenOf(newest.attrs) <= st.latest):
-		deleteTo, newest = st.latest, nil
-	case newest == nil && !all:
-		return false, false
-	case newest == nil:
-		// Only failed copies. On fewer than W replicas they were never a
-		// quorum: remove them. On W or more, promote the newest. Older
-		// versions alongside are removed only where NotFound is a version
-		// reads here may serve (a delete overlapped latest); otherwise the
-		// key waits rather than go back to one.
-		count := map[string]int{}
-		var top *statAnswer
-		for i := range ans {
-			if a := &ans[i]; a.err == nil {
-				t := tokenOf(a.attrs)
-				if count[t]++; count[t] >= s.w && (top == nil || t > tokenOf(top.attrs)) {
-					top = a
-				}
-			}
-		}
-		if top == nil || !st.failedTok(tokenOf(top.attrs)) {
-			top = nil
-			held := true // every replica holds a copy
-			for _, a := range ans {
-				held = held && a.err == nil
-			}
-			if !st.acceptNotFound() && stale != nil {
-				return false, false
-			}
-			if !st.acceptNotFound() || st != nil && st.latest == "" && held {
-				// The floor is on no replica, or no version is tracked and
-				// failed writes cover every replica: they overwrote what was
-				// there (acknowledged, as far as this Store knows) everywhere.
-				// Removing them would leave NotFound where a version may have
-				// been acknowledged, so the newest that may have taken effect
-				// (not an IfNotExist loser's) is kept instead.
-				for i := range ans {
-					if a := &ans[i]; a.err == nil && st.failedTok(tokenOf(a.attrs)) && !st.refuse[tokenOf(a.attrs)] && (top == nil || tokenOf(a.attrs) > tokenOf(top.attrs)) {
-						top = a
-					}
-				}
-			}
-			if top == nil {
-				deleteTo = "\xff"
-				break
-			}
-		}
-		newest, promoted = top, true
-		t := tokenOf(top.attrs)
-		st.failed = maps.Clone(st.failed)
-		delete(st.failed, t)
-		s.update(key, func(cur *keyState) {
-			delete(cur.failed, t)
-			if _, ok := cur.undo[t]; ok {
-				cur.undo[t] = true
-			}
-		})
-		s.stats.promoted.Add(1)
-	}
-	done = all
-	var data []byte
-	for _, a := range ans {
-		if a.err != nil && !errors.Is(a.err, blob.ErrNotFound) {
-			continue
-		}
-		if newest == nil {
-			if a.err == nil && (tokenOf(a.attrs) <= deleteTo || st.failedTok(tokenOf(a.attrs))) {
-				err := a.r.s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: a.attrs.Generation})
-				if err != nil && !errors.Is(err, blob.ErrNotFound) {
-					if !refusal(err) {
-						s.changed(key, deleteTo, true, a.r.idx, false)
-					}
-					done = false
-					continue
-				}
-				s.stats.repairs.Add(1)
-				s.changed(key, deleteTo, true, a.r.idx, true)
-			} else if a.err == nil {
-				done = false // a newer version appeared; the next pass decides
-			} else {
-				s.changed(key, deleteTo, true, a.r.idx, true)
-			}
-			continue
-		}
-		if a.err == nil && tokenOf(a.attrs) == tokenOf(newest.attrs) {
-			s.landed(key, tokenOf(newest.attrs), a.r.idx)
-			continue
-		}
-		if data == nil {
-			b, err := blob.ReadAll(ctx, newest.r.s, key)
-			if err != nil || int64(len(b)) != newest.attrs.Size {
-				return false, promoted
-			}
-			data = b
-		}
-		o := blob.WriterOptionsFrom(newest.attrs)
-		if a.err == nil {
-			o.If = blob.IfGenerationMatch(a.attrs.Generation)
-		} else {
-			o.If = blob.IfNotExist()
-		}
-		if err := blob.Put(ctx, a.r.s, key, data, &o); err != nil {
-			if errors.Is(err, blob.ErrUnsupported) && o.If.GenerationMatch() != "" {
-				// A replica without generation preconditions: the version was
-				// checked just above, which is the best it allows.
-				o.If = blob.Condition{}
-				err = blob.Put(ctx, a.r.s, key, data, &o)
-			}
-			if err != nil {
-				if !refusal(err) {
-					s.changed(key, tokenOf(newest.attrs), false, a.r.idx, false)
-				}
-				done = false
-				continue
-			}
-		}
-		s.stats.repairs.Add(1)
-		s.landed(key, tokenOf(newest.attrs), a.r.idx)
-	}
-	if done {
-		s.update(key, func(cur *keyState) {
-			if st == nil || cur.starts != s0 {
-				return // something overlapped: the next pass decides
-			}
-			for t := range st.failed {
-				delete(cur.failed, t)
-				delete(cur.refuse, t)
-			}
-			if cur.latest == st.latest {
-				cur.have = s.all()
-			}
-			cur.contended = false
-		})
-	}
-	return done, promoted
+	return gone
 }
 
 // antiEntropy periodically lists every replica and queues the keys they
@@ -431,6 +317,7 @@ func (s *Store) antiEntropyPass(ctx context.Context) (int, error) {
 		md5    string
 		differ bool
 		young  bool
+		hidden bool // looks like a tombstone or placeholder old enough to collect
 	}
 	keys := map[string]*seen{}
 	listed := 0
@@ -457,6 +344,9 @@ func (s *Store) antiEntropyPass(ctx context.Context) (int, error) {
 			if time.Since(obj.ModTime) < s.opts.RepairGrace {
 				k.young = true
 			}
+			if maybeHidden(obj) && time.Since(obj.ModTime) >= s.opts.TombstoneGrace {
+				k.hidden = true
+			}
 		}
 		if ok {
 			listed++
@@ -464,21 +354,17 @@ func (s *Store) antiEntropyPass(ctx context.Context) (int, error) {
 	}
 	queued := 0
 	for key, k := range keys {
-		if (k.n < listed || k.differ) && !k.young {
+		if (k.n < listed || k.differ || k.hidden) && !k.young {
 			s.rq.add(key)
 			queued++
 		}
 	}
-	// A key this store still tracks with nothing in flight is looked at
-	// again even when the listings agree: its last repair may have ended
-	// while an overlapping write kept it contended, and only a repair that
-	// reads every replica clears that.
+	// Keys this process wrote that some replica may still lack are looked
+	// at again even when the listings agree.
 	s.mu.Lock()
-	var tracked []string
-	for key, st := range s.keys {
-		if st.flying == 0 {
-			tracked = append(tracked, key)
-		}
+	tracked := make([]string, 0, len(s.floors))
+	for key := range s.floors {
+		tracked = append(tracked, key)
 	}
 	s.mu.Unlock()
 	for _, key := range tracked {

@@ -1,174 +1,230 @@
 package quorum
 
 import (
+	"bytes"
+	"context"
+	"crypto/md5"
 	"errors"
-	"maps"
+	"io"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 )
 
-// keyState is what this process knows about a key beyond what any one replica
-// says: the newest version it acknowledged (or deleted) while some replica may
-// still lack it, versions whose writes failed and must never be served, and
-// writes in flight. Reads use it to reject stale and failed copies, so that in
-// one process a read sees every write acknowledged before it started. An entry
-// lives only while replicas disagree; the repairer removes it once they agree.
-type keyState struct {
-	latest  string // token of the newest acknowledged write or delete
-	deleted bool   // latest is a delete
-	have    uint64 // replicas known to hold latest (bit i: replica i)
-	failed  map[string]bool
-	flying  int             // writes and deletes in flight
-	writing map[string]bool // tokens of writes not yet acknowledged or failed
-	// contended: writes overlapped since latest was acknowledged, so a
-	// straggler of an older one may have landed over it; only a repair that
-	// reads every replica may then say they agree.
-	contended bool
-	starts    int // writes, deletes and repairs ever started
-	// seq numbers starts and acknowledgements on this key; acks are the
-	// recent acknowledgements, and concurrent the tokens a read may return
-	// besides latest: writes in flight when latest was acknowledged or
-	// acknowledged while it was in flight (the model of linearizability:
-	// overlapping operations may take effect in either order).
-	seq        int
-	acks       []ackRec
-	concurrent map[string]bool
-	concDelete bool // a delete overlapped latest
-	deleting   int  // deletes in flight
-	// undo: failed writes whose undo has not reported yet, true once a
-	// repair kept (promoted) the version, so that the write reports it may
-	// have taken effect. refuse: failed versions whose writes reported a
-	// refusal whatever became of their copies (IfNotExist losers): never
-	// promoted.
-	undo   map[string]bool
-	refuse map[string]bool
+// Each replica holds, under the key itself, one object that is both the
+// value and the acceptor state of the key (see the package doc): reserved
+// metadata carries the version of the value (VersionKey), the ballot at which
+// the replica accepted it (BallotKey), the highest ballot it promised
+// (PromiseKey) and what the object is (StateKey: absent for a value,
+// "deleted" for a tombstone, "empty" for a promise made before any value was
+// accepted). Every change of a replica's object is a write or delete on
+// condition of the replica generation read just before, so the replica moves
+// only forward.
+const (
+	// BallotKey is the reserved metadata key of the ballot at which a
+	// replica accepted its version.
+	BallotKey = "zonalblob-quorum-ballot"
+	// PromiseKey is the reserved metadata key of the highest ballot a
+	// replica promised for the key.
+	PromiseKey = "zonalblob-quorum-promise"
+	// StateKey is the reserved metadata key marking tombstones ("deleted")
+	// and placeholders ("empty").
+	StateKey = "zonalblob-quorum-state"
+	// ChainKey lists the versions that took effect up to this one, newest
+	// first (at most chainLen): an operation whose accepts failed on some
+	// replicas learns from it whether it took effect before it tries again.
+	ChainKey = "zonalblob-quorum-chain"
+)
+
+// chainLen bounds ChainKey. An operation retrying after a partial accept
+// that finds chainLen later versions cannot tell, and reports ErrUncertain.
+const chainLen = 32
+
+func reserved(k string) bool {
+	return k == VersionKey || k == BallotKey || k == PromiseKey || k == StateKey || k == ChainKey
 }
 
-type ackRec struct {
-	tok     string
-	seq     int
-	deleted bool
+// hiddenBytes is the content of tombstones and placeholders, so that a
+// listing (which carries no metadata) can tell them from values by size and
+// MD5, and a read of a replica can tell them by content. A user object with
+// exactly these bytes is told apart by its metadata.
+var hiddenBytes = []byte("\x00zonalblob-quorum: no object under this key\x00")
+
+var hiddenMD5 = md5.Sum(hiddenBytes)
+
+// maybeHidden reports whether a listing entry may be a tombstone or a placeholder.
+func maybeHidden(o blob.ListObject) bool {
+	return o.Size == int64(len(hiddenBytes)) && (len(o.MD5) == 0 || bytes.Equal(o.MD5, hiddenMD5[:]))
 }
 
-// acceptFound reports whether a replica answer with version tok may be served.
-func (st *keyState) acceptFound(tok string) bool {
-	if st == nil {
-		return true
-	}
-	if st.failed[tok] {
-		return false
-	}
-	if st.latest == "" || st.writing[tok] || st.concurrent[tok] {
-		// Overlapping writes may take effect in either order.
-		return true
-	}
-	if st.deleted {
-		return tok > st.latest
-	}
-	return tok >= st.latest
+type kind int
+
+const (
+	absent kind = iota // no object on the replica (never written, or collected)
+	empty              // a placeholder: a promise, no version accepted
+	live               // a version with a value
+	tomb               // a tombstone: a version that deletes the key
+)
+
+// rstate is what one replica holds for a key.
+type rstate struct {
+	r     *replica
+	err   error            // the replica did not answer
+	attrs *blob.Attributes // nil when absent
+	kind  kind
+	ver   string // version (the quorum's generation); "" for absent and placeholders
+	acc   string // ballot at which ver was accepted
+	prom  string // highest ballot promised
+	chain []string
 }
 
-// acceptNotFound reports whether a replica's NotFound counts toward ErrNotFound.
-func (st *keyState) acceptNotFound() bool {
-	return st == nil || st.latest == "" || st.deleted || st.concDelete || st.deleting > 0
-}
+func (x *rstate) ok() bool { return x.err == nil }
 
-func (st *keyState) idle() bool {
-	return st.flying == 0 && len(st.failed) == 0 && st.latest == "" && !st.contended && len(st.undo) == 0
-}
+// top is the highest ballot the replica has seen.
+func (x *rstate) top() string { return max(x.acc, x.prom) }
 
-// snapshot returns a copy of key's state, or nil.
-func (s *Store) snapshot(key string) *keyState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.keys[key]
-	if st == nil {
-		return nil
+// visible reports whether the state is a value (not absent, tombstone or placeholder).
+func (x *rstate) visible() bool { return x.kind == live }
+
+// gone reports whether the state reads as no object.
+func (x *rstate) gone() bool { return x.kind != live }
+
+func parseState(r *replica, a *blob.Attributes, err error) rstate {
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return rstate{r: r, kind: absent}
+	case err != nil:
+		return rstate{r: r, err: err}
 	}
-	c := *st
-	c.failed = maps.Clone(st.failed)
-	c.writing = maps.Clone(st.writing)
-	c.concurrent = maps.Clone(st.concurrent)
-	c.undo = nil
-	c.refuse = maps.Clone(st.refuse)
-	c.acks = nil
-	return &c
-}
-
-// update runs fn on key's state (created if needed) and drops it when idle.
-func (s *Store) update(key string, fn func(st *keyState)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.keys[key]
-	if st == nil {
-		st = &keyState{}
-		s.keys[key] = st
-	}
-	fn(st)
-	if st.latest != "" && st.have == s.all() && st.flying == 0 && !st.contended {
-		st.latest, st.deleted, st.have = "", false, 0
-		st.acks, st.concurrent, st.concDelete = nil, nil, false
-	}
-	if st.idle() {
-		delete(s.keys, key)
-	}
-}
-
-func (s *Store) all() uint64 { return 1<<len(s.reps) - 1 }
-
-// acked records an acknowledged write or delete of version tok held by have;
-// started is the key's seq when it started. The floor for reads becomes the
-// version acknowledged last, not the highest token.
-func (s *Store) acked(key, tok string, deleted bool, have uint64, started int) {
-	s.update(key, func(st *keyState) {
-		delete(st.writing, tok)
-		st.seq++
-		if tok != st.latest {
-			st.latest, st.deleted, st.have = tok, deleted, 0
-			st.concurrent, st.concDelete = maps.Clone(st.writing), st.deleting > 0
-			kept := st.acks[:0]
-			for _, a := range st.acks {
-				if a.seq > started {
-					kept = append(kept, a)
-					if st.concurrent == nil {
-						st.concurrent = map[string]bool{}
-					}
-					st.concurrent[a.tok] = true
-					st.concDelete = st.concDelete || a.deleted
-				}
-			}
-			st.acks = kept
+	x := rstate{r: r, attrs: a, kind: live}
+	if a.Metadata != nil {
+		x.ver, x.acc, x.prom = a.Metadata[VersionKey], a.Metadata[BallotKey], a.Metadata[PromiseKey]
+		x.chain = strings.Fields(a.Metadata[ChainKey])
+		switch a.Metadata[StateKey] {
+		case "deleted":
+			x.kind = tomb
+		case "empty":
+			x.kind, x.ver, x.acc = empty, "", ""
 		}
-		st.acks = append(st.acks, ackRec{tok, st.seq, deleted})
-		st.have |= have
-	})
+	}
+	if x.acc == "" && x.kind != empty {
+		// Written before ballots, or around the quorum: its version orders
+		// it, or nothing does.
+		x.acc = x.ver
+	}
+	return x
 }
 
-// landed records that replica i now holds version tok (a straggler or repair).
-func (s *Store) landed(key, tok string, i int) { s.changed(key, tok, false, i, true) }
+// statReplica stats key on one replica.
+func (s *Store) statReplica(ctx context.Context, r *replica, key string) rstate {
+	start := time.Now()
+	a, err := r.s.Stat(ctx, key)
+	s.observe(r, time.Since(start), err, ctx.Err() != nil)
+	return parseState(r, a, err)
+}
 
-// changed records a call that changed replica i, or may have (sure false: it
-// reported an error after possibly taking effect), to hold version tok of a
-// write, or no copy (deleted). have counts only replicas known to hold
-// latest: a replica that received anything else since, be it a failed write,
-// a straggler or an undo's copy of an older version, drops out of it, so that
-// the entry is not dropped (and reads stop rejecting stale copies) while that
-// replica disagrees. The caller's operation sees to the repair that brings it
-// back: a write's stragglers or failure, a delete short of every replica, or
-// the repair itself.
-func (s *Store) changed(key, tok string, deleted bool, i int, sure bool) {
-	s.update(key, func(st *keyState) {
-		if st.latest == "" {
-			return
+// value is what a write puts on the replicas: the bytes and user attributes
+// of a version, or a tombstone.
+type value struct {
+	data  []byte
+	opts  blob.WriterOptions // user attributes only
+	kind  kind               // live or tomb
+	ver   string
+	chain []string // this version and those that took effect before it, newest first
+}
+
+// chainAfter returns the chain of a version ver that replaces cur: ver
+// first, then cur's chain.
+func chainAfter(ver string, cur *rstate) []string {
+	c := []string{ver}
+	if cur != nil && cur.kind != empty && cur.kind != absent {
+		if len(cur.chain) == 0 && cur.ver != "" {
+			c = append(c, cur.ver)
 		}
-		same := deleted && st.deleted || !deleted && !st.deleted && tok == st.latest
-		switch {
-		case same && sure:
-			st.have |= 1 << i
-		case !same:
-			st.have &^= 1 << i
+		c = append(c, cur.chain...)
+	}
+	return c[:min(len(c), chainLen)]
+}
+
+// tookEffect reports whether cur is, or follows, one of the versions in mine;
+// unknown reports that cur's chain is too short to tell.
+func tookEffect(cur *rstate, mine []string) (took, unknown bool) {
+	for _, m := range mine {
+		if cur.ver == m || slices.Contains(cur.chain, m) {
+			return true, false
 		}
-	})
+	}
+	if len(cur.chain) == chainLen && len(mine) > 0 && cur.chain[chainLen-1] > slices.Min(mine) {
+		return false, true
+	}
+	return false, false
+}
+
+// replicaOptions returns the options of a replica write of v accepted at acc
+// with promise prom, on condition of what x holds.
+func replicaOptions(v *value, acc, prom string, x *rstate) blob.WriterOptions {
+	o := v.opts
+	o.If, o.ContentMD5 = blob.Condition{}, nil
+	o.Metadata = make(map[string]string, len(v.opts.Metadata)+5)
+	for k, val := range v.opts.Metadata {
+		o.Metadata[k] = val
+	}
+	switch v.kind {
+	case tomb:
+		o.Metadata[StateKey] = "deleted"
+		o.ContentType = "application/octet-stream"
+	case empty:
+		o.Metadata[StateKey] = "empty"
+		o.ContentType = "application/octet-stream"
+	}
+	if v.ver != "" {
+		o.Metadata[VersionKey] = v.ver
+		o.Metadata[BallotKey] = acc
+	}
+	if prom != "" {
+		o.Metadata[PromiseKey] = prom
+	}
+	if len(v.chain) > 0 {
+		o.Metadata[ChainKey] = strings.Join(v.chain, " ")
+	}
+	switch {
+	case x == nil || x.kind == absent:
+		o.If = blob.IfNotExist()
+	default:
+		o.If = blob.IfGenerationMatch(x.attrs.Generation)
+	}
+	return o
+}
+
+// writeReplica writes v onto replica x.r on condition that it still holds x,
+// as accepted at ballot acc with promise prom.
+func (s *Store) writeReplica(ctx context.Context, key string, x *rstate, v *value, acc, prom string) error {
+	o := replicaOptions(v, acc, prom, x)
+	data := v.data
+	if v.kind != live {
+		data = hiddenBytes
+	}
+	start := time.Now()
+	err := putReplica(ctx, x.r.s, key, data, &o)
+	s.observe(x.r, time.Since(start), err, ctx.Err() != nil)
+	return err
+}
+
+func putReplica(ctx context.Context, rs blob.Store, key string, data []byte, o *blob.WriterOptions) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := rs.NewWriter(ctx, key, o)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		cancel()
+		w.Close()
+		return err
+	}
+	return w.Close()
 }
 
 // refusal reports whether a replica call's error proves it changed nothing.
@@ -176,14 +232,89 @@ func refusal(err error) bool {
 	return errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrExists)
 }
 
-func (st *keyState) failedTok(tok string) bool { return st != nil && st.failed[tok] }
+// errChanged: a replica no longer holds the version just read from it.
+var errChanged = errors.New("replica changed while being read")
 
-// starting records a write or delete in flight.
-func (st *keyState) starting() {
-	if st.flying > 0 {
-		st.contended = true
+// readValue reads the value x describes from its replica and checks that the
+// bytes are that version's: the replica reader's size and modification time
+// must be the ones Stat gave, or, when the reader does not report a time, a
+// Stat after the read must show the same replica generation.
+func (s *Store) readValue(ctx context.Context, key string, x *rstate) (*value, error) {
+	v := &value{kind: x.kind, ver: x.ver, chain: x.chain}
+	if x.kind != live {
+		return v, nil
 	}
-	st.flying++
-	st.starts++
-	st.seq++
+	v.opts = userOptions(x.attrs)
+	rd, err := x.r.s.NewRangeReader(ctx, key, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(rd)
+	ra := rd.Attributes()
+	rd.Close()
+	if err != nil {
+		return nil, err
+	}
+	if !sameObject(ra, x.attrs) {
+		after := s.statReplica(ctx, x.r, key)
+		if !after.ok() {
+			return nil, after.err
+		}
+		if after.attrs == nil || after.attrs.Generation != x.attrs.Generation {
+			return nil, errChanged
+		}
+	}
+	if int64(len(b)) != x.attrs.Size {
+		return nil, errChanged
+	}
+	v.data = b
+	return v, nil
+}
+
+// sameObject reports whether a reader's attributes prove it read the object
+// st describes.
+func sameObject(ra, st *blob.Attributes) bool {
+	return ra != nil && st != nil && !ra.ModTime.IsZero() && ra.ModTime.Equal(st.ModTime) && ra.Size == st.Size
+}
+
+// userOptions returns the user attributes of a replica object.
+func userOptions(a *blob.Attributes) blob.WriterOptions {
+	o := blob.WriterOptionsFrom(a)
+	if len(o.Metadata) > 0 {
+		m := make(map[string]string, len(o.Metadata))
+		for k, v := range o.Metadata {
+			if !reserved(k) {
+				m[k] = v
+			}
+		}
+		o.Metadata = m
+		if len(m) == 0 {
+			o.Metadata = nil
+		}
+	}
+	return o
+}
+
+// publicAttrs returns a copy of replica attributes as the quorum shows them.
+func publicAttrs(x *rstate) *blob.Attributes {
+	out := *x.attrs
+	if len(x.attrs.Metadata) > 0 {
+		out.Metadata = make(map[string]string, len(x.attrs.Metadata))
+		for k, v := range x.attrs.Metadata {
+			if !reserved(k) {
+				out.Metadata[k] = v
+			}
+		}
+		if len(out.Metadata) == 0 {
+			out.Metadata = nil
+		}
+	}
+	if x.ver != "" {
+		out.Generation = x.ver
+	} else {
+		// Written around the quorum: no version. Its replica generation
+		// still identifies it, though only on that replica.
+		out.Generation = "r:" + x.attrs.Generation
+	}
+	return &out
 }

@@ -50,11 +50,12 @@ func TestOpenURL(t *testing.T) {
 
 func TestOpenURLErrors(t *testing.T) {
 	for name, u := range map[string]string{
-		"no replicas":       "quorum://?w=2",
-		"w too large":       quorumURL("w=4&"),
-		"unknown parameter": quorumURL("colour=blue&"),
-		"bad consistency":   quorumURL("consistency=strong&"),
-		"host":              "quorum://host?replica=mem%3A%2F%2F",
+		"no replicas":           "quorum://?w=2",
+		"w too large":           quorumURL("w=4&"),
+		"unknown parameter":     quorumURL("colour=blue&"),
+		"bad consistency":       quorumURL("consistency=strong&"),
+		"host":                  "quorum://host?replica=mem%3A%2F%2F",
+		"short tombstone grace": quorumURL("tombstone_grace=1s&straggler_timeout=1s&"),
 	} {
 		if _, err := blob.Open(context.Background(), u); !errors.Is(err, blob.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)

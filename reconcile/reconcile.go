@@ -4,10 +4,14 @@
 //
 // An object is deleted only when all of these hold:
 //
-//   - it is older than the grace window, its age taken from its name when it
-//     was made by blob.Create (blob.NameTime), else from its CreateTime (or
-//     ModTime when the store gives no CreateTime); an object with no time at
-//     all is never deleted;
+//   - it is older than the grace window by the store's clock: its CreateTime
+//     (or ModTime when the store gives no CreateTime) is that old; an object
+//     with no such time is never deleted;
+//   - if its key ends like a name made by blob.Create (blob.NameTime), that
+//     name time is older than the grace window too. A name only ever makes an
+//     object younger, never older: any key may end like a Create name (a Put
+//     can pick one), so a name alone never gets an object deleted, but a
+//     young name keeps an object without a request;
 //   - the caller's liveness check, asked last, says it is not referenced (an
 //     error from the check keeps the object);
 //   - it has not changed since it was examined: the delete is conditional on
@@ -57,6 +61,9 @@ type Reconciler struct {
 	opts Options
 }
 
+// opReconcile is the Op of New's errors.
+const opReconcile = "reconcile"
+
 // ErrUnsafe is wrapped by New's error for a grace window that could delete an
 // object whose write is still in flight.
 var ErrUnsafe = errors.New("reconcile: grace window too short for the pool's MaxItemAge + WriteTimeout")
@@ -65,15 +72,15 @@ var ErrUnsafe = errors.New("reconcile: grace window too short for the pool's Max
 func New(s blob.Store, opts Options) (*Reconciler, error) {
 	switch {
 	case s == nil:
-		return nil, blob.Errorf("reconcile", "", blob.ErrInvalidArgument, "no store")
+		return nil, blob.Errorf(opReconcile, "", blob.ErrInvalidArgument, "no store")
 	case opts.Prefix == "":
-		return nil, blob.Errorf("reconcile", "", blob.ErrInvalidArgument, "a prefix is required")
+		return nil, blob.Errorf(opReconcile, "", blob.ErrInvalidArgument, "a prefix is required")
 	case opts.IsLive == nil:
-		return nil, blob.Errorf("reconcile", opts.Prefix, blob.ErrInvalidArgument, "a liveness check is required")
+		return nil, blob.Errorf(opReconcile, opts.Prefix, blob.ErrInvalidArgument, "a liveness check is required")
 	case opts.GraceWindow <= 0 || opts.MaxItemAge < 0 || opts.WriteTimeout < 0 || opts.ClockSkew < 0:
-		return nil, blob.Errorf("reconcile", opts.Prefix, blob.ErrInvalidArgument, "grace window must be positive and the other durations not negative")
+		return nil, blob.Errorf(opReconcile, opts.Prefix, blob.ErrInvalidArgument, "grace window must be positive and the other durations not negative")
 	case opts.MaxItemAge+opts.WriteTimeout+opts.ClockSkew >= opts.GraceWindow:
-		return nil, &blob.Error{Op: "reconcile", Key: opts.Prefix, Kind: blob.ErrInvalidArgument, Err: fmt.Errorf("%w: MaxItemAge %v + WriteTimeout %v + ClockSkew %v >= GraceWindow %v",
+		return nil, &blob.Error{Op: opReconcile, Key: opts.Prefix, Kind: blob.ErrInvalidArgument, Err: fmt.Errorf("%w: MaxItemAge %v + WriteTimeout %v + ClockSkew %v >= GraceWindow %v",
 			ErrUnsafe, opts.MaxItemAge, opts.WriteTimeout, opts.ClockSkew, opts.GraceWindow)}
 	}
 	if opts.Concurrency <= 0 {
@@ -173,17 +180,15 @@ func (r *Reconciler) examine(ctx context.Context, obj blob.ListObject) (verdict,
 	} else if err != nil {
 		return kept, err
 	}
-	if !named {
-		born = a.CreateTime
-		if born.IsZero() {
-			born = a.ModTime
-		}
-		if born.IsZero() {
-			return undated, nil
-		}
-		if r.opts.Now().Sub(born) <= r.opts.GraceWindow {
-			return young, nil
-		}
+	stored := a.CreateTime
+	if stored.IsZero() {
+		stored = a.ModTime
+	}
+	if stored.IsZero() {
+		return undated, nil
+	}
+	if r.opts.Now().Sub(stored) <= r.opts.GraceWindow {
+		return young, nil
 	}
 	isLive, err := r.opts.IsLive(ctx, obj.Key)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
@@ -13,16 +14,21 @@ import (
 // one data round trip. Writes with attributes, prefixes beyond MaxPools, and
 // every Create when pooling is off, create inline: a Put with IfNotExist.
 func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOptions) (string, blob.Writer, error) {
-	if s.closed.Load() {
-		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
+	if err := s.life.CheckOpen(driver.OpCreate, prefix); err != nil {
+		return "", nil, err
 	}
 	if prefix != "" {
-		if err := validateKey("create", prefix); err != nil {
+		if err := validateKey(driver.OpCreate, prefix); err != nil {
 			return "", nil, err
+		}
+		if s.opts.Hierarchical {
+			if err := validateHierarchical(driver.OpCreate, prefix+"name"); err != nil {
+				return "", nil, err
+			}
 		}
 	}
 	if opts != nil && opts.If.GenerationMatch() != "" {
-		return "", nil, blob.Errorf("create", prefix, blob.ErrInvalidArgument, "Create makes new objects: IfGenerationMatch makes no sense")
+		return "", nil, blob.Errorf(driver.OpCreate, prefix, blob.ErrInvalidArgument, "Create makes new objects: IfGenerationMatch makes no sense")
 	}
 	if s.creator != nil {
 		return s.creator.Create(ctx, prefix, opts)
@@ -33,15 +39,23 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 // creatorView is the Store as its pool.Creator sees it: prewarming natively,
 // and left open when the Creator closes (Store.Close closes it). The
 // Creator makes its unpooled names with blob.CreateInline, never through
-// this view's Create.
+// this view's Create. Its deletes work while the Store closes, which is when
+// the Creator undoes its pooled objects.
 type creatorView struct{ *Store }
 
 func (creatorView) Close() error { return nil }
 
+func (v creatorView) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
+	if err := validateKey(driver.OpDelete, key); err != nil {
+		return err
+	}
+	return v.delete(ctx, key, opts)
+}
+
 func newCreator(s *Store) (*pool.Creator, error) {
-	return pool.NewCreator(creatorView{s}, pool.CreatorOptions{
-		Capacity: s.opts.PoolSize, MinIdle: s.opts.PoolMinIdle, LoadConcurrency: s.opts.LoadConcurrency,
-		MaxItemAge: s.opts.MaxItemAge, WriteTimeout: s.opts.WriteTimeout, GraceWindow: s.opts.GraceWindow,
-		MaxPools: s.opts.MaxPools,
-	})
+	// The pool's bound on a name's age at commit leaves room for the
+	// clocks' skew below the reconciler's grace window.
+	co := s.opts.CreatorOptions
+	co.GraceWindow -= s.opts.ClockSkew
+	return pool.NewCreator(creatorView{s}, co)
 }

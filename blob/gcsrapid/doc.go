@@ -22,20 +22,54 @@
 //	max_item_age      pooled objects older than this are deleted, not used (default 1m)
 //	write_timeout     a handed-out writer must Close within this (default 30s)
 //	grace_window      the orphan reconciler's grace window (default 10m)
-//	grpc_conn_pool    gRPC connections (default: the client's)
-//	retries           attempts per operation, 1 = no retry (default 1: the hot path fails fast)
-//	max_buffer        bytes a writer buffers before it streams (default 16MiB)
+//	clock_skew        largest clock difference between processes and the service
+//	                  (default 30s, or half of what grace_window leaves if less)
+//	sweep_interval    how often unwritten pooled objects left by crashed processes
+//	                  are swept (default half their window, at most 1m; <0: never)
+//	sweep_rate        deletes per second the sweep makes at most (default 50)
+//	max_pools         prefixes with a pool; Creates under further prefixes create inline (default 16)
+//	grpc_conn_pool    gRPC connections (default: enough for pool_size x max_pools open
+//	                  writer streams at max_streams_per_conn; a smaller value is refused)
+//	max_streams_per_conn  the front end's cap on streams per connection (default 100)
+//	retries           retries of an idempotent call after its first attempt, with jittered
+//	                  backoff; 0 = none (default 2; a write that could apply twice is never retried)
+//	hierarchical      apply hierarchical namespace naming rules to keys before I/O (default false)
+//	max_buffer        bytes a writer buffers before it streams, with an optional KiB, MiB
+//	                  or GiB suffix (default 16MiB)
 //
-// Safety: max_item_age + write_timeout must be below grace_window, or a
-// pre-created object could be reclaimed as an orphan between its write and its
-// commit; Open refuses such a configuration.
+// Options has the same settings under Go names; its pool settings are the
+// embedded pool.CreatorOptions (pool_size is Capacity, pool_min_idle is
+// MinIdle). A zero field means its default, and a negative Capacity or
+// Retries means none, as 0 does in a URL.
+//
+// Safety: max_item_age + write_timeout + clock_skew must be below
+// grace_window, or a pre-created object could be reclaimed as an orphan
+// between its write and its commit; Open refuses such a configuration. Every
+// pooling Store sweeps the prefixes it pools, in the background: a prewarmed
+// object that was never written (its process crashed) is deleted, on
+// condition of its generation, once it is older than max_item_age +
+// write_timeout + clock_skew.
+//
+// At open, the Store reads the bucket's metadata once and logs whether its
+// client uses direct connectivity (DirectPath), which the published latencies
+// need; Stats.Connectivity says the same.
 //
 // Guarantees and limits: writes up to max_buffer are buffered and reach the
 // bucket in one flush at Close (canceled before Close: nothing written). A
 // larger write streams, so readers may see a prefix before Close; if it is
 // canceled, Close deletes what it wrote before returning. Objects from
-// Create exist, empty, from the moment they are handed out; a canceled Create
-// deletes its empty object in the background (or leaves it to the reconciler).
+// Create (and Prewarm) exist on the service, empty, before their write, but
+// not for readers: prewarmed objects carry a metadata mark, and List, Stat and
+// reads hide a marked object that holds no committed write. A size of zero,
+// which may be out of date for an unfinalized object, is checked by reading
+// up to 64 KiB of the object, which also gives Stat, List and a reader the
+// true size of a small record. A pooled write of zero bytes clears the mark,
+// one metadata operation. The price of hiding: a listing makes one such read
+// for each spare it meets under the prefix (every pooling process keeps
+// some), so a consumer that polls a pooled prefix often pays a read per spare
+// per poll (Stats.VisibilityProbes counts them). Reads go to the true end of
+// an object whatever size was reported. A canceled Create deletes its object
+// in the background; Close deletes every object its pools made.
 // A writer is written once: Write after Close, a second Close, or concurrent
 // use fail with an error.
 package gcsrapid

@@ -46,16 +46,6 @@ func classify(err error) error {
 	return nil
 }
 
-// classifyCreate is classify for writes made with DoesNotExist, where a failed
-// precondition means the object exists.
-func classifyCreate(err error) error {
-	k := classify(err)
-	if k == blob.ErrPrecondition {
-		return blob.ErrExists
-	}
-	return k
-}
-
 func isOutOfRange(err error) bool {
 	var ge *googleapi.Error
 	if errors.As(err, &ge) && ge.Code == http.StatusRequestedRangeNotSatisfiable {

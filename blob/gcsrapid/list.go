@@ -16,12 +16,9 @@ import (
 // List implements blob.Store with the service's ordered listing; StartAfter
 // maps to its lexicographic start (inclusive, so the key itself is dropped).
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	o, err := driver.CheckListOptions(opts)
+	o, err := s.life.CheckList(opts)
 	if err != nil {
 		return nil, err
-	}
-	if s.closed.Load() {
-		return nil, &blob.Error{Op: "list", Key: o.Prefix, Kind: blob.ErrClosed}
 	}
 	size := o.PageSize
 	if size == 0 {
@@ -34,7 +31,10 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		var attrs []*storage.ObjectAttrs
 		next, err := iterator.NewPager(it, size-len(page.Objects), token).NextPage(&attrs)
 		if err != nil {
-			return nil, driver.WrapError("list", o.Prefix, err, classify)
+			return nil, driver.WrapError(driver.OpList, o.Prefix, err, classify)
+		}
+		if attrs, err = s.visible(ctx, attrs); err != nil {
+			return nil, driver.WrapError(driver.OpList, o.Prefix, err, classify)
 		}
 		batch := make([]blob.ListObject, 0, len(attrs))
 		for _, a := range attrs {

@@ -2,6 +2,7 @@ package gcsrapid
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob/pool"
@@ -9,6 +10,7 @@ import (
 
 type statsRecorder struct {
 	writes latencies
+	probes atomic.Int64 // reads made to tell an unwritten prewarmed object from a written one
 }
 
 type latencies struct {
@@ -36,13 +38,27 @@ type Stats struct {
 	// Writes is the latency of committed writes, from NewWriter (or hand-out)
 	// to the end of Close.
 	Writes pool.Histogram
+	// VisibilityProbes counts the reads that told a prewarmed object whose
+	// size read zero (perhaps out of date) from a written one.
+	VisibilityProbes int64
+	// SweepPasses counts the sweeper's passes over the pooled prefixes;
+	// Swept the unwritten prewarmed objects it deleted, and SweepErrors the
+	// passes that ended early on an error.
+	SweepPasses, Swept, SweepErrors int64
+	// Connectivity says whether the client reaches the service with direct
+	// connectivity (DirectPath): ConnectivityDirect, ConnectivityIndirect,
+	// or ConnectivityUnknown for a Store made with New over a caller's client.
+	Connectivity string
 }
 
 // Stats returns a snapshot of the Store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot()}
+	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot(), VisibilityProbes: s.stats.probes.Load(), Connectivity: s.connectivity}
 	if s.creator != nil {
 		st.Pools = s.creator.Stats()
+	}
+	if sw := s.sweeper; sw != nil {
+		st.SweepPasses, st.Swept, st.SweepErrors = sw.passes.Load(), sw.swept.Load(), sw.errors.Load()
 	}
 	return st
 }

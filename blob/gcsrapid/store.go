@@ -3,13 +3,15 @@ package gcsrapid
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/storage"
+	gax "github.com/googleapis/gax-go/v2"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -31,89 +33,119 @@ func init() {
 
 // Options configure a Store. The zero value of each field means its default.
 type Options struct {
-	// PoolSize is the capacity of each Create pool; negative turns pooling off.
-	PoolSize int
-	// PoolMinIdle spares are kept ready when nothing drains the pool.
-	PoolMinIdle int
-	// LoadConcurrency bounds background creates per pool.
-	LoadConcurrency int
-	// MaxItemAge: pooled objects older than this are deleted, never used.
-	MaxItemAge time.Duration
-	// WriteTimeout bounds the time from handing out a writer to its Close.
-	WriteTimeout time.Duration
-	// GraceWindow is the orphan reconciler's grace window; MaxItemAge +
-	// WriteTimeout must be below it.
-	GraceWindow time.Duration
-	// Retries is the number of attempts per operation (1: no retry).
+	// CreatorOptions configure the Create pools, with pool's names and
+	// defaults: Capacity of each prefix's pool (URL pool_size; negative
+	// turns pooling off), MinIdle (pool_min_idle), LoadConcurrency,
+	// MaxItemAge, WriteTimeout, GraceWindow (the orphan reconciler's:
+	// MaxItemAge + WriteTimeout + ClockSkew must be below it) and MaxPools.
+	pool.CreatorOptions
+	// ClockSkew is the largest difference between the clocks of the
+	// processes that pool under the same prefixes and the service's
+	// (default: 30s, or half of what GraceWindow leaves above MaxItemAge +
+	// WriteTimeout if that is less).
+	ClockSkew time.Duration
+	// SweepInterval is how often the Store sweeps its pooled prefixes for
+	// prewarmed objects that crashed processes left unwritten (deleting those
+	// older than MaxItemAge + WriteTimeout + ClockSkew); SweepRate bounds
+	// the deletes per second. A negative SweepInterval turns the sweep off.
+	SweepInterval time.Duration
+	SweepRate     int
+	// Retries is how many times an idempotent call (reads, stats, listings,
+	// deletes, conditional writes such as a pool's prewarms) is retried
+	// after its first attempt, with jittered exponential backoff (default
+	// DefaultRetries; negative: none). A write that could be applied twice
+	// (an unconditional Put) is never retried.
 	Retries int
+	// MaxStreamsPerConn is the front end's cap on concurrent streams per
+	// gRPC connection. A pooled writer holds a stream open, so OpenURL opens
+	// enough connections for Capacity x MaxPools writers (see Connections),
+	// or refuses a grpc_conn_pool too small for them.
+	MaxStreamsPerConn int
+	// Hierarchical applies the naming rules of a bucket with hierarchical
+	// namespace (as Rapid buckets have) to keys, before any I/O: no empty
+	// segment (leading or double slash), no "." or ".." segment, folder
+	// names of at most MaxFolderNameLen bytes.
+	Hierarchical bool
+	// Logger receives the line that says, at open, whether the client uses
+	// direct connectivity (nil: slog.Default()).
+	Logger *slog.Logger
 	// MaxBuffer is how many bytes a writer buffers before it streams.
 	MaxBuffer int
-	// MaxPools bounds the number of distinct Create prefixes that get a pool;
-	// Creates under further prefixes create inline.
-	MaxPools int
 	// MeterProvider receives the Store's OpenTelemetry metrics (pool hits,
 	// misses, loads, discards by reason, ready objects, write latency);
 	// nil means otel's global provider.
 	MeterProvider metric.MeterProvider
 }
 
-// Defaults.
+// Defaults (the pools' are pool's: pool.DefaultCapacity and the others).
 const (
-	DefaultPoolSize        = 64
-	DefaultPoolMinIdle     = 2
-	DefaultLoadConcurrency = 16
-	DefaultMaxItemAge      = time.Minute
-	DefaultWriteTimeout    = 30 * time.Second
-	DefaultGraceWindow     = 10 * time.Minute
-	DefaultMaxBuffer       = 16 << 20
-	DefaultMaxPools        = 16
+	DefaultMaxBuffer = 16 << 20
+	DefaultClockSkew = 30 * time.Second
+	DefaultSweepRate = 50
+	// DefaultRetries: an idempotent call is tried up to three times.
+	DefaultRetries = 2
+	// DefaultMaxStreamsPerConn is a typical front end's HTTP/2 cap.
+	DefaultMaxStreamsPerConn = 100
+	// MaxFolderNameLen bounds one folder name in a hierarchical namespace.
+	MaxFolderNameLen = 64
 )
 
+// Connections is how many gRPC connections a client needs so that the
+// Store's pooled writers (Capacity x MaxPools streams held open), its loads
+// and other calls fit under MaxStreamsPerConn, with room for the uneven
+// spread of round-robin assignment.
+func Connections(o Options) int {
+	o.setDefaults()
+	streams := 100 // reads, listings, commits and loads in flight
+	if o.Capacity > 0 {
+		streams += o.Capacity * o.MaxPools
+	}
+	return max(1, (streams*3/2+o.MaxStreamsPerConn-1)/o.MaxStreamsPerConn)
+}
+
 func (o *Options) setDefaults() {
-	if o.PoolSize == 0 {
-		o.PoolSize = DefaultPoolSize
+	o.CreatorOptions = o.CreatorOptions.WithDefaults() // a negative Capacity stays: no pooling
+	if margin := o.GraceWindow - o.MaxItemAge - o.WriteTimeout; o.ClockSkew == 0 && margin > 0 {
+		o.ClockSkew = min(DefaultClockSkew, margin/2)
 	}
-	if o.PoolMinIdle == 0 {
-		o.PoolMinIdle = min(DefaultPoolMinIdle, max(o.PoolSize, 1))
+	if o.SweepInterval == 0 {
+		// Often enough that residue lives at most about 1.5 windows.
+		o.SweepInterval = min(max((o.MaxItemAge+o.WriteTimeout+o.ClockSkew)/2, 10*time.Millisecond), time.Minute)
 	}
-	if o.LoadConcurrency == 0 {
-		o.LoadConcurrency = DefaultLoadConcurrency
-	}
-	if o.MaxItemAge == 0 {
-		o.MaxItemAge = DefaultMaxItemAge
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = DefaultWriteTimeout
-	}
-	if o.GraceWindow == 0 {
-		o.GraceWindow = DefaultGraceWindow
+	if o.SweepRate == 0 {
+		o.SweepRate = DefaultSweepRate
 	}
 	if o.Retries == 0 {
-		o.Retries = 1
+		o.Retries = DefaultRetries
+	}
+	if o.MaxStreamsPerConn == 0 {
+		o.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.MaxBuffer == 0 {
 		o.MaxBuffer = DefaultMaxBuffer
-	}
-	if o.MaxPools == 0 {
-		o.MaxPools = DefaultMaxPools
 	}
 }
 
 // Validate reports a configuration that is malformed or could lose data.
 func (o Options) Validate() error {
 	bad := func(format string, args ...any) error {
-		return blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: "+format, args...)
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: "+format, args...)
 	}
 	switch {
-	case o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0:
+	case o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0 || o.ClockSkew < 0:
 		return bad("durations must not be negative")
-	case o.PoolSize > 0 && o.PoolMinIdle > o.PoolSize:
-		return bad("pool_min_idle %d exceeds pool_size %d", o.PoolMinIdle, o.PoolSize)
-	case o.LoadConcurrency < 0 || o.Retries < 0 || o.MaxBuffer < 0 || o.MaxPools < 0:
+	case o.SweepRate < 0:
+		return bad("sweep_rate must not be negative")
+	case o.Capacity > 0 && o.MinIdle > o.Capacity:
+		return bad("pool_min_idle %d exceeds pool_size %d", o.MinIdle, o.Capacity)
+	case o.MinIdle < 0 || o.LoadConcurrency < 0 || o.MaxBuffer < 0 || o.MaxPools < 0 || o.MaxStreamsPerConn < 0:
 		return bad("counts must not be negative")
-	case o.MaxItemAge+o.WriteTimeout >= o.GraceWindow:
-		return bad("max_item_age (%v) + write_timeout (%v) must be below grace_window (%v): "+
-			"a pooled object could be reclaimed as an orphan between its write and its commit", o.MaxItemAge, o.WriteTimeout, o.GraceWindow)
+	case o.MaxItemAge+o.WriteTimeout+o.ClockSkew >= o.GraceWindow:
+		return bad("max_item_age (%v) + write_timeout (%v) + clock_skew (%v) must be below grace_window (%v): "+
+			"a pooled object could be reclaimed as an orphan between its write and its commit", o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow)
 	}
 	return nil
 }
@@ -126,15 +158,23 @@ type Store struct {
 	name       string
 	opts       Options
 
-	closed atomic.Bool
-	bg     sync.WaitGroup // asynchronous closes and deletes
-	bgCtx  context.Context
-	stop   context.CancelFunc
+	life driver.Lifecycle
+	bg   sync.WaitGroup // asynchronous closes and deletes
+	// bgMu orders background's Add before Close's Wait: a writer abandoned
+	// while the Store closes (by a wrapper's late cleanup, say) must not Add
+	// to a WaitGroup that Close is already waiting on.
+	bgMu      sync.Mutex
+	bgStopped bool
+	bgCtx     context.Context
+	stop      context.CancelFunc
 
 	creator *pool.Creator // nil when pooling is off
+	sweeper *sweeper      // nil when pooling or the sweep is off
 
 	stats   statsRecorder
 	metrics *metrics
+
+	connectivity string // what reportConnectivity found; see Stats
 }
 
 var (
@@ -147,24 +187,36 @@ var (
 // OpenURL opens a gcsrapid:// URL (see the package doc for its parameters).
 func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if u.Scheme != Scheme {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: scheme %q, want %q", u.Scheme, Scheme)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: scheme %q, want %q", u.Scheme, Scheme)
 	}
 	if u.Host == "" || u.Path != "" && u.Path != "/" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: URL must be gcsrapid://BUCKET, got %s", blob.Redact(u.String()))
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: URL must be gcsrapid://BUCKET, got %s", blob.Redact(u.String()))
 	}
 	q := driver.NewQuery(u)
 	opts := Options{
-		PoolSize:        q.Int("pool_size", 0),
-		PoolMinIdle:     q.Int("pool_min_idle", 0),
-		LoadConcurrency: q.Int("load_concurrency", 0),
-		MaxItemAge:      q.Duration("max_item_age", 0),
-		WriteTimeout:    q.Duration("write_timeout", 0),
-		GraceWindow:     q.Duration("grace_window", 0),
-		Retries:         q.Int("retries", 0),
-		MaxBuffer:       q.Int("max_buffer", 0),
+		CreatorOptions: pool.CreatorOptions{
+			Capacity:        q.Int("pool_size", 0),
+			MinIdle:         q.Int("pool_min_idle", 0),
+			LoadConcurrency: q.Int("load_concurrency", 0),
+			MaxItemAge:      q.Duration("max_item_age", 0),
+			WriteTimeout:    q.Duration("write_timeout", 0),
+			GraceWindow:     q.Duration("grace_window", 0),
+			MaxPools:        q.Int("max_pools", 0),
+		},
+		ClockSkew:         q.Duration("clock_skew", 0),
+		SweepInterval:     q.Duration("sweep_interval", 0),
+		SweepRate:         q.Int("sweep_rate", 0),
+		Retries:           q.Int("retries", 0),
+		MaxBuffer:         int(q.Size("max_buffer", 0)),
+		MaxStreamsPerConn: q.Int("max_streams_per_conn", 0),
+		Hierarchical:      q.Bool("hierarchical", false),
 	}
-	if q.Has("pool_size") && opts.PoolSize == 0 {
-		opts.PoolSize = -1 // pool_size=0 asks for no pool
+	// In a URL 0 means none; in Options it means the default.
+	if q.Has("pool_size") && opts.Capacity == 0 {
+		opts.Capacity = -1
+	}
+	if q.Has("retries") && opts.Retries == 0 {
+		opts.Retries = -1
 	}
 	endpoint := q.String("endpoint", "")
 	connPool := q.Int("grpc_conn_pool", 0)
@@ -184,19 +236,27 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if endpoint != "" {
 		copts = append(copts, EmulatorOptions(endpoint)...)
 	}
-	if connPool > 0 {
-		copts = append(copts, option.WithGRPCConnectionPool(connPool))
+	need := Connections(opts)
+	if connPool > 0 && connPool < need {
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument,
+			"gcsrapid: grpc_conn_pool=%d holds %d streams at %d per connection, but pool_size=%d x max_pools=%d pooled writers and other calls need %d connections: raise grpc_conn_pool or lower pool_size",
+			connPool, connPool*opts.MaxStreamsPerConn, opts.MaxStreamsPerConn, opts.Capacity, opts.MaxPools, need)
 	}
+	tr := &targetRecorder{}
+	copts = append(copts, option.WithGRPCConnectionPool(max(connPool, need)),
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(tr.unary)),
+		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(tr.stream)))
 	client, err := storage.NewGRPCClient(ctx, copts...)
 	if err != nil {
-		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("gcsrapid: %w", err)}
+		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("gcsrapid: %w", err)}
 	}
-	s, err := New(client, u.Host, opts)
+	s, err := New(ctx, client, u.Host, opts)
 	if err != nil {
 		client.Close()
 		return nil, err
 	}
 	s.ownsClient = true
+	s.reportConnectivity(ctx, tr)
 	return s, nil
 }
 
@@ -212,38 +272,52 @@ func EmulatorOptions(endpoint string) []option.ClientOption {
 
 // New returns a Store over bucket, using client (a gRPC client made with
 // storage.WithAppendableUploads and storage.WithGRPCBidiReads). Closing the
-// Store does not close client.
-func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
+// Store does not close client. ctx is used only while New runs; the Store's
+// background work (pools, sweeps) lives until Close.
+func New(ctx context.Context, client *storage.Client, bucket string, opts Options) (*Store, error) {
 	opts.setDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	if bucket == "" {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "gcsrapid: empty bucket name")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: empty bucket name")
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	if err := ctx.Err(); err != nil {
+		return nil, &blob.Error{Op: driver.OpOpen, Err: err}
+	}
+	bgCtx, stop := context.WithCancel(context.Background())
 	b := client.Bucket(bucket)
-	if opts.Retries <= 1 {
+	if opts.Retries <= 0 {
 		b = b.Retryer(storage.WithPolicy(storage.RetryNever))
 	} else {
-		b = b.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithMaxAttempts(opts.Retries))
+		// The client's policy retries only idempotent calls; gax's backoff
+		// draws each pause at random below its bound (full jitter), so
+		// clients that failed together do not retry together.
+		b = b.Retryer(storage.WithPolicy(storage.RetryIdempotent), storage.WithMaxAttempts(1+opts.Retries),
+			storage.WithBackoff(gax.Backoff{Initial: 5 * time.Millisecond, Max: time.Second, Multiplier: 2}))
 	}
 	s := &Store{
 		client: client, bucket: b, name: bucket, opts: opts,
-		bgCtx: ctx, stop: stop,
+		bgCtx: bgCtx, stop: stop, connectivity: ConnectivityUnknown,
 	}
-	if opts.PoolSize > 0 {
+	if opts.Capacity > 0 {
 		c, err := newCreator(s)
 		if err != nil {
 			stop()
 			return nil, err
 		}
 		s.creator = c
+		if opts.SweepInterval > 0 {
+			s.startSweeper()
+		}
 	}
 	m, err := newMetrics(s, opts.MeterProvider)
 	if err != nil {
+		if s.sweeper != nil {
+			s.sweeper.close()
+		}
 		stop()
-		return nil, &blob.Error{Op: "open", Err: fmt.Errorf("gcsrapid: metrics: %w", err)}
+		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("gcsrapid: metrics: %w", err)}
 	}
 	s.metrics = m
 	return s, nil
@@ -253,19 +327,47 @@ func New(client *storage.Client, bucket string, opts Options) (*Store, error) {
 func (s *Store) Bucket() string { return s.name }
 
 func (s *Store) check(op, key string) error {
-	if s.closed.Load() {
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
+	if err := s.life.Check(op, key); err != nil {
+		return err
 	}
-	return validateKey(op, key)
+	if err := validateGCSKey(op, key); err != nil {
+		return err
+	}
+	if s.opts.Hierarchical {
+		return validateHierarchical(op, key)
+	}
+	return nil
 }
 
-// validateKey adds GCS's own naming rules to the common ones.
+// validateKey checks the common naming rules and GCS's own.
 func validateKey(op, key string) error {
 	if err := blob.ValidateKey(op, key); err != nil {
 		return err
 	}
+	return validateGCSKey(op, key)
+}
+
+// validateGCSKey checks GCS's naming rules beyond the common ones.
+func validateGCSKey(op, key string) error {
 	if key == "." || key == ".." {
 		return blob.Errorf(op, key, blob.ErrInvalidKey, `GCS object names cannot be "." or ".."`)
+	}
+	return nil
+}
+
+// validateHierarchical adds the naming rules of a hierarchical namespace.
+func validateHierarchical(op, key string) error {
+	segs := strings.Split(key, "/")
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch {
+		case seg == "" && !last:
+			return blob.Errorf(op, key, blob.ErrInvalidKey, "a bucket with hierarchical namespace allows no empty folder name (leading or double slash)")
+		case seg == "." || seg == "..":
+			return blob.Errorf(op, key, blob.ErrInvalidKey, "a bucket with hierarchical namespace allows no %q segment", seg)
+		case !last && len(seg) > MaxFolderNameLen:
+			return blob.Errorf(op, key, blob.ErrInvalidKey, "a folder name of %d bytes; a bucket with hierarchical namespace allows %d", len(seg), MaxFolderNameLen)
+		}
 	}
 	return nil
 }
@@ -280,12 +382,18 @@ func parseGeneration(op, key, gen string) (int64, error) {
 
 // Stat implements blob.Store.
 func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
-	if err := s.check("stat", key); err != nil {
+	if err := s.check(driver.OpStat, key); err != nil {
 		return nil, err
 	}
 	a, err := s.bucket.Object(key).Attrs(ctx)
 	if err != nil {
-		return nil, driver.WrapError("stat", key, err, classify)
+		return nil, driver.WrapError(driver.OpStat, key, err, classify)
+	}
+	switch hidden, err := s.unwritten(ctx, a); {
+	case err != nil:
+		return nil, driver.WrapError(driver.OpStat, key, err, classify)
+	case hidden:
+		return nil, notFoundUnwritten(driver.OpStat, key)
 	}
 	return attributes(a), nil
 }
@@ -305,8 +413,8 @@ func attributes(a *storage.ObjectAttrs) *blob.Attributes {
 		CreateTime:         a.Created,
 		ModTime:            a.Updated,
 	}
-	if len(a.Metadata) > 0 {
-		out.Metadata = a.Metadata
+	if md := withoutMark(a.Metadata); len(md) > 0 {
+		out.Metadata = md
 	}
 	if out.ModTime.IsZero() {
 		out.ModTime = a.Created
@@ -320,51 +428,69 @@ func attributes(a *storage.ObjectAttrs) *blob.Attributes {
 
 // Delete implements blob.Store.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	if err := s.check("delete", key); err != nil {
+	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
 	}
+	return s.delete(ctx, key, opts)
+}
+
+// delete is Delete without the closed check: Close uses it to undo what its
+// pools made.
+func (s *Store) delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	o := s.bucket.Object(key)
 	if opts != nil && opts.IfGenerationMatch != "" {
-		g, err := parseGeneration("delete", key, opts.IfGenerationMatch)
+		g, err := parseGeneration(driver.OpDelete, key, opts.IfGenerationMatch)
 		if err != nil {
 			return err
 		}
 		o = o.If(storage.Conditions{GenerationMatch: g})
 	}
-	return driver.WrapError("delete", key, o.Delete(ctx), classify)
+	return driver.WrapError(driver.OpDelete, key, o.Delete(ctx), classify)
 }
 
 // Finalize seals key: no more appends, and the object becomes an ordinary
 // finalized object. Finalizing an already final object is not an error.
 func (s *Store) Finalize(ctx context.Context, key string) error {
-	if err := s.check("finalize", key); err != nil {
+	if err := s.check(driver.OpFinalize, key); err != nil {
 		return err
 	}
 	a, err := s.bucket.Object(key).Attrs(ctx)
 	if err != nil {
-		return driver.WrapError("finalize", key, err, classify)
+		return driver.WrapError(driver.OpFinalize, key, err, classify)
 	}
 	if !a.Finalized.IsZero() {
 		return nil
 	}
+	switch hidden, err := s.unwritten(ctx, a); {
+	case err != nil:
+		return driver.WrapError(driver.OpFinalize, key, err, classify)
+	case hidden: // sealing it empty would make it visible
+		return notFoundUnwritten(driver.OpFinalize, key)
+	}
 	w, _, err := s.bucket.Object(key).Generation(a.Generation).NewWriterFromAppendableObject(ctx, &storage.AppendableWriterOpts{FinalizeOnClose: true})
 	if err != nil {
-		return driver.WrapError("finalize", key, err, classify)
+		return driver.WrapError(driver.OpFinalize, key, err, classify)
 	}
-	return driver.WrapError("finalize", key, w.Close(), classify)
+	return driver.WrapError(driver.OpFinalize, key, w.Close(), classify)
 }
 
 // Close implements blob.Store: it discards every pooled object (deleting it),
 // waits for background closes and deletes, and closes the client if the Store
 // opened it.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	if !s.life.Close() {
+		return driver.ClosedError(driver.OpClose, "")
+	}
+	if s.sweeper != nil {
+		s.sweeper.close()
 	}
 	if s.creator != nil {
 		// Discards every pooled object (deleting it) and waits for that.
 		s.creator.Close()
 	}
+	s.bgMu.Lock()
+	s.bgStopped = true
+	s.bgMu.Unlock()
 	s.bg.Wait()
 	s.stop()
 	s.metrics.close()
@@ -377,7 +503,17 @@ func (s *Store) Close() error {
 // background runs f after the caller has its answer (asynchronous closes and
 // deletes); Close waits for it.
 func (s *Store) background(f func(ctx context.Context)) {
+	s.bgMu.Lock()
+	if s.bgStopped {
+		s.bgMu.Unlock()
+		// Close has waited already: do it now, on the caller's time.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.bgCtx), time.Minute)
+		defer cancel()
+		f(ctx)
+		return
+	}
 	s.bg.Add(1)
+	s.bgMu.Unlock()
 	go func() {
 		defer s.bg.Done()
 		ctx, cancel := context.WithTimeout(s.bgCtx, time.Minute)

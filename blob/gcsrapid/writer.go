@@ -66,7 +66,7 @@ func untilDone(ctx context.Context, cancel context.CancelFunc, f func() error) e
 
 // prewarm creates key (which must not exist) and leaves its stream open.
 func (s *Store) prewarm(ctx context.Context, key string, opts *blob.WriterOptions) (*warmWriter, error) {
-	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), opts, 0)
+	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), withMark(opts), 0)
 	err := untilDone(ctx, cancel, func() error {
 		_, err := sw.Flush()
 		return err
@@ -74,7 +74,7 @@ func (s *Store) prewarm(ctx context.Context, key string, opts *blob.WriterOption
 	if err != nil {
 		cancel()
 		sw.Close()
-		return nil, driver.WrapError("prewarm", key, err, classifyCreate)
+		return nil, driver.WrapError(driver.OpPrewarm, key, err, driver.ClassifyWrite(classify, blob.IfNotExist()))
 	}
 	ww := &warmWriter{sw: sw, key: key, cancel: cancel}
 	if a := sw.Attrs(); a != nil {
@@ -86,11 +86,11 @@ func (s *Store) prewarm(ctx context.Context, key string, opts *blob.WriterOption
 // Prewarm implements blob.Prewarmer: it creates key now, so that the returned
 // writer's Write and Close cost one data round trip.
 func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
-	if err := s.check("prewarm", key); err != nil {
+	if err := s.check(driver.OpPrewarm, key); err != nil {
 		return nil, err
 	}
 	if opts != nil && opts.If.GenerationMatch() != "" {
-		return nil, blob.Errorf("prewarm", key, blob.ErrInvalidArgument, "a prewarmed key must not exist: IfGenerationMatch makes no sense")
+		return nil, blob.Errorf(driver.OpPrewarm, key, blob.ErrInvalidArgument, "a prewarmed key must not exist: IfGenerationMatch makes no sense")
 	}
 	ww, err := s.prewarm(ctx, key, opts)
 	if err != nil {
@@ -103,15 +103,15 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 // flushed at Close, in one round trip for writes up to MaxBuffer; it is left
 // unfinalized (see Finalize).
 func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
-	if err := s.check("write", key); err != nil {
+	if err := s.check(driver.OpWrite, key); err != nil {
 		return nil, err
 	}
 	if opts != nil {
-		if err := opts.If.Validate("write", key); err != nil {
+		if err := opts.If.Validate(driver.OpWrite, key); err != nil {
 			return nil, err
 		}
 		if g := opts.If.GenerationMatch(); g != "" {
-			if _, err := parseGeneration("write", key, g); err != nil {
+			if _, err := parseGeneration(driver.OpWrite, key, g); err != nil {
 				return nil, err
 			}
 		}
@@ -168,13 +168,13 @@ func (w *writer) enter(op string) error {
 	}
 	if w.closed {
 		w.busy.Store(false)
-		return &blob.Error{Op: op, Key: w.key, Kind: blob.ErrClosed, Err: errors.New("gcsrapid: a writer is written once; it was closed")}
+		return driver.ClosedError(op, w.key)
 	}
 	return nil
 }
 
 func (w *writer) Write(p []byte) (int, error) {
-	if err := w.enter("write"); err != nil {
+	if err := w.enter(driver.OpWrite); err != nil {
 		return 0, err
 	}
 	defer w.busy.Store(false)
@@ -183,7 +183,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	if err := w.ctx.Err(); err != nil {
-		return 0, driver.WrapError("write", w.key, err, nil)
+		return 0, driver.WrapError(driver.OpWrite, w.key, err, nil)
 	}
 	if w.md5 != nil {
 		w.md5.Write(p)
@@ -211,18 +211,20 @@ func (w *writer) Write(p []byte) (int, error) {
 func (w *writer) send(p []byte) error {
 	_, err := w.sw.Write(p)
 	if err != nil {
-		w.err = driver.WrapError("write", w.key, err, w.classifier())
+		w.err = driver.WrapError(driver.OpWrite, w.key, err, w.classifier())
 		return w.err
 	}
 	w.wrote += int64(len(p))
 	return nil
 }
 
+// classifier classifies the errors of the write's commit under its
+// condition; a prewarmed object was created under IfNotExist.
 func (w *writer) classifier() func(error) error {
-	if w.opts.If.NotExist() || w.warm != nil {
-		return classifyCreate
+	if w.warm != nil {
+		return driver.ClassifyWrite(classify, blob.IfNotExist())
 	}
-	return classify
+	return driver.ClassifyWrite(classify, w.opts.If)
 }
 
 // open starts the stream: the warm one, or a new appendable object with the
@@ -237,7 +239,7 @@ func (w *writer) open(size int) error {
 	case w.opts.If.NotExist():
 		o = o.If(storage.Conditions{DoesNotExist: true})
 	case w.opts.If.GenerationMatch() != "":
-		g, err := parseGeneration("write", w.key, w.opts.If.GenerationMatch())
+		g, err := parseGeneration(driver.OpWrite, w.key, w.opts.If.GenerationMatch())
 		if err != nil {
 			return err
 		}
@@ -248,7 +250,7 @@ func (w *writer) open(size int) error {
 }
 
 func (w *writer) Close() error {
-	if err := w.enter("write"); err != nil {
+	if err := w.enter(driver.OpWrite); err != nil {
 		return err
 	}
 	defer w.busy.Store(false)
@@ -276,15 +278,15 @@ func (w *writer) commit() error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.s.closed.Load() {
-		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+	if err := w.s.life.CheckOpen(driver.OpWrite, w.key); err != nil {
+		return err
 	}
 	if err := w.ctx.Err(); err != nil {
-		return driver.WrapError("write", w.key, err, nil)
+		return driver.WrapError(driver.OpWrite, w.key, err, nil)
 	}
 	if w.md5 != nil {
 		if sum := w.md5.Sum(nil); !bytes.Equal(sum, w.opts.ContentMD5) {
-			return blob.Errorf("write", w.key, blob.ErrInvalidArgument, "content MD5 %x does not match the given %x", sum, w.opts.ContentMD5)
+			return blob.Errorf(driver.OpWrite, w.key, blob.ErrInvalidArgument, "content MD5 %x does not match the given %x", sum, w.opts.ContentMD5)
 		}
 	}
 	if w.sw == nil {
@@ -302,10 +304,17 @@ func (w *writer) commit() error {
 		return err
 	})
 	if err != nil {
-		return driver.WrapError("write", w.key, err, w.classifier())
+		return driver.WrapError(driver.OpWrite, w.key, err, w.classifier())
 	}
 	if flushed != w.wrote {
-		return blob.Errorf("write", w.key, nil, "gcsrapid: flushed %d bytes, wrote %d", flushed, w.wrote)
+		return blob.Errorf(driver.OpWrite, w.key, nil, "gcsrapid: flushed %d bytes, wrote %d", flushed, w.wrote)
+	}
+	if w.warm != nil && w.wrote == 0 {
+		// No byte tells readers that this write committed: clearing the
+		// prewarm mark does.
+		if err := w.s.unmark(w.ctx, w.key, w.warm.gen); err != nil {
+			return driver.WrapError(driver.OpWrite, w.key, err, classify)
+		}
 	}
 	return nil
 }

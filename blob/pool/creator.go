@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -22,56 +21,111 @@ type Creator struct {
 
 	ctx    context.Context // the lifetime of prewarmed writers
 	cancel context.CancelFunc
-	closed atomic.Bool
+	life   driver.Lifecycle
 
-	mu    sync.Mutex
-	pools map[string]*Pool[*prewarmed]
+	mu      sync.Mutex
+	pools   map[string]*Pool[*prewarmed]
+	out     map[*pooledWriter]struct{} // handed out, not yet closing
+	closing sync.WaitGroup             // pooled writers in Close
 }
 
 // CreatorOptions configure a Creator. MaxItemAge + WriteTimeout must be below
 // GraceWindow (the orphan reconciler's), or a prewarmed object could be
 // reclaimed between its write and its commit.
+//
+// The bound holds from the moment a pooled name is made to the end of its
+// commit, however long the prewarm and the commit take: a name is made when
+// its prewarm starts, a pooled writer is handed out only while its name is
+// younger than MaxItemAge (a prewarm that takes longer is discarded, and the
+// Create goes inline), and a commit that has not ended WriteTimeout after the
+// hand-out is aborted, its object deleted and Close fails.
+//
+// Stores that pool their Creates (gcsrapid) embed CreatorOptions, so that
+// these settings have one name and one default wherever they appear. The
+// zero value of each field means its default.
 type CreatorOptions struct {
-	Capacity        int           // per prefix; default 64
-	MinIdle         int           // default 2
-	LoadConcurrency int           // default 16
-	MaxItemAge      time.Duration // default 1m
-	WriteTimeout    time.Duration // default 30s
-	GraceWindow     time.Duration // default 10m
-	MaxPools        int           // prefixes with a pool; default 16
+	// Capacity bounds each prefix's pool (DefaultCapacity).
+	Capacity int
+	// MinIdle spares are kept ready when nothing drains a pool
+	// (DefaultMinIdle, or Capacity if that is less).
+	MinIdle int
+	// LoadConcurrency bounds each pool's background prewarms
+	// (DefaultLoadConcurrency).
+	LoadConcurrency int
+	// MaxItemAge: a pooled writer whose name is older than this is
+	// discarded, never handed out (DefaultMaxItemAge).
+	MaxItemAge time.Duration
+	// WriteTimeout bounds the time from a hand-out to the end of its commit
+	// (DefaultWriteTimeout).
+	WriteTimeout time.Duration
+	// GraceWindow is the orphan reconciler's (DefaultGraceWindow).
+	GraceWindow time.Duration
+	// MaxPools bounds the prefixes with a pool; Creates under further
+	// prefixes create inline (DefaultMaxPools).
+	MaxPools int
+}
+
+// Defaults of CreatorOptions.
+const (
+	DefaultCapacity        = 64
+	DefaultMinIdle         = 2
+	DefaultLoadConcurrency = 16
+	DefaultMaxItemAge      = time.Minute
+	DefaultWriteTimeout    = 30 * time.Second
+	DefaultGraceWindow     = 10 * time.Minute
+	DefaultMaxPools        = 16
+)
+
+// WithDefaults returns o with each zero field set to its default.
+func (o CreatorOptions) WithDefaults() CreatorOptions {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.Capacity, DefaultCapacity)
+	def(&o.MinIdle, min(DefaultMinIdle, max(o.Capacity, 1)))
+	def(&o.LoadConcurrency, DefaultLoadConcurrency)
+	def(&o.MaxPools, DefaultMaxPools)
+	for _, d := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&o.MaxItemAge, DefaultMaxItemAge}, {&o.WriteTimeout, DefaultWriteTimeout}, {&o.GraceWindow, DefaultGraceWindow}} {
+		if *d.v == 0 {
+			*d.v = d.d
+		}
+	}
+	return o
+}
+
+// Validate reports options, with their defaults applied, that are malformed
+// or could lose data.
+func (o CreatorOptions) Validate() error {
+	switch {
+	case o.Capacity < 0 || o.MinIdle < 0 || o.LoadConcurrency < 0 || o.MaxPools < 0 ||
+		o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0:
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: counts and durations must not be negative")
+	case o.MaxItemAge+o.WriteTimeout >= o.GraceWindow:
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument,
+			"pool: MaxItemAge (%v) + WriteTimeout (%v) must be below GraceWindow (%v): a prewarmed object could be reclaimed as an orphan between its write and its commit",
+			o.MaxItemAge, o.WriteTimeout, o.GraceWindow)
+	case o.MinIdle > o.Capacity:
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: MinIdle %d exceeds Capacity %d", o.MinIdle, o.Capacity)
+	}
+	return nil
 }
 
 var _ blob.Creator = (*Creator)(nil)
 
 // NewCreator wraps s. Closing the Creator discards its pools, then closes s.
 func NewCreator(s blob.Store, opts CreatorOptions) (*Creator, error) {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&opts.Capacity, 64)
-	def(&opts.MinIdle, 2)
-	def(&opts.LoadConcurrency, 16)
-	def(&opts.MaxPools, 16)
-	for _, d := range []struct {
-		v *time.Duration
-		d time.Duration
-	}{{&opts.MaxItemAge, time.Minute}, {&opts.WriteTimeout, 30 * time.Second}, {&opts.GraceWindow, 10 * time.Minute}} {
-		if *d.v == 0 {
-			*d.v = d.d
-		}
-	}
-	if opts.MaxItemAge+opts.WriteTimeout >= opts.GraceWindow {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument,
-			"pool: MaxItemAge (%v) + WriteTimeout (%v) must be below GraceWindow (%v): a prewarmed object could be reclaimed as an orphan between its write and its commit",
-			opts.MaxItemAge, opts.WriteTimeout, opts.GraceWindow)
-	}
-	if opts.MinIdle > opts.Capacity {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "pool: MinIdle %d exceeds Capacity %d", opts.MinIdle, opts.Capacity)
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Creator{Store: s, opts: opts, ctx: ctx, cancel: cancel, pools: map[string]*Pool[*prewarmed]{}}, nil
+	return &Creator{Store: s, opts: opts, ctx: ctx, cancel: cancel,
+		pools: map[string]*Pool[*prewarmed]{}, out: map[*pooledWriter]struct{}{}}, nil
 }
 
 // prewarmed is a pooled writer and what it takes to abandon it.
@@ -88,14 +142,22 @@ func (c *Creator) load(prefix string) func(context.Context) (*prewarmed, error) 
 		wctx, cancel := context.WithCancel(c.ctx)
 		stop := context.AfterFunc(ctx, cancel)
 		w, err := blob.Prewarm(wctx, c.Store, key, nil)
-		if !stop() || err != nil {
-			cancel()
-			if err == nil {
-				err = ctx.Err()
-			}
-			return nil, err
+		if err == nil && stop() {
+			return &prewarmed{key: key, w: w, cancel: cancel}, nil
 		}
-		return &prewarmed{key: key, w: w, cancel: cancel}, nil
+		cancel()
+		// The pool is closing, or the prewarm failed, perhaps after the store
+		// had created the object: undo it with a context Close does not end.
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer dcancel()
+		if err == nil {
+			c.discard(dctx, &prewarmed{key: key, w: w, cancel: cancel}, DiscardShutdown)
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, blob.ErrExists) { // an existing object is not ours
+			c.Store.Delete(dctx, key, nil)
+		}
+		return nil, err
 	}
 }
 
@@ -110,8 +172,8 @@ func (c *Creator) discard(ctx context.Context, p *prewarmed, _ DiscardReason) {
 // Create implements blob.Creator. Writes with attributes (which must be set
 // when an object is created) and prefixes beyond MaxPools create inline.
 func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOptions) (string, blob.Writer, error) {
-	if c.closed.Load() {
-		return "", nil, &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
+	if err := c.life.CheckOpen(driver.OpCreate, prefix); err != nil {
+		return "", nil, err
 	}
 	if hasAttributes(opts) {
 		return blob.CreateInline(ctx, c.Store, prefix, opts)
@@ -121,13 +183,32 @@ func (c *Creator) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 		return blob.CreateInline(ctx, c.Store, prefix, opts)
 	}
 	item, err := p.Get(ctx)
-	if err != nil {
-		if errors.Is(err, ErrClosed) {
-			err = &blob.Error{Op: "create", Key: prefix, Kind: blob.ErrClosed}
-		}
+	switch {
+	case errors.Is(err, ErrClosed):
+		return "", nil, driver.ClosedError(driver.OpCreate, prefix)
+	case err != nil && ctx.Err() != nil:
 		return "", nil, err
+	case err != nil:
+		// The caller's own prewarm failed, or took longer than MaxItemAge
+		// (ErrStale: none can be handed out safely): create inline, as a
+		// store without a pool would.
+		return blob.CreateInline(ctx, c.Store, prefix, opts)
 	}
-	return item.key, &pooledWriter{c: c, ctx: ctx, item: item, handedOut: time.Now()}, nil
+	// The commit must end within WriteTimeout of the hand-out: past it, the
+	// writer's context ends, which aborts a commit still running.
+	w := &pooledWriter{c: c, ctx: ctx, item: item, expiry: time.AfterFunc(c.opts.WriteTimeout, item.cancel)}
+	c.mu.Lock()
+	if c.pools == nil {
+		c.mu.Unlock()
+		w.expiry.Stop()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		c.discard(dctx, item, DiscardShutdown)
+		return "", nil, driver.ClosedError(driver.OpCreate, prefix)
+	}
+	c.out[w] = struct{}{}
+	c.mu.Unlock()
+	return item.key, w, nil
 }
 
 func hasAttributes(o *blob.WriterOptions) bool {
@@ -160,6 +241,17 @@ func (c *Creator) poolFor(prefix string) *Pool[*prewarmed] {
 	return p
 }
 
+// Prefixes returns the prefixes that have a pool.
+func (c *Creator) Prefixes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.pools))
+	for k := range c.pools {
+		out = append(out, k)
+	}
+	return out
+}
+
 // Stats returns each prefix's pool counters.
 func (c *Creator) Stats() map[string]Stats {
 	c.mu.Lock()
@@ -171,62 +263,88 @@ func (c *Creator) Stats() map[string]Stats {
 	return out
 }
 
-// Close discards every pooled writer (deleting their objects), then closes
-// the wrapped store.
+// Close discards every pooled writer (deleting their objects), including
+// writers handed out and never closed, waits for pooled writers being closed,
+// then closes the wrapped store.
 func (c *Creator) Close() error {
-	if c.closed.Swap(true) {
-		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	if !c.life.Close() {
+		return driver.ClosedError(driver.OpClose, "")
 	}
 	c.mu.Lock()
-	pools := c.pools
-	c.pools = nil
+	pools, out := c.pools, c.out
+	c.pools, c.out = nil, nil
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var wg sync.WaitGroup
 	for _, p := range pools {
-		p.Close(ctx)
+		wg.Go(func() { p.Close(ctx) })
 	}
+	for w := range out {
+		w.expiry.Stop()
+		wg.Go(func() { c.discard(ctx, w.item, DiscardShutdown) })
+	}
+	wg.Wait()
+	c.closing.Wait()
 	c.cancel()
 	return c.Store.Close()
 }
 
 // pooledWriter is a handed-out prewarmed writer: the caller's context governs
-// it, and it must close within WriteTimeout of the hand-out.
+// it, and its commit must end within WriteTimeout of the hand-out.
 type pooledWriter struct {
-	c         *Creator
-	ctx       context.Context
-	item      *prewarmed
-	handedOut time.Time
-	done      bool
+	c      *Creator
+	ctx    context.Context
+	item   *prewarmed
+	expiry *time.Timer // ends the item's context at the hand-out's WriteTimeout
+	done   bool
 }
 
 func (w *pooledWriter) Write(p []byte) (int, error) {
 	if err := w.ctx.Err(); err != nil {
-		return 0, driver.WrapError("write", w.item.key, err, nil)
+		return 0, driver.WrapError(driver.OpWrite, w.item.key, err, nil)
 	}
 	return w.item.w.Write(p)
 }
 
+// claim takes the writer back from the Creator's list of writers to undo at
+// Close; false means Close has undone it already.
+func (w *pooledWriter) claim() bool {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	if _, ok := w.c.out[w]; !ok {
+		return false
+	}
+	delete(w.c.out, w)
+	w.c.closing.Add(1)
+	return true
+}
+
 func (w *pooledWriter) Close() error {
 	if w.done {
-		return &blob.Error{Op: "write", Key: w.item.key, Kind: blob.ErrClosed}
+		return driver.ClosedError(driver.OpWrite, w.item.key)
 	}
 	w.done = true
+	if !w.claim() {
+		return driver.ClosedError(driver.OpWrite, w.item.key)
+	}
+	defer w.c.closing.Done()
 	var err error
-	switch {
-	case w.ctx.Err() != nil:
-		err = driver.WrapError("write", w.item.key, w.ctx.Err(), nil)
-	case time.Since(w.handedOut) > w.c.opts.WriteTimeout:
-		err = blob.Errorf("write", w.item.key, nil, "pool: closed %v after hand-out, beyond WriteTimeout %v: the object may already be reclaimed as an orphan",
-			time.Since(w.handedOut).Round(time.Millisecond), w.c.opts.WriteTimeout)
-	default:
+	if err = w.ctx.Err(); err != nil {
+		err = driver.WrapError(driver.OpWrite, w.item.key, err, nil)
+	} else {
 		err = w.item.w.Close()
-		if err == nil {
+		// A commit that ended after the deadline may have been cut short,
+		// or may have committed too late to be safe from the reconciler.
+		if !w.expiry.Stop() {
+			err = blob.Errorf(driver.OpWrite, w.item.key, nil, "pool: the commit did not end within WriteTimeout %v of the hand-out: the object may be reclaimed as an orphan (%v)",
+				w.c.opts.WriteTimeout, err)
+		} else if err == nil {
 			w.item.cancel()
 			return nil
 		}
-		return err
 	}
+	w.expiry.Stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), time.Minute)
 	defer cancel()
 	w.c.discard(ctx, w.item, "abandoned")

@@ -10,9 +10,11 @@
 //
 //   - Get returns the oldest ready item. An item is ready only when Load has
 //     returned it (for gcsrapid: after the Flush that makes the object exist).
-//   - No item older than MaxItemAge is ever handed out: stale items are given
-//     to Discard, as is every item that is never handed out (shutdown,
-//     overflow), so nothing leaks.
+//   - No item older than MaxItemAge is ever handed out, its age counted from
+//     when its Load was called (so a slow Load ages the item it makes): stale
+//     items are given to Discard, as is every item that is never handed out
+//     (shutdown, overflow, a Get that gave up after Close), so nothing leaks.
+//     A caller whose own load returns an item already too old gets ErrStale.
 //   - Loaders refill at about the drain rate: the pool measures how fast Get
 //     is called and how long Load takes, and keeps MinIdle spares plus enough
 //     for four load latencies of demand (Little's law), capped so that spares
@@ -33,12 +35,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
 
 // ErrClosed is returned by Get after Close.
 var ErrClosed = errors.New("pool: closed")
+
+// ErrStale is returned by Get to a caller whose own load took MaxItemAge or
+// longer: the item it made was too old to hand out and was discarded.
+var ErrStale = errors.New("pool: load took longer than MaxItemAge")
 
 // DiscardReason says why an item was discarded.
 type DiscardReason string
@@ -58,8 +65,8 @@ type Options[T any] struct {
 	// gcsrapid: close the writer and delete the empty object). It runs in
 	// the background; Close waits for it.
 	Discard func(ctx context.Context, item T, reason DiscardReason)
-	// MaxItemAge: items older than this (counted from when Load returned)
-	// are discarded, never handed out.
+	// MaxItemAge: items older than this, counted from when their Load was
+	// called, are discarded, never handed out.
 	MaxItemAge time.Duration
 	// Capacity bounds the items held, ready plus loading in the background.
 	Capacity int
@@ -100,8 +107,8 @@ type Pool[T any] struct {
 }
 
 type entry[T any] struct {
-	item  T
-	ready time.Time
+	item T
+	born time.Time // when the Load that made item was called
 }
 
 type waiter[T any] struct {
@@ -109,9 +116,9 @@ type waiter[T any] struct {
 }
 
 type result[T any] struct {
-	item  T
-	ready time.Time
-	err   error
+	item T
+	born time.Time
+	err  error
 }
 
 // New validates opts and starts the pool's loaders.
@@ -176,7 +183,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		p.ready[0] = entry[T]{}
 		p.ready = p.ready[1:]
 		p.stats.Hits++
-		p.ageHist.Add(start.Sub(e.ready))
+		p.ageHist.Add(start.Sub(e.born))
 		p.waitHist.Add(0)
 		p.fillLocked()
 		p.mu.Unlock()
@@ -195,24 +202,30 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	case r := <-w.ch:
 		p.mu.Lock()
 		if r.err == nil {
-			p.ageHist.Add(time.Now().Sub(r.ready))
+			p.ageHist.Add(time.Now().Sub(r.born))
 		}
 		p.waitHist.Add(time.Now().Sub(start))
 		p.mu.Unlock()
 		return r.item, r.err
 	case <-ctx.Done():
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		select {
-		case r := <-w.ch:
-			// Served while giving up: the item is fresh, keep it for the next caller.
-			if r.err == nil {
-				p.readyLocked(r.item, r.ready)
-			}
-		default:
-			p.removeWaiterLocked(w)
-		}
+		p.giveUp(w)
 		return zero, ctx.Err()
+	}
+}
+
+// giveUp withdraws a waiter whose caller stopped waiting. An item that reached
+// it meanwhile is kept for the next caller, or discarded if the pool has
+// closed or the item has aged.
+func (p *Pool[T]) giveUp(w *waiter[T]) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case r := <-w.ch:
+		if r.err == nil {
+			p.keepLocked(r.item, r.born, time.Now())
+		}
+	default:
+		p.removeWaiterLocked(w)
 	}
 }
 
@@ -232,7 +245,8 @@ func (p *Pool[T]) load(w *waiter[T]) {
 	if err != nil {
 		p.stats.LoadErrors++
 		p.backoff = min(max(2*p.backoff, 10*time.Millisecond), time.Second)
-		p.retryAt = now.Add(p.backoff)
+		// Jittered, so that pools that failed together do not retry together.
+		p.retryAt = now.Add(p.backoff/2 + rand.N(p.backoff/2+1))
 		if w != nil && p.removeWaiterLocked(w) {
 			w.ch <- result[T]{err: err}
 		}
@@ -241,24 +255,51 @@ func (p *Pool[T]) load(w *waiter[T]) {
 	p.stats.Loads++
 	p.backoff = 0
 	p.loadLat = ewma(p.loadLat, now.Sub(start))
-	if p.closed {
+	switch {
+	case p.closed:
 		p.discardLocked(item, DiscardShutdown)
 		return
-	}
-	if len(p.waiters) > 0 {
+	case now.Sub(start) >= p.opts.MaxItemAge:
+		// Too old before anyone could use it. The caller who started this
+		// load learns so instead of waiting for loads that may all be as slow.
+		p.discardLocked(item, DiscardAged)
+		if w != nil && p.removeWaiterLocked(w) {
+			w.ch <- result[T]{err: fmt.Errorf("%w: %v >= %v", ErrStale, now.Sub(start), p.opts.MaxItemAge)}
+		}
+	case len(p.waiters) > 0:
 		next := p.waiters[0]
 		p.waiters = p.waiters[1:]
-		next.ch <- result[T]{item: item, ready: now}
-	} else if w != nil && len(p.ready)+p.loading >= p.opts.Capacity {
+		next.ch <- result[T]{item: item, born: start}
+	case w != nil && len(p.ready)+p.loading >= p.opts.Capacity:
 		p.discardLocked(item, DiscardOverflow)
-	} else {
-		p.readyLocked(item, now)
+	default:
+		p.readyLocked(item, start)
 	}
 	p.fillLocked()
 }
 
-func (p *Pool[T]) readyLocked(item T, at time.Time) {
-	p.ready = append(p.ready, entry[T]{item: item, ready: at})
+// readyLocked queues item, keeping the queue ordered by birth: loads finish
+// out of order, and the head must be the oldest for expireLocked.
+func (p *Pool[T]) readyLocked(item T, born time.Time) {
+	i := len(p.ready)
+	for i > 0 && p.ready[i-1].born.After(born) {
+		i--
+	}
+	p.ready = append(p.ready, entry[T]{})
+	copy(p.ready[i+1:], p.ready[i:])
+	p.ready[i] = entry[T]{item: item, born: born}
+}
+
+// keepLocked takes back an item that a caller was served but did not take.
+func (p *Pool[T]) keepLocked(item T, born, now time.Time) {
+	switch {
+	case p.closed:
+		p.discardLocked(item, DiscardShutdown)
+	case now.Sub(born) >= p.opts.MaxItemAge:
+		p.discardLocked(item, DiscardAged)
+	default:
+		p.readyLocked(item, born)
+	}
 }
 
 func (p *Pool[T]) removeWaiterLocked(w *waiter[T]) bool {
@@ -274,7 +315,7 @@ func (p *Pool[T]) removeWaiterLocked(w *waiter[T]) bool {
 // expireLocked discards ready items that are too old to hand out. The queue is
 // oldest first, so only its head needs looking at.
 func (p *Pool[T]) expireLocked(now time.Time) {
-	for len(p.ready) > 0 && now.Sub(p.ready[0].ready) >= p.opts.MaxItemAge {
+	for len(p.ready) > 0 && now.Sub(p.ready[0].born) >= p.opts.MaxItemAge {
 		e := p.ready[0]
 		p.ready[0] = entry[T]{}
 		p.ready = p.ready[1:]
@@ -389,7 +430,7 @@ type Stats struct {
 	DrainRate         float64       // Gets per second over RateWindow
 	LoadLatency       time.Duration // smoothed duration of Load
 	Target            int           // items the pool currently aims to hold
-	HandOutAge        Histogram     // age of items when handed out
+	HandOutAge        Histogram     // age of items when handed out, from the start of their Load
 	GetLatency        Histogram     // time spent in Get
 }
 

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,8 +94,10 @@ func TestNeverHandsOutAgedItems(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if age := time.Since(item); age >= 10*time.Second {
-				t.Fatalf("step %d: handed out an item %v old", step, age)
+			// The bubble's clock: the item was loaded less than
+			// MaxItemAge before it was handed out.
+			if now := time.Now(); !item.After(now.Add(-10 * time.Second)) {
+				t.Fatalf("step %d: handed out at %v an item loaded at %v", step, now, item)
 			}
 		}
 		synctest.Wait()
@@ -142,8 +145,10 @@ func TestColdMissNoSlowerThanOneLoad(t *testing.T) {
 		}
 		// The in-flight load finishes first (50ms left), ahead of the
 		// caller's own inline load (80ms).
-		if waited := time.Since(start); waited != 50*time.Millisecond {
-			t.Errorf("miss waited %v, want the 50ms left of the load in flight", waited)
+		// The bubble's clock stands still while goroutines run: the miss
+		// ended exactly when the load in flight did.
+		if end := time.Now(); !end.Equal(start.Add(50 * time.Millisecond)) {
+			t.Errorf("miss ended %v after it began, want the 50ms left of the load in flight", end.Sub(start))
 		}
 		// The inline load's item is not thrown away: it becomes a spare.
 		time.Sleep(100 * time.Millisecond)
@@ -278,5 +283,73 @@ func TestHistogramQuantiles(t *testing.T) {
 	}
 	if h.Mean() != 50500*time.Microsecond {
 		t.Errorf("mean %v", h.Mean())
+	}
+}
+
+// Loads slower than MaxItemAge make items too old to hand out: the age of an
+// item counts from the start of its load, so none is ever handed out, and the
+// caller learns why instead of waiting forever.
+func TestSlowLoadsNeverHandOutAgedItems(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeObjects{delay: 400 * time.Millisecond}
+		p := newTestPool(t, f, Options[time.Time]{MaxItemAge: 100 * time.Millisecond, Capacity: 4, MinIdle: 2})
+		for range 5 {
+			start := time.Now()
+			item, err := p.Get(context.Background())
+			if !errors.Is(err, ErrStale) {
+				t.Fatalf("Get = %v (item loaded %v after the Get began), want ErrStale", err, item.Sub(start))
+			}
+		}
+		p.Close(context.Background())
+		synctest.Wait()
+		s := p.Stats()
+		if s.Hits != 0 || s.HandOutAge.N != 0 {
+			t.Errorf("%d hits, %d hand-outs: an item older than MaxItemAge was handed out", s.Hits, s.HandOutAge.N)
+		}
+		if got := f.discarded[DiscardAged] + f.discarded[DiscardShutdown]; got != f.loads {
+			t.Errorf("%d of %d loaded items discarded", got, f.loads)
+		}
+	})
+}
+
+// A caller that gives up just as an item reaches it, with the pool closed in
+// between, must not put the item back into the closed pool.
+func TestGiveUpAfterCloseDiscardsTheItem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeObjects{delay: time.Millisecond}
+		p := newTestPool(t, f, Options[time.Time]{MaxItemAge: time.Minute, Capacity: 4, MinIdle: 1})
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		w := &waiter[time.Time]{ch: make(chan result[time.Time], 1)}
+		w.ch <- result[time.Time]{item: time.Now(), born: time.Now()}
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		p.giveUp(w)
+		synctest.Wait()
+		if s := p.Stats(); s.Ready != 0 {
+			t.Errorf("%d items ready in a closed pool", s.Ready)
+		}
+		// One spare from before Close, and the item the caller gave up.
+		if f.discarded[DiscardShutdown] != 2 {
+			t.Errorf("shutdown discards %d, want 2", f.discarded[DiscardShutdown])
+		}
+	})
+}
+
+// Loads that finish out of order are queued by when they started, so the
+// head of the queue is always the oldest item.
+func TestReadyQueueOrderedByBirth(t *testing.T) {
+	p := &Pool[int]{}
+	base := time.Unix(0, 0)
+	for _, ms := range []int{30, 10, 20, 40, 5} {
+		p.readyLocked(ms, base.Add(time.Duration(ms)*time.Millisecond))
+	}
+	var got []int
+	for _, e := range p.ready {
+		got = append(got, e.item)
+	}
+	if want := []int{5, 10, 20, 30, 40}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("queue %v, want %v", got, want)
 	}
 }

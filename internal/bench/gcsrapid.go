@@ -13,6 +13,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
 // gcsServer is one in-process GCS emulator and a client of it.
@@ -129,7 +130,7 @@ func runGCSRapid(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer peer.Close()
-	store, err := gcsrapid.New(g.client, "bench", gcsrapid.Options{PoolSize: 512, PoolMinIdle: 8, LoadConcurrency: 64})
+	store, err := gcsrapid.New(ctx, g.client, "bench", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 512, MinIdle: 8, LoadConcurrency: 64}})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
 // SlowZone is the extra delay of every write and commit in the slow zone of
@@ -43,7 +44,7 @@ func gcsRapidZones(ctx context.Context, env *Env, n int) (*zones, error) {
 		}
 		z.servers = append(z.servers, g)
 		z.Profile = g.profile
-		s, err := gcsrapid.New(g.client, "bench", gcsrapid.Options{PoolSize: 512, PoolMinIdle: 8, LoadConcurrency: 64})
+		s, err := gcsrapid.New(ctx, g.client, "bench", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 512, MinIdle: 8, LoadConcurrency: 64}})
 		if err != nil {
 			z.Close()
 			return nil, err

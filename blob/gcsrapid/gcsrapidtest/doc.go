@@ -28,6 +28,15 @@
 // Profile, so a run can be replayed; Stats counts every operation and
 // InjectFault fails chosen calls to exercise client retries.
 //
+// Strictness, switchable per test, models what the real service does at
+// scale: metadata reads report an out of date size for an unfinalized object
+// (Profile.StaleSize, on in the Rapid profile); a connection carries at most
+// MaxStreamsPerConn streams at once (100 by default, like a front end; the
+// cap is advertised, so clients queue, and a stream over it is refused and
+// counted); TransientFaults fails a seeded fraction of idempotent calls with
+// UNAVAILABLE or RESOURCE_EXHAUSTED; Hierarchical applies a hierarchical
+// namespace's naming rules to zonal buckets (CheckHierarchicalName).
+//
 // Served: BidiWriteObject, WriteObject, StartResumableWrite,
 // QueryWriteStatus, BidiReadObject, ReadObject, GetObject, ListObjects,
 // DeleteObject, UpdateObject, RewriteObject (one call), MoveObject and

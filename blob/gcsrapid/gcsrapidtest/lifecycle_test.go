@@ -95,6 +95,7 @@ func TestCloseWaitsForInFlightStreams(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	before := srv.Stats()
 	done := make(chan error, 1)
 	go func() {
 		r, err := c.Bucket("zonal").Object("slow").NewReader(ctx)
@@ -104,16 +105,18 @@ func TestCloseWaitsForInFlightStreams(t *testing.T) {
 		}
 		done <- err
 	}()
-	for srv.Stats().Calls["BidiReadObject"] == 0 {
+	// The read is in flight once the server holds it in its delay.
+	for srv.Stats().Delays == before.Delays {
 		time.Sleep(time.Millisecond)
 	}
-	start := time.Now()
 	srv.Close()
+	// Close returned after the read's handler ended: past its delay, with
+	// every byte sent.
+	if sent := srv.Stats().BytesRead - before.BytesRead; sent != int64(len("slow read")) {
+		t.Fatalf("Close returned with %d bytes of the in-flight read sent, want %d", sent, len("slow read"))
+	}
 	if err := <-done; err != nil {
 		t.Fatalf("read in flight during Close: %v", err)
-	}
-	if waited := time.Since(start); waited < 100*time.Millisecond {
-		t.Fatalf("Close returned after %v, before the in-flight read's 300 ms delay", waited)
 	}
 	srv.Close() // idempotent
 }

@@ -46,7 +46,7 @@ func (s *Server) getObject(ctx context.Context, req msg) (msg, error) {
 	}
 	var m msg
 	if err == nil {
-		m = o.toProto()
+		m = o.metaProto(time.Now(), s.opts.Profile.StaleSize)
 	}
 	s.store.mu.Unlock()
 	if status.Code(err) == codes.NotFound {
@@ -125,6 +125,7 @@ func (s *Server) listObjects(ctx context.Context, req msg) (msg, error) {
 	sort.Strings(names)
 
 	resp := newMsg("ListObjectsResponse")
+	now := time.Now()
 	items, last := 0, ""
 	seenPrefix := map[string]bool{}
 	for _, n := range names {
@@ -161,7 +162,7 @@ func (s *Server) listObjects(ctx context.Context, req msg) (msg, error) {
 			resp.set("next_page_token", base64.RawURLEncoding.EncodeToString([]byte(last)))
 			return resp, nil
 		}
-		resp.appendMsg("objects", b.objects[n].toProto())
+		resp.appendMsg("objects", b.objects[n].metaProto(now, s.opts.Profile.StaleSize))
 		items, last = items+1, n
 	}
 	return resp, nil
@@ -436,7 +437,11 @@ func (s *Server) checkWriteSpec(spec msg) (*bucket, error) {
 	}
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
-	return s.store.bucketLocked(res.str("bucket"))
+	b, err := s.store.bucketLocked(res.str("bucket"))
+	if err == nil && b.zonal && s.opts.Hierarchical {
+		err = CheckHierarchicalName(res.str("name"))
+	}
+	return b, err
 }
 
 func errZonalNeedsAppendable(bucket string) error {

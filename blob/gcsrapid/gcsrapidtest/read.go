@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,7 +30,7 @@ func (s *Server) snapshotLocked(bucketRes, name string, gen int64, c conds) (sna
 	if err := c.check(o); err != nil {
 		return snapshot{}, err
 	}
-	return snapshot{meta: o.toProto(), data: o.data[:len(o.data):len(o.data)]}, nil
+	return snapshot{meta: o.metaProto(time.Now(), s.opts.Profile.StaleSize), data: o.data[:len(o.data):len(o.data)]}, nil
 }
 
 // resolveRange turns a request's offset and length into [start, end) of an

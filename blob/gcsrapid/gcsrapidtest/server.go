@@ -50,7 +50,32 @@ type Options struct {
 	// CloseTimeout bounds how long Close waits for in-flight streams before it
 	// cuts them (default 10s), so a leaked client stream cannot hang a test.
 	CloseTimeout time.Duration
+	// MaxStreamsPerConn caps the RPCs in flight on one client connection, as
+	// a front end's HTTP/2 MAX_CONCURRENT_STREAMS does (DefaultMaxStreamsPerConn
+	// if zero; negative: no cap). The server advertises it, so a client
+	// queues its streams beyond it; a stream that arrives over it anyway is
+	// refused with UNAVAILABLE and counted in Stats.StreamsRefused.
+	MaxStreamsPerConn int
+	// TransientFaults fails this fraction of the calls of the methods in
+	// TransientFaultMethods (default: the idempotent ones, see
+	// DefaultTransientFaultMethods) before they act, alternately with
+	// UNAVAILABLE and RESOURCE_EXHAUSTED, drawn from Seed, as a busy service
+	// does at scale.
+	TransientFaults       float64
+	TransientFaultMethods []string
+	// Hierarchical applies the naming rules of a bucket with hierarchical
+	// namespace (as Rapid buckets have) to every zonal bucket: see
+	// CheckHierarchicalName.
+	Hierarchical bool
 }
+
+// DefaultMaxStreamsPerConn is a typical front end's cap on concurrent streams
+// per HTTP/2 connection.
+const DefaultMaxStreamsPerConn = 100
+
+// DefaultTransientFaultMethods are the methods TransientFaults applies to by
+// default: those a client may retry without changing the outcome.
+var DefaultTransientFaultMethods = []string{"GetObject", "ListObjects", "BidiReadObject", "ReadObject", "GetBucket"}
 
 // Server is an in-process google.storage.v2 gRPC service on 127.0.0.1.
 // All methods are safe for concurrent use.
@@ -70,6 +95,9 @@ type Server struct {
 	stats  counters
 	faults faultTable
 	mu     sync.Mutex
+
+	conns     connTable
+	transient transientFaults
 }
 
 // NewUnstartedServer returns a Server that is not listening yet, so buckets
@@ -84,6 +112,15 @@ func NewUnstartedServer(opts Options) (*Server, error) {
 	if opts.CloseTimeout == 0 {
 		opts.CloseTimeout = 10 * time.Second
 	}
+	if opts.MaxStreamsPerConn == 0 {
+		opts.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
+	if opts.TransientFaults < 0 || opts.TransientFaults > 1 {
+		return nil, fmt.Errorf("gcsrapidtest: TransientFaults %v is not a fraction", opts.TransientFaults)
+	}
+	if opts.TransientFaultMethods == nil {
+		opts.TransientFaultMethods = DefaultTransientFaultMethods
+	}
 	s := &Server{
 		opts:     opts,
 		sampler:  latency.NewSampler(opts.Seed),
@@ -92,17 +129,23 @@ func NewUnstartedServer(opts Options) (*Server, error) {
 		serveErr: make(chan error, 1),
 	}
 	s.stats.calls = map[string]*atomic.Int64{}
+	s.conns.active = map[string]int{}
+	s.transient = newTransientFaults(opts.Seed, opts.TransientFaults, opts.TransientFaultMethods)
 	for _, b := range opts.Buckets {
 		if err := s.CreateBucket(b.Name, b.Zonal); err != nil {
 			return nil, err
 		}
 	}
-	s.grpc = grpc.NewServer(
+	sopts := []grpc.ServerOption{
 		grpc.UnknownServiceHandler(s.dispatch),
 		// The client sends up to 2 MiB of data per message plus framing.
-		grpc.MaxRecvMsgSize(16<<20),
-		grpc.MaxSendMsgSize(16<<20),
-	)
+		grpc.MaxRecvMsgSize(16 << 20),
+		grpc.MaxSendMsgSize(16 << 20),
+	}
+	if opts.MaxStreamsPerConn > 0 {
+		sopts = append(sopts, grpc.MaxConcurrentStreams(uint32(opts.MaxStreamsPerConn)))
+	}
+	s.grpc = grpc.NewServer(sopts...)
 	return s, nil
 }
 
@@ -142,15 +185,21 @@ func (s *Server) Endpoint() string { return s.Addr }
 // Profile returns the latency profile the server runs.
 func (s *Server) Profile() Profile { return s.opts.Profile }
 
+// ClientConns is how many connections the clients of ClientOptions and
+// Client open: enough for 1,600 concurrent streams under the default cap.
+const ClientConns = 16
+
 // ClientOptions are the options a storage gRPC client needs to reach the
-// server: its endpoint, plaintext transport, no credentials and no metrics
-// export (there is no Cloud Monitoring to export to).
+// server: its endpoint, plaintext transport, no credentials, no metrics
+// export (there is no Cloud Monitoring to export to), and ClientConns
+// connections, so that pools of writers fit under MaxStreamsPerConn.
 func (s *Server) ClientOptions() []option.ClientOption {
 	return []option.ClientOption{
 		option.WithEndpoint(s.Addr),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
 		option.WithoutAuthentication(),
 		storage.WithDisabledClientMetrics(),
+		option.WithGRPCConnectionPool(ClientConns),
 	}
 }
 
@@ -272,6 +321,16 @@ func (s *Server) dispatch(_ any, stream grpc.ServerStream) (err error) {
 		return status.Errorf(codes.Unimplemented, "unknown service %s", svc)
 	}
 	s.stats.call(method)
+	release, err := s.conns.enter(stream.Context(), s.opts.MaxStreamsPerConn)
+	if err != nil {
+		s.stats.refused.Add(1)
+		return err
+	}
+	defer release()
+	if err := s.transient.next(method); err != nil {
+		s.stats.transient.Add(1)
+		return err
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			// A malformed request must never take the test process down.

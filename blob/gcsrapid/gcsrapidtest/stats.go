@@ -33,6 +33,13 @@ type Stats struct {
 	// Calls counts RPCs by method name ("BidiWriteObject", "GetObject", ...),
 	// including calls that failed or had a fault injected.
 	Calls map[string]int64
+	// Connections counts the client connections seen; PeakStreamsPerConn is
+	// the most RPCs ever in flight on one of them; StreamsRefused counts the
+	// RPCs refused for exceeding MaxStreamsPerConn.
+	Connections, PeakStreamsPerConn int
+	StreamsRefused                  int64
+	// TransientFaults counts the calls failed by Options.TransientFaults.
+	TransientFaults int64
 	// Delays counts the waits the latency profile imposed, and Delayed is
 	// their total as drawn (a wait cut short by a cancelled RPC included in
 	// full): a test can check that a profile was applied, or that the zero
@@ -43,6 +50,7 @@ type Stats struct {
 
 type counters struct {
 	created, finalized, flushes, takeovers, deleted, written, read atomic.Int64
+	refused, transient                                             atomic.Int64
 	delays, delayed                                                atomic.Int64
 
 	mu    sync.Mutex
@@ -72,9 +80,14 @@ func (s *Server) Stats() Stats {
 		BytesWritten:     c.written.Load(),
 		BytesRead:        c.read.Load(),
 		Calls:            map[string]int64{},
+		StreamsRefused:   c.refused.Load(),
+		TransientFaults:  c.transient.Load(),
 		Delays:           c.delays.Load(),
 		Delayed:          time.Duration(c.delayed.Load()),
 	}
+	s.conns.mu.Lock()
+	st.Connections, st.PeakStreamsPerConn = s.conns.seen, s.conns.peak
+	s.conns.mu.Unlock()
 	c.mu.Lock()
 	for k, v := range c.calls {
 		st.Calls[k] = v.Load()

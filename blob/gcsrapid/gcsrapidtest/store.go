@@ -45,6 +45,60 @@ type object struct {
 	// writeHandle identifies the one writer allowed to append; a takeover
 	// replaces it so that the previous writer's next message fails.
 	writeHandle []byte
+	// flushed records the size and checksum at each flush of an unfinalized
+	// appendable object after its first, for stale metadata (Profile.StaleSize).
+	flushed []sizeAt
+	// known is the size and checksum every metadata read reports at least:
+	// what the object held at its first flush.
+	known sizeAt
+	// firstFlush is set once the object has been flushed.
+	firstFlush bool
+}
+
+// sizeAt is an appendable object's size and checksum as of a flush.
+type sizeAt struct {
+	at   time.Time
+	size int64
+	crc  uint32
+}
+
+// recordFlushLocked notes a flush of an appendable object: the first sets what
+// metadata reads report at least; later ones become visible to metadata reads
+// only StaleSize after they happen.
+func (o *object) recordFlushLocked(now time.Time) {
+	cur := sizeAt{at: now, size: int64(len(o.data)), crc: o.crc}
+	if !o.firstFlush {
+		o.firstFlush, o.known = true, cur
+		return
+	}
+	o.flushed = append(o.flushed, cur)
+}
+
+// metaProto is toProto as a metadata read sees it: for an unfinalized
+// appendable object, the size and checksum as of its last flush at least lag
+// ago (or its first flush), as the real service may report out of date sizes
+// for objects still being appended to. lag 0 reports the truth.
+func (o *object) metaProto(now time.Time, lag time.Duration) msg {
+	m := o.toProto()
+	if lag <= 0 || !o.appendable || o.finalized || !o.firstFlush {
+		return m
+	}
+	view := o.known
+	// Flushes older than lag can be folded into what is known.
+	i := 0
+	for i < len(o.flushed) && now.Sub(o.flushed[i].at) >= lag {
+		view = o.flushed[i]
+		i++
+	}
+	if i > 0 {
+		o.known = view
+		o.flushed = o.flushed[i:]
+	}
+	if view.size != int64(len(o.data)) {
+		m.set("size", view.size)
+		m.mutable("checksums").set("crc32c", view.crc)
+	}
+	return m
 }
 
 type bucket struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -393,6 +394,11 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 				return msg{}, err
 			}
 			w.unflushed = 0
+			s.store.mu.Lock()
+			if o, err := w.appendTargetLocked(); err == nil {
+				o.recordFlushLocked(time.Now())
+			}
+			s.store.mu.Unlock()
 		} else if !req.boolean("state_lookup") && w.replied {
 			return msg{}, nil
 		}

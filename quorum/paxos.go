@@ -1,0 +1,321 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
+)
+
+// This file is the consensus of conditional operations: one round of
+// CASPaxos (Rystsov, "CASPaxos: Replicated State Machines without Logs",
+// 2018) per operation, whose acceptors are the replicas' objects. A promise
+// rewrites a replica's object with the higher ballot in PromiseKey, on
+// condition of the replica generation just read; an accept writes the new
+// version on condition of the generation that promise left. A replica that
+// changed in between (another promise, an accept, a repair) refuses, which
+// is stricter than a Paxos acceptor and so keeps its safety.
+
+// decision computes an operation's next version from the current one.
+// It returns nil and nil to keep the current version (a read), or nil and an
+// error to refuse (the current version is made durable first, so the refusal
+// is linearizable). The new version's token and chain are filled in by the
+// round.
+type decision func(cur *rstate) (*value, error)
+
+// roundAttempts bounds the rounds one operation runs.
+const roundAttempts = 24
+
+// errOutbid: a replica had seen a higher ballot than the round's.
+var errOutbid = errors.New("outbid by a higher ballot")
+
+type outbidError struct{ top string }
+
+func (e *outbidError) Error() string { return fmt.Sprintf("%v (ballot %s)", errOutbid, e.top) }
+func (e *outbidError) Unwrap() error { return errOutbid }
+
+type promised struct {
+	x   rstate // the replica after the promise
+	top string // for errOutbid, the highest ballot seen
+	err error
+}
+
+// consensus runs rounds until one decides. mine lists versions an earlier
+// attempt of the same operation may have left on some replicas (their
+// accepts failed short of a quorum): a round that finds one of them in the
+// current version's chain knows the operation took effect and only makes
+// that durable, and one that does not decides afresh, after which those
+// versions can never be chosen. A failure after accepts went out is
+// reported with ErrUncertain.
+func (s *Store) consensus(ctx context.Context, op, key string, decide decision, mine ...string) (*rstate, error) {
+	// Bounded, so that no promise or accept of this operation can land
+	// after TombstoneGrace (see collect).
+	ctx, cancel := context.WithTimeout(ctx, s.opts.StragglerTimeout)
+	defer cancel()
+	floor := ""
+	for attempt := 0; ; attempt++ {
+		s.stats.rounds.Add(1)
+		r := s.round(ctx, op, key, floor, decide, mine)
+		if r.landed != "" {
+			mine = append(mine, r.landed)
+		}
+		if !r.retry {
+			return r.cur, r.err
+		}
+		var oe *outbidError
+		if errors.As(r.err, &oe) {
+			floor = max(floor, oe.top)
+		}
+		if ctx.Err() != nil || attempt == roundAttempts-1 {
+			if ctx.Err() != nil {
+				return nil, driver.WrapError(op, key, ctx.Err(), nil)
+			}
+			if len(mine) > 0 {
+				return nil, blob.Errorf(op, key, nil, "%w (%w): %v", ErrNoQuorum, ErrUncertain, r.err)
+			}
+			return nil, wrapOp(op, key, r.err)
+		}
+		s.stats.contended.Add(1)
+		if r.landed == "" {
+			// Lost a race before accepting: let the winner finish.
+			pause := time.Duration(rand.Int64N(int64(500*time.Microsecond) * int64(min(attempt+1, 8))))
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+type roundResult struct {
+	cur    *rstate // the version decided on
+	err    error
+	retry  bool   // another round may follow
+	landed string // the version this round's accepts may have left behind
+}
+
+// round is one CASPaxos round: prepare, decide, accept.
+func (s *Store) round(ctx context.Context, op, key, floor string, decide decision, mine []string) roundResult {
+	b := s.newToken(floor)
+	proms, err := s.prepare(ctx, key, b)
+	if err != nil {
+		return roundResult{err: err, retry: true}
+	}
+	cur := highest(proms)
+	var next *value
+	var derr error
+	took, unknown := tookEffect(cur, mine)
+	switch {
+	case unknown:
+		return roundResult{err: blob.Errorf(op, key, nil, "%w (%w): too many versions since this operation's partial write", ErrNoQuorum, ErrUncertain)}
+	case !took:
+		next, derr = decide(cur)
+	}
+	if next == nil {
+		// A read, a refusal, or an operation that already took effect: the
+		// current version must be chosen (on a majority at one ballot)
+		// before that is reported. And when an earlier attempt of this
+		// operation left versions at higher ballots on some replicas, the
+		// current version is accepted again at this round's ballot on a
+		// majority, above them, so that none of them can ever be chosen.
+		if countAcc(proms, cur.acc) >= s.maj && (len(mine) == 0 || cur.acc >= slices.Max(mine)) {
+			return roundResult{cur: cur, err: derr}
+		}
+		v, err := s.readValue(ctx, key, cur)
+		if err != nil {
+			return roundResult{err: fmt.Errorf("%w: reading the current version: %v", ErrNoQuorum, err), retry: true}
+		}
+		if _, err := s.accept(ctx, key, proms, v, b, s.maj); err != nil {
+			return roundResult{err: err, retry: true}
+		}
+		return roundResult{cur: cur, err: derr}
+	}
+	nv := *next
+	nv.ver = b
+	nv.chain = chainAfter(b, cur)
+	landed, err := s.accept(ctx, key, proms, &nv, b, s.w)
+	switch {
+	case err == nil:
+		return roundResult{cur: cur}
+	case landed:
+		return roundResult{err: err, retry: true, landed: b}
+	}
+	return roundResult{err: err, retry: true}
+}
+
+// prepare makes every replica that is up promise ballot b and returns the
+// replicas' states after their promises, once a majority promised.
+func (s *Store) prepare(ctx context.Context, key, b string) ([]rstate, error) {
+	rs := s.upReplicas(s.w)
+	start := time.Now()
+	ch := make(chan promised, len(rs))
+	pctx, cancel := context.WithCancel(ctx)
+	for _, r := range rs {
+		go func() { ch <- s.promise(pctx, key, r, b) }()
+	}
+	var proms []rstate
+	var errs []error
+	top := ""
+	for got := 0; got < len(rs); got++ {
+		p := <-ch
+		switch {
+		case p.err == nil:
+			proms = append(proms, p.x)
+		case errors.Is(p.err, errOutbid):
+			top = max(top, p.top)
+			errs = append(errs, p.err)
+		default:
+			errs = append(errs, p.err)
+		}
+		if len(proms) >= s.w && got+1 < len(rs) {
+			// The others may still promise in a moment; accepts then reach
+			// them too, and repair has less to do.
+			t := time.NewTimer(s.lateGrace(time.Since(start)))
+		wait:
+			for got+1 < len(rs) {
+				select {
+				case p := <-ch:
+					got++
+					if p.err == nil {
+						proms = append(proms, p.x)
+					}
+				case <-t.C:
+					break wait
+				}
+			}
+			t.Stop()
+			break
+		}
+		if len(errs) > len(rs)-s.w {
+			break
+		}
+	}
+	cancel()
+	if len(proms) >= s.w {
+		return proms, nil
+	}
+	if top != "" {
+		return nil, &outbidError{top}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: %d of %d replicas promised: %v", ErrNoQuorum, len(proms), len(s.reps), errors.Join(errs...))
+}
+
+// promise makes replica r promise ballot b for key: it reads the replica's
+// object and rewrites it unchanged but for PromiseKey, on condition of the
+// generation it read, then reads the state the promise left.
+func (s *Store) promise(ctx context.Context, key string, r *replica, b string) promised {
+	for try := 0; try < 4; try++ {
+		x, v, err := s.readState(ctx, key, r)
+		switch {
+		case errors.Is(err, errChanged) || errors.Is(err, blob.ErrNotFound):
+			continue
+		case err != nil:
+			return promised{err: err}
+		case x.top() >= b:
+			return promised{top: x.top(), err: errOutbid}
+		}
+		if x.kind == absent {
+			v.kind = empty
+		}
+		if err := s.writeReplica(ctx, key, &x, v, x.acc, b); err != nil {
+			if refusal(err) {
+				continue
+			}
+			return promised{err: err}
+		}
+		y := s.statReplica(ctx, r, key)
+		switch {
+		case !y.ok():
+			return promised{err: y.err}
+		case y.prom == b:
+			return promised{x: y}
+		case y.top() > b:
+			return promised{top: y.top(), err: errOutbid}
+		}
+	}
+	return promised{err: fmt.Errorf("replica %d kept changing", r.idx)}
+}
+
+// highest returns the state accepted at the highest ballot.
+func highest(xs []rstate) *rstate {
+	var h *rstate
+	for i := range xs {
+		if x := &xs[i]; x.ok() && (h == nil || x.acc > h.acc || x.acc == h.acc && h.kind == empty && x.kind != empty) {
+			h = x
+		}
+	}
+	return h
+}
+
+func countAcc(xs []rstate, acc string) int {
+	n := 0
+	for _, x := range xs {
+		if x.ok() && x.acc == acc && (acc != "" || x.kind != live) {
+			n++
+		}
+	}
+	return n
+}
+
+// accept writes v accepted at ballot b onto every replica in proms, each on
+// condition of the state its promise left, and returns once need accepted.
+// The rest finish in the background within StragglerTimeout. landed reports
+// whether, on failure, any accept may have taken effect.
+func (s *Store) accept(ctx context.Context, key string, proms []rstate, v *value, b string, need int) (landed bool, err error) {
+	f := s.fanOut(ctx, key, len(proms), func(ctx context.Context, i int) error {
+		return s.writeReplica(ctx, key, &proms[i], v, b, b)
+	})
+	return f.wait(need, b)
+}
+
+// readState reads what replica r holds for key, state and value, with the
+// stat and the read in parallel (one round trip); when the reader cannot
+// show it opened the version the stat describes, the value is read again
+// and checked.
+func (s *Store) readState(ctx context.Context, key string, r *replica) (rstate, *value, error) {
+	type read struct {
+		b  []byte
+		ra *blob.Attributes
+	}
+	ch := make(chan read, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		rd, err := r.s.NewRangeReader(rctx, key, 0, -1)
+		if err != nil {
+			ch <- read{}
+			return
+		}
+		b, err := io.ReadAll(rd)
+		ra := rd.Attributes()
+		rd.Close()
+		if err != nil {
+			ch <- read{}
+			return
+		}
+		ch <- read{b, ra}
+	}()
+	x := s.statReplica(ctx, r, key)
+	if !x.ok() {
+		return x, nil, x.err
+	}
+	if x.kind != live {
+		v, err := s.readValue(ctx, key, &x)
+		return x, v, err
+	}
+	rd := <-ch
+	if rd.ra != nil && sameObject(rd.ra, x.attrs) && int64(len(rd.b)) == x.attrs.Size {
+		return x, &value{data: rd.b, opts: userOptions(x.attrs), kind: live, ver: x.ver, chain: x.chain}, nil
+	}
+	v, err := s.readValue(ctx, key, &x)
+	return x, v, err
+}
