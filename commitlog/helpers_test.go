@@ -79,7 +79,7 @@ func rapidZones(profile gcsrapidtest.Profile) func(t testing.TB, n int) []blob.S
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := gcsrapid.New(client, name, gcsrapid.Options{})
+			s, err := gcsrapid.New(context.Background(), client, name, gcsrapid.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,7 +28,7 @@ func (s *Store) CreateAppendStream(ctx context.Context, key string, data []byte)
 	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), nil,
 		roundUp(max(len(data), 1), googleapi.MinUploadChunkSize))
 	st := &appendStream{s: s, key: key, sw: sw, cancel: cancel}
-	if err := st.write(ctx, data, classifyCreate); err != nil {
+	if err := st.write(ctx, data, driver.ClassifyWrite(classify, blob.IfNotExist())); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -85,7 +85,7 @@ func (a *appendStream) write(ctx context.Context, p []byte, kind func(error) err
 	if a.err != nil {
 		return a.err
 	}
-	if a.s.closed.Load() {
+	if a.s.life.Closed() {
 		return &blob.Error{Op: "append", Key: a.key, Kind: blob.ErrClosed}
 	}
 	var flushed int64
