@@ -467,11 +467,32 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 	case hidden: // sealing it empty would make it visible
 		return notFoundUnwritten(driver.OpFinalize, key)
 	}
-	w, _, err := s.bucket.Object(key).Generation(a.Generation).NewWriterFromAppendableObject(ctx, &storage.AppendableWriterOpts{FinalizeOnClose: true})
-	if err != nil {
-		return driver.WrapError(driver.OpFinalize, key, err, classify)
+	return driver.WrapError(driver.OpFinalize, key, s.takeOverAndSeal(ctx, key, a.Generation), classify)
+}
+
+// takeOverAndSeal finalizes generation gen of key by taking its appendable
+// stream over and closing it. The client's takeover reads the writer's error
+// without its lock while a context watcher may write it (storage v1.70.0,
+// NewWriterFromAppendableObject against monitorCancel), which happens only
+// when the writer's context ends; so the takeover runs under a context that
+// does not end, and ctx only bounds how long this call waits for it. A
+// takeover still running when ctx ends finishes on its own: sealing twice is
+// harmless, and a closed client ends its stream.
+func (s *Store) takeOverAndSeal(ctx context.Context, key string, gen int64) error {
+	done := make(chan error, 1)
+	go func() {
+		w, _, err := s.bucket.Object(key).Generation(gen).NewWriterFromAppendableObject(context.WithoutCancel(ctx), &storage.AppendableWriterOpts{FinalizeOnClose: true})
+		if err == nil {
+			err = w.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return driver.WrapError(driver.OpFinalize, key, w.Close(), classify)
 }
 
 // Close implements blob.Store: it discards every pooled object (deleting it),
