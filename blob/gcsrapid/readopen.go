@@ -36,7 +36,9 @@ var errStatusLost = errors.New("gcsrapid: the service ended the read stream befo
 // something other than a lost status, at most 1+Retries times, with the
 // pauses of the client's retries between calls. After the last, the lost
 // status is reported as errStatusLost: never as io.EOF, which callers take
-// for the end of the data.
+// for the end of the data. Each call has the client's own retries of the
+// statuses it does see, so a read meets at most (1+Retries)² failures
+// before it fails.
 func openRead[T any](ctx context.Context, s *Store, open func() (T, error)) (T, error) {
 	bo := backoff()
 	for retries := 0; ; retries++ {
