@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
-	gax "github.com/googleapis/gax-go/v2"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -290,11 +289,9 @@ func New(ctx context.Context, client *storage.Client, bucket string, opts Option
 	if opts.Retries <= 0 {
 		b = b.Retryer(storage.WithPolicy(storage.RetryNever))
 	} else {
-		// The client's policy retries only idempotent calls; gax's backoff
-		// draws each pause at random below its bound (full jitter), so
-		// clients that failed together do not retry together.
+		// The client's policy retries only idempotent calls.
 		b = b.Retryer(storage.WithPolicy(storage.RetryIdempotent), storage.WithMaxAttempts(1+opts.Retries),
-			storage.WithBackoff(gax.Backoff{Initial: 5 * time.Millisecond, Max: time.Second, Multiplier: 2}))
+			storage.WithBackoff(backoff()))
 	}
 	s := &Store{
 		client: client, bucket: b, name: bucket, opts: opts,
