@@ -40,7 +40,8 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		// checksum. Each message's checksum is still checked.
 		length = math.MaxInt64 - offset
 	}
-	r, err := s.bucket.Object(key).NewRangeReader(ctx, offset, length)
+	o := s.bucket.Object(key)
+	r, err := openRead(ctx, s, func() (*storage.Reader, error) { return o.NewRangeReader(ctx, offset, length) })
 	if isOutOfRange(err) {
 		a, serr := s.Stat(ctx, key)
 		if serr != nil {
@@ -82,7 +83,8 @@ func (s *Store) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, er
 	if err := s.check(driver.OpRead, key); err != nil {
 		return nil, err
 	}
-	mrd, err := s.bucket.Object(key).NewMultiRangeDownloader(ctx)
+	o := s.bucket.Object(key)
+	mrd, err := openRead(ctx, s, func() (*storage.MultiRangeDownloader, error) { return o.NewMultiRangeDownloader(ctx) })
 	if err != nil {
 		return nil, driver.WrapError(driver.OpRead, key, err, classify)
 	}

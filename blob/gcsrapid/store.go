@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
-	gax "github.com/googleapis/gax-go/v2"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -290,11 +289,9 @@ func New(ctx context.Context, client *storage.Client, bucket string, opts Option
 	if opts.Retries <= 0 {
 		b = b.Retryer(storage.WithPolicy(storage.RetryNever))
 	} else {
-		// The client's policy retries only idempotent calls; gax's backoff
-		// draws each pause at random below its bound (full jitter), so
-		// clients that failed together do not retry together.
+		// The client's policy retries only idempotent calls.
 		b = b.Retryer(storage.WithPolicy(storage.RetryIdempotent), storage.WithMaxAttempts(1+opts.Retries),
-			storage.WithBackoff(gax.Backoff{Initial: 5 * time.Millisecond, Max: time.Second, Multiplier: 2}))
+			storage.WithBackoff(backoff()))
 	}
 	s := &Store{
 		client: client, bucket: b, name: bucket, opts: opts,
@@ -467,11 +464,32 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 	case hidden: // sealing it empty would make it visible
 		return notFoundUnwritten(driver.OpFinalize, key)
 	}
-	w, _, err := s.bucket.Object(key).Generation(a.Generation).NewWriterFromAppendableObject(ctx, &storage.AppendableWriterOpts{FinalizeOnClose: true})
-	if err != nil {
-		return driver.WrapError(driver.OpFinalize, key, err, classify)
+	return driver.WrapError(driver.OpFinalize, key, s.takeOverAndSeal(ctx, key, a.Generation), classify)
+}
+
+// takeOverAndSeal finalizes generation gen of key by taking its appendable
+// stream over and closing it. The client's takeover reads the writer's error
+// without its lock while a context watcher may write it (storage v1.70.0,
+// NewWriterFromAppendableObject against monitorCancel), which happens only
+// when the writer's context ends; so the takeover runs under a context that
+// does not end, and ctx only bounds how long this call waits for it. A
+// takeover still running when ctx ends finishes on its own: sealing twice is
+// harmless, and a closed client ends its stream.
+func (s *Store) takeOverAndSeal(ctx context.Context, key string, gen int64) error {
+	done := make(chan error, 1)
+	go func() {
+		w, _, err := s.bucket.Object(key).Generation(gen).NewWriterFromAppendableObject(context.WithoutCancel(ctx), &storage.AppendableWriterOpts{FinalizeOnClose: true})
+		if err == nil {
+			err = w.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return driver.WrapError(driver.OpFinalize, key, w.Close(), classify)
 }
 
 // Close implements blob.Store: it discards every pooled object (deleting it),

@@ -97,7 +97,7 @@ func (s *Store) probe(ctx context.Context, key string, gen int64) (int64, error)
 	if gen > 0 {
 		o = o.Generation(gen)
 	}
-	r, err := o.NewRangeReader(ctx, 0, probeLen)
+	r, err := openRead(ctx, s, func() (*storage.Reader, error) { return o.NewRangeReader(ctx, 0, probeLen) })
 	if errors.Is(classify(err), blob.ErrNotFound) || isOutOfRange(err) {
 		return 0, nil
 	}
