@@ -64,6 +64,7 @@ Examples:
   zonalblob bench
   zonalblob bench gcsrapid --size 10 --rate 500 --duration 5s
   zonalblob bench --mode closed --concurrency 8 --scenario s3
+  zonalblob bench log
   zonalblob bench --url 'gcsrapid://my-rapid-bucket' --rate 50
   zonalblob bench --cost --cost-writes 1000 --cost-size 4KiB --cost-retention 7d
 `,
@@ -209,13 +210,27 @@ func writeBenchReport(w io.Writer, rep *bench.Report, live bool) error {
 	if live {
 		fmt.Fprintf(w, "zonalblob bench against real stores: %s load, live figures from this machine (no latency profile)\n\n", rep.Load.Mode)
 	} else {
-		fmt.Fprintf(w, "zonalblob bench on in-process emulators, %s load, seed %d: %s.\n\n", rep.Load.Mode, rep.Seed, bench.EmulatorNote)
+		mode := rep.Load.Mode
+		if !bench.HasRows(rep.Results, false) && bench.HasRows(rep.Results, true) {
+			mode = bench.ModeClosed // the commit log's appenders
+		}
+		fmt.Fprintf(w, "zonalblob bench on in-process emulators, %s load, seed %d: %s.\n\n", mode, rep.Seed, bench.EmulatorNote)
 	}
-	fmt.Fprintln(w, "```")
-	if err := bench.WriteTable(w, rep.Results); err != nil {
-		return err
+	if bench.HasRows(rep.Results, false) || !bench.HasRows(rep.Results, true) {
+		fmt.Fprintln(w, "```")
+		if err := bench.WriteTable(w, rep.Results); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "```")
 	}
-	fmt.Fprintln(w, "```")
+	if bench.HasRows(rep.Results, true) {
+		fmt.Fprintf(w, "\nCommit log: %d appenders of %d-byte records back to back, each row for --duration or %d appends, whichever comes first; lag is from an append's acknowledgement to a tailing reader holding the record; req/append counts the reader's requests too.\n\n```\n",
+			rep.Load.Concurrency, bench.LogRecordBytes, bench.LogMaxAppends)
+		if err := bench.WriteLogTable(w, rep.Results); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "```")
+	}
 	if sp := bench.Speedups(rep.Results); len(sp) > 0 {
 		fmt.Fprintln(w)
 		for _, x := range sp {

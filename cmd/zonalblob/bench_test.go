@@ -52,7 +52,7 @@ func TestBenchRunsEveryScenario(t *testing.T) {
 	out := mustZB(t, "", quickBench(dir, "--size", "10,4KiB")...)
 	for _, want := range []string{bench.EmulatorNote, "gocloud-zonal", "zonalblob-put", "zonalblob-create-pooled", "gocloud-regional",
 		"s3express-put", "s3-standard-put", "p99.9", "req/op", "faster than gocloud-zonal", "quorum-2of3-create-pooled",
-		"tiered-create-pooled", "Wrote ", "Cost: list prices"} {
+		"tiered-create-pooled", "commitlog-rapid-2of3", "bucketlog-slots-regional", "lag p99", "Wrote ", "Cost: list prices"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
@@ -62,20 +62,33 @@ func TestBenchRunsEveryScenario(t *testing.T) {
 		t.Errorf("Azure neither ran nor said why:\n%s", out)
 	}
 	rep := readReport(t, dir)
-	// Two sizes of every path of every scenario that runs here.
+	// Two sizes of every path of every scenario that runs here, and the
+	// commit log's rows, which do not depend on the size (its Azure row
+	// only where Azurite runs).
 	want := 0
 	for _, sc := range bench.Scenarios() {
 		if sc.Run != nil && (sc.Name != "azure" || azure) {
-			want += 2 * sc.Paths
+			want += sc.Rows(2)
+		}
+		if sc.Name == "log" && !azure {
+			want--
 		}
 	}
 	if len(rep.Results) != want {
 		t.Errorf("%d rows in JSON, want %d", len(rep.Results), want)
 	}
 	for _, r := range rep.Results {
-		// The slow-zone row names the delay it adds to one zone.
-		if r.Ops == 0 || r.Errors != 0 || !strings.HasPrefix(r.Profile, "zero") || len(r.Latencies) != r.Ops || r.Mode != bench.ModeOpen {
+		// The slow-zone row names the delay it adds to one zone; the commit
+		// log's appenders run back to back.
+		mode := bench.ModeOpen
+		if r.Log != nil {
+			mode = bench.ModeClosed
+		}
+		if r.Ops == 0 || r.Errors != 0 || !strings.HasPrefix(r.Profile, "zero") || len(r.Latencies) != r.Ops || r.Mode != mode {
 			t.Errorf("%s: ops %d errors %d (%s) profile %q samples %d mode %q", r.Label(), r.Ops, r.Errors, r.FirstError, r.Profile, len(r.Latencies), r.Mode)
+		}
+		if (r.Log != nil) != (r.Group == "log") || (r.Log != nil && len(r.Log.Lags) == 0) {
+			t.Errorf("%s: group %q, commit-log figures %+v", r.Label(), r.Group, r.Log)
 		}
 	}
 }

@@ -45,6 +45,9 @@ type Result struct {
 	Latencies []time.Duration `json:"latencies_ns"`
 	// FirstError is the first failure's message, so a row with errors says why.
 	FirstError string `json:"first_error,omitempty"`
+	// Log is set on commit-log rows, whose operations are appends of
+	// Size-byte records.
+	Log *LogFigures `json:"log,omitempty"`
 }
 
 // Label names the row in tables and plots.
@@ -70,11 +73,15 @@ func Summarize(r *Result, lat []time.Duration) {
 	}
 }
 
-// WriteTable prints results as an aligned table.
+// WriteTable prints the write rows of results (not the commit-log rows: see
+// WriteLogTable) as an aligned table.
 func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tsize\tprofile\tops\toffered/s\tdone/s\tMiB/s\tp50\tp90\tp99\tp99.9\treq/op\terrors\t")
 	for _, r := range results {
+		if r.Log != nil {
+			continue
+		}
 		req := "-"
 		if r.RequestsPerOp > 0 {
 			req = fmt.Sprintf("%.1f", r.RequestsPerOp)
@@ -87,6 +94,32 @@ func WriteTable(w io.Writer, results []Result) error {
 			r.Throughput, r.Throughput*float64(r.Size)/(1<<20), ms(r.P50), ms(r.P90), ms(r.P99), ms(r.P999), req, r.Errors)
 	}
 	return tw.Flush()
+}
+
+// WriteLogTable prints the commit-log rows of results as an aligned table:
+// acknowledged appends per second, append latency, reader lag, records per
+// flush and requests per append (the tailing reader's included).
+func WriteLogTable(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "log\tprofile\tappends\tappends/s\tp50\tp99\tlag p50\tlag p99\trecords/flush\treq/append\terrors\t")
+	for _, r := range results {
+		if r.Log == nil {
+			continue
+		}
+		perFlush := "-"
+		if r.Log.RecordsPerFlush > 0 {
+			perFlush = fmt.Sprintf("%.1f", r.Log.RecordsPerFlush)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t\n", r.Scenario, r.Profile, r.Ops, r.Throughput,
+			ms(r.P50), ms(r.P99), ms(r.Log.LagP50), ms(r.Log.LagP99), perFlush, r.RequestsPerOp, r.Errors)
+	}
+	return tw.Flush()
+}
+
+// HasRows says whether results hold write rows (log false) or commit-log
+// rows (log true).
+func HasRows(results []Result, log bool) bool {
+	return slices.ContainsFunc(results, func(r Result) bool { return (r.Log != nil) == log })
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }

@@ -24,21 +24,32 @@ const maxPlotPoints = 400
 // object size, the latency axis log-scaled, and writes it to w. title goes
 // above each panel (the profile note).
 func WritePlot(w io.Writer, results []Result, title string) error {
-	var sizes []int
+	// One panel per object size, and one per record size for the commit
+	// log's appends.
+	type panel struct {
+		log  bool
+		size int
+	}
+	panelOf := func(r Result) panel { return panel{r.Log != nil, r.Size} }
+	var keys []panel
 	for _, r := range results {
-		if len(r.Latencies) > 0 && !slices.Contains(sizes, r.Size) {
-			sizes = append(sizes, r.Size)
+		if len(r.Latencies) > 0 && !slices.Contains(keys, panelOf(r)) {
+			keys = append(keys, panelOf(r))
 		}
 	}
-	if len(sizes) == 0 {
+	if len(keys) == 0 {
 		return fmt.Errorf("plot: no row has latencies")
 	}
 	var panels [][]*plot.Plot
-	for _, size := range sizes {
+	for _, key := range keys {
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("write latency CDF, %s objects — %s", SizeString(size), title)
-		p.X.Label.Text = "latency (ms, log scale)"
+		p.Title.Text = fmt.Sprintf("write latency CDF, %s objects — %s", SizeString(key.size), title)
 		p.Y.Label.Text = "fraction of writes completed"
+		if key.log {
+			p.Title.Text = fmt.Sprintf("commit log append latency CDF, %s records — %s", SizeString(key.size), title)
+			p.Y.Label.Text = "fraction of appends acknowledged"
+		}
+		p.X.Label.Text = "latency (ms, log scale)"
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = latencyTicks{}
 		p.Y.Min, p.Y.Max = 0, 1
@@ -48,7 +59,7 @@ func WritePlot(w io.Writer, results []Result, title string) error {
 		p.Legend.YOffs = vg.Points(6)
 		i := 0
 		for _, r := range results {
-			if r.Size != size || len(r.Latencies) == 0 {
+			if panelOf(r) != key || len(r.Latencies) == 0 {
 				continue
 			}
 			line, err := plotter.NewLine(cdf(r.Latencies))
