@@ -33,7 +33,7 @@ func benchCommand() *command {
 		details: `Runs every scenario (or those named) against in-process emulators, no cloud
 account needed, and prints p50/p90/p99/p99.9, throughput and requests per
 object for each write path, with the latency profile it ran on. A default run
-takes about a minute. The figures are emulator figures modelled on published
+takes about a minute and a half. The figures are emulator figures modelled on published
 numbers, not cloud measurements; the profiles are seeded, so a rerun gives the
 same figures within the machine's noise.
 
