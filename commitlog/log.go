@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 var (
@@ -110,7 +111,7 @@ func zonesFor(stores []blob.Store, name string, opts Options) ([]*zone, error) {
 	if len(stores) == 0 {
 		return nil, errors.New("commitlog: no stores")
 	}
-	if err := blob.ValidateKey("open", name+"/seg/"); err != nil {
+	if err := blob.ValidateKey(driver.OpOpen, name+"/seg/"); err != nil {
 		return nil, err
 	}
 	m := modeStream

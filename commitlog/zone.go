@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // segKey names a segment: the epoch of the writer that created it and the
@@ -104,7 +105,7 @@ func (z *zone) append(ctx context.Context, k segKey, pos int64, content []byte) 
 	case modeSlots:
 		err := blob.Put(ctx, z.s, slotKey(z.segKey(k), pos), content, &blob.WriterOptions{If: blob.IfNotExist()})
 		if errors.Is(err, blob.ErrExists) {
-			err = &blob.Error{Op: "append", Key: slotKey(z.segKey(k), pos), Kind: blob.ErrPrecondition, Err: err}
+			err = &blob.Error{Op: driver.OpAppend, Key: slotKey(z.segKey(k), pos), Kind: blob.ErrPrecondition, Err: err}
 		}
 		if err != nil {
 			return pos, err
@@ -116,7 +117,7 @@ func (z *zone) append(ctx context.Context, k segKey, pos int64, content []byte) 
 			return pos, err
 		}
 		if st.Size() != pos {
-			return pos, blob.Errorf("append", z.segKey(k), blob.ErrPrecondition, "segment is %d bytes, not %d", st.Size(), pos)
+			return pos, blob.Errorf(driver.OpAppend, z.segKey(k), blob.ErrPrecondition, "segment is %d bytes, not %d", st.Size(), pos)
 		}
 		if err := st.Append(ctx, content); err != nil {
 			z.dropStream(k, st)
@@ -203,7 +204,7 @@ func (z *zone) read(ctx context.Context, k segKey, pos int64) ([]frame, int64, e
 		frames[i].end += pos
 	}
 	if err != nil {
-		return frames, pos + int64(n), blob.Errorf("read", z.segKey(k), nil, "%w", err)
+		return frames, pos + int64(n), blob.Errorf(driver.OpRead, z.segKey(k), nil, "%w", err)
 	}
 	return frames, pos + int64(n), nil
 }
@@ -227,7 +228,7 @@ func (z *zone) readSlots(ctx context.Context, k segKey, pos int64) ([]frame, int
 			err = fmt.Errorf("%w: slot ends inside a frame", errCorrupt)
 		}
 		if err != nil {
-			return out, pos, blob.Errorf("read", slotKey(dir, pos), nil, "%w", err)
+			return out, pos, blob.Errorf(driver.OpRead, slotKey(dir, pos), nil, "%w", err)
 		}
 		pos++
 		for i := range frames {
@@ -253,7 +254,7 @@ func (z *zone) readHeader(ctx context.Context, k segKey) (frame, error) {
 	}
 	frames, _, err := decodeFrames(p)
 	if err != nil || len(frames) == 0 || frames[0].kind != frameHeader {
-		return frame{}, blob.Errorf("read", key, nil, "%w: no segment header (%v)", errCorrupt, err)
+		return frame{}, blob.Errorf(driver.OpRead, key, nil, "%w: no segment header (%v)", errCorrupt, err)
 	}
 	return frames[0], nil
 }

@@ -13,14 +13,14 @@ import (
 // anti-entropy. Tombstones are collected once every replica holds the same
 // one and TombstoneGrace has passed.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	if err := s.check("delete", key); err != nil {
+	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
 	}
 	t := &value{kind: tomb}
 	if opts == nil || opts.IfGenerationMatch == "" {
 		err := s.putDecided(ctx, "delete", key, t)
 		if err != nil && ctx.Err() != nil {
-			return driver.WrapError("delete", key, ctx.Err(), nil)
+			return driver.WrapError(driver.OpDelete, key, ctx.Err(), nil)
 		}
 		return err
 	}
@@ -28,14 +28,14 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	_, err := s.consensus(ctx, "delete", key, func(cur *rstate) (*value, error) {
 		switch {
 		case cur.gone():
-			return nil, &blob.Error{Op: "delete", Key: key, Kind: blob.ErrNotFound}
+			return nil, &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
 		case cur.ver != g:
-			return nil, blob.Errorf("delete", key, blob.ErrPrecondition, "quorum version is not %s", g)
+			return nil, blob.Errorf(driver.OpDelete, key, blob.ErrPrecondition, "quorum version is not %s", g)
 		}
 		return t, nil
 	})
 	if err != nil && ctx.Err() != nil {
-		return driver.WrapError("delete", key, ctx.Err(), nil)
+		return driver.WrapError(driver.OpDelete, key, ctx.Err(), nil)
 	}
 	return err
 }

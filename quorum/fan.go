@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
 // fan is one write's replica calls, made in parallel under a context
@@ -36,7 +36,7 @@ func (s *Store) fanOut(ctx context.Context, key string, n int, fn func(ctx conte
 	f := &fan{s: s, key: key, n: n, results: make(chan fanResult, n), cancel: func() { stopBG(); cancel() }, stopCtx: stopCaller}
 	for i := range n {
 		if !s.goTask(func() { f.results <- fanResult{i, fn(wctx, i)} }) {
-			f.results <- fanResult{i, &blob.Error{Op: "write", Key: key, Kind: blob.ErrClosed}}
+			f.results <- fanResult{i, driver.ClosedError(driver.OpWrite, key)}
 		}
 	}
 	return f

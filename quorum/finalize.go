@@ -27,7 +27,7 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 		return err
 	}
 	if cur.gone() {
-		return &blob.Error{Op: "finalize", Key: key, Kind: blob.ErrNotFound}
+		return &blob.Error{Op: driver.OpFinalize, Key: key, Kind: blob.ErrNotFound}
 	}
 	xs, _ := s.surveyAll(ctx, key)
 	var wg sync.WaitGroup

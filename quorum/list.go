@@ -20,16 +20,16 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	if opts != nil {
 		o = *opts
 	}
-	if s.closed.Load() {
-		return nil, &blob.Error{Op: "list", Key: o.Prefix, Kind: blob.ErrClosed}
+	if s.life.Closed() {
+		return nil, driver.ClosedError(driver.OpList, o.Prefix)
 	}
 	if o.Prefix != "" {
-		if err := blob.ValidateKey("list", o.Prefix); err != nil {
+		if err := blob.ValidateKey(driver.OpList, o.Prefix); err != nil {
 			return nil, err
 		}
 	}
 	if o.PageSize < 0 {
-		return nil, blob.Errorf("list", o.Prefix, blob.ErrInvalidArgument, "negative page size %d", o.PageSize)
+		return nil, blob.Errorf(driver.OpList, o.Prefix, blob.ErrInvalidArgument, "negative page size %d", o.PageSize)
 	}
 	after := o.StartAfter
 	if o.PageToken != "" {
@@ -166,11 +166,11 @@ func (s *Store) listReplicas(ctx context.Context, o *blob.ListOptions) ([]*blob.
 		case <-grace:
 			return pages, nil
 		case <-ctx.Done():
-			return nil, driver.WrapError("list", o.Prefix, ctx.Err(), nil)
+			return nil, driver.WrapError(driver.OpList, o.Prefix, ctx.Err(), nil)
 		}
 	}
 	if len(pages) < s.listQuorum() {
-		return nil, blob.Errorf("list", o.Prefix, nil, "%w: %d of %d replicas listed, %d needed: %s", ErrNoQuorum, len(pages), len(rs), s.listQuorum(), strings.Join(errs, "; "))
+		return nil, blob.Errorf(driver.OpList, o.Prefix, nil, "%w: %d of %d replicas listed, %d needed: %s", ErrNoQuorum, len(pages), len(rs), s.listQuorum(), strings.Join(errs, "; "))
 	}
 	return pages, nil
 }

@@ -146,7 +146,7 @@ type Store struct {
 	w    int // write quorum: max(W, N/2+1)
 	maj  int // N/2+1
 
-	closed   atomic.Bool
+	life     driver.Lifecycle
 	bg       context.Context // cancelled at the end of Close
 	cancelBG context.CancelFunc
 	workers  sync.WaitGroup // prober, repairer, anti-entropy
@@ -181,14 +181,14 @@ type replica struct {
 func New(replicas []blob.Store, opts Options) (*Store, error) {
 	n := len(replicas)
 	if n == 0 {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "quorum needs at least one replica")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "quorum needs at least one replica")
 	}
 	opts.defaults(n)
 	if opts.W < 1 || opts.W > n {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "w=%d outside 1..%d", opts.W, n)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "w=%d outside 1..%d", opts.W, n)
 	}
 	if opts.TombstoneGrace <= 2*opts.StragglerTimeout {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "tombstone grace %v must exceed twice the straggler timeout %v", opts.TombstoneGrace, opts.StragglerTimeout)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tombstone grace %v must exceed twice the straggler timeout %v", opts.TombstoneGrace, opts.StragglerTimeout)
 	}
 	s := &Store{opts: opts, maj: n/2 + 1, floors: map[string]string{}}
 	s.w = max(opts.W, s.maj)
@@ -211,7 +211,7 @@ func init() {
 // openURL serves quorum://?w=2&replica=URL&replica=URL&replica=URL.
 func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 	if u.Host != "" || (u.Path != "" && u.Path != "/") {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "quorum URL takes no host or path, only parameters")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "quorum URL takes no host or path, only parameters")
 	}
 	q := driver.NewQuery(u)
 	urls := q.Strings("replica")
@@ -223,7 +223,7 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 		o.Consistency = ReadMajority
 	default:
 		q.Strings("consistency") // keep it known; the error names the value
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "consistency %q: want fastest or majority", c)
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "consistency %q: want fastest or majority", c)
 	}
 	o.HedgeDelay = q.Duration("hedge_delay", 0)
 	o.StragglerTimeout = q.Duration("straggler_timeout", 0)
@@ -237,10 +237,10 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 		return nil, err
 	}
 	if len(urls) == 0 {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "quorum URL needs replica=URL parameters")
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "quorum URL needs replica=URL parameters")
 	}
 	if o.W < 0 || o.W > len(urls) {
-		return nil, blob.Errorf("open", "", blob.ErrInvalidArgument, "w=%d outside 1..%d", o.W, len(urls))
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "w=%d outside 1..%d", o.W, len(urls))
 	}
 	var reps []blob.Store
 	for i, ru := range urls {
@@ -267,8 +267,8 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 // stragglers and for queued repairs, stops every goroutine of the store and
 // closes the replicas.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return &blob.Error{Op: "close", Kind: blob.ErrClosed}
+	if !s.life.Close() {
+		return driver.ClosedError(driver.OpClose, "")
 	}
 	s.mu.Lock()
 	s.closing = true
@@ -298,10 +298,7 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) check(op, key string) error {
-	if s.closed.Load() {
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrClosed}
-	}
-	return blob.ValidateKey(op, key)
+	return s.life.Check(op, key)
 }
 
 // Replicas returns the replica stores, in the order given to New.

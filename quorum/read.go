@@ -128,7 +128,7 @@ func wrapOp(op, key string, err error) error {
 
 // Stat implements blob.Store.
 func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) {
-	if err := s.check("stat", key); err != nil {
+	if err := s.check(driver.OpStat, key); err != nil {
 		return nil, err
 	}
 	if s.consistency(ctx) == ReadFastest && !s.hasFloor(key) {
@@ -141,7 +141,7 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 		return nil, err
 	}
 	if cur.gone() {
-		return nil, &blob.Error{Op: "stat", Key: key, Kind: blob.ErrNotFound}
+		return nil, &blob.Error{Op: driver.OpStat, Key: key, Kind: blob.ErrNotFound}
 	}
 	return publicAttrs(cur), nil
 }
@@ -224,11 +224,11 @@ func (s *Store) hedged(ctx context.Context, try func(ctx context.Context, r *rep
 
 // NewRangeReader implements blob.Store.
 func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
-	if err := s.check("read", key); err != nil {
+	if err := s.check(driver.OpRead, key); err != nil {
 		return nil, err
 	}
 	if offset < 0 {
-		return nil, blob.Errorf("read", key, blob.ErrInvalidArgument, "negative offset %d", offset)
+		return nil, blob.Errorf(driver.OpRead, key, blob.ErrInvalidArgument, "negative offset %d", offset)
 	}
 	if s.consistency(ctx) == ReadFastest && !s.hasFloor(key) {
 		v, ok := s.hedged(ctx, func(ctx context.Context, r *replica) (any, bool) {
@@ -250,7 +250,7 @@ func (s *Store) readMajority(ctx context.Context, key string, offset, length int
 			return nil, err
 		}
 		if cur.gone() {
-			return nil, &blob.Error{Op: "read", Key: key, Kind: blob.ErrNotFound}
+			return nil, &blob.Error{Op: driver.OpRead, Key: key, Kind: blob.ErrNotFound}
 		}
 		if v != nil {
 			return bytesReader(key, cur, v.data, offset, length), nil
@@ -297,7 +297,7 @@ func (s *Store) readReplica(ctx context.Context, key string, r *replica, want *r
 		return fail(st.err)
 	}
 	if !st.visible() {
-		return fail(&blob.Error{Op: "read", Key: key, Kind: blob.ErrNotFound})
+		return fail(&blob.Error{Op: driver.OpRead, Key: key, Kind: blob.ErrNotFound})
 	}
 	// The reader must have opened the version the stat describes.
 	if !sameObject(rd.Attributes(), st.attrs) {
@@ -347,7 +347,7 @@ func bytesReader(key string, x *rstate, data []byte, offset, length int64) *read
 
 func (r *reader) Read(p []byte) (int, error) {
 	if r.closed {
-		return 0, &blob.Error{Op: "read", Key: r.key, Kind: blob.ErrClosed}
+		return 0, driver.ClosedError(driver.OpRead, r.key)
 	}
 	if len(r.head) > 0 {
 		n := copy(p, r.head)

@@ -66,10 +66,10 @@ type warmResult struct {
 
 func (w *writer) Write(p []byte) (int, error) {
 	if w.done {
-		return 0, &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+		return 0, driver.ClosedError(driver.OpWrite, w.key)
 	}
 	if err := w.ctx.Err(); err != nil {
-		return 0, driver.WrapError("write", w.key, err, nil)
+		return 0, driver.WrapError(driver.OpWrite, w.key, err, nil)
 	}
 	return w.buf.Write(p)
 }
@@ -91,22 +91,22 @@ func (w *writer) abort() {
 
 func (w *writer) Close() error {
 	if w.done {
-		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+		return driver.ClosedError(driver.OpWrite, w.key)
 	}
 	w.done = true
 	if err := w.ctx.Err(); err != nil {
 		w.abort()
-		return driver.WrapError("write", w.key, err, nil)
+		return driver.WrapError(driver.OpWrite, w.key, err, nil)
 	}
-	if w.s.closed.Load() {
+	if w.s.life.Closed() {
 		w.abort()
-		return &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrClosed}
+		return driver.ClosedError(driver.OpWrite, w.key)
 	}
 	data := w.buf.Bytes()
 	if len(w.opts.ContentMD5) > 0 {
 		if sum := md5.Sum(data); !bytes.Equal(sum[:], w.opts.ContentMD5) {
 			w.abort()
-			return blob.Errorf("write", w.key, blob.ErrInvalidArgument, "content MD5 %x does not match the declared %x", sum, w.opts.ContentMD5)
+			return blob.Errorf(driver.OpWrite, w.key, blob.ErrInvalidArgument, "content MD5 %x does not match the declared %x", sum, w.opts.ContentMD5)
 		}
 	}
 	v := &value{data: data, opts: w.opts, kind: live}
@@ -118,7 +118,7 @@ func (w *writer) Close() error {
 	case w.opts.If.NotExist():
 		_, err = w.s.consensus(w.ctx, "write", w.key, func(cur *rstate) (*value, error) {
 			if cur.visible() {
-				return nil, &blob.Error{Op: "write", Key: w.key, Kind: blob.ErrExists}
+				return nil, &blob.Error{Op: driver.OpWrite, Key: w.key, Kind: blob.ErrExists}
 			}
 			return v, nil
 		})
@@ -126,7 +126,7 @@ func (w *writer) Close() error {
 		g := w.opts.If.GenerationMatch()
 		_, err = w.s.consensus(w.ctx, "write", w.key, func(cur *rstate) (*value, error) {
 			if !cur.visible() || cur.ver != g {
-				return nil, blob.Errorf("write", w.key, blob.ErrPrecondition, "quorum version is not %s", g)
+				return nil, blob.Errorf(driver.OpWrite, w.key, blob.ErrPrecondition, "quorum version is not %s", g)
 			}
 			return v, nil
 		})
@@ -135,13 +135,13 @@ func (w *writer) Close() error {
 	}
 	if err != nil {
 		if cerr := w.ctx.Err(); cerr != nil && !errors.Is(err, blob.ErrExists) && !errors.Is(err, blob.ErrPrecondition) {
-			return driver.WrapError("write", w.key, cerr, nil)
+			return driver.WrapError(driver.OpWrite, w.key, cerr, nil)
 		}
 		var be *blob.Error
 		if errors.As(err, &be) && be.Op == "write" && be.Key == w.key {
 			return err
 		}
-		return &blob.Error{Op: "write", Key: w.key, Err: err}
+		return &blob.Error{Op: driver.OpWrite, Key: w.key, Err: err}
 	}
 	w.s.stats.writes.Add(1)
 	return nil
@@ -204,13 +204,13 @@ func (s *Store) createFresh(ctx context.Context, key string, v *value, tok strin
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		return driver.WrapError("write", key, ctx.Err(), nil)
+		return driver.WrapError(driver.OpWrite, key, ctx.Err(), nil)
 	case !landed && f.count(blob.ErrExists) > 0:
-		return &blob.Error{Op: "write", Key: key, Kind: blob.ErrExists, Err: err}
+		return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrExists, Err: err}
 	case landed:
-		return blob.Errorf("write", key, nil, "%w (%w): %v", ErrNoQuorum, ErrUncertain, err)
+		return blob.Errorf(driver.OpWrite, key, nil, "%w (%w): %v", ErrNoQuorum, ErrUncertain, err)
 	}
-	return blob.Errorf("write", key, nil, "%w: %v", ErrNoQuorum, err)
+	return blob.Errorf(driver.OpWrite, key, nil, "%w: %v", ErrNoQuorum, err)
 }
 
 func writeAll(w blob.Writer, data []byte) error {
@@ -251,7 +251,7 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 		return nil, err
 	}
 	if o.If.GenerationMatch() != "" {
-		return nil, blob.Errorf("prewarm", key, blob.ErrInvalidArgument, "a prewarmed write is IfNotExist")
+		return nil, blob.Errorf(driver.OpPrewarm, key, blob.ErrInvalidArgument, "a prewarmed write is IfNotExist")
 	}
 	if _, fresh := blob.NameTime(key); !fresh {
 		// Not a store-chosen name: another writer may use it, so the write
@@ -300,12 +300,12 @@ func (s *Store) Prewarm(ctx context.Context, key string, opts *blob.WriterOption
 						kind = blob.ErrExists
 					}
 				}
-				return nil, &blob.Error{Op: "prewarm", Key: key, Kind: kind, Err: fmt.Errorf("%w: %v", ErrNoQuorum, errors.Join(errs...))}
+				return nil, &blob.Error{Op: driver.OpPrewarm, Key: key, Kind: kind, Err: fmt.Errorf("%w: %v", ErrNoQuorum, errors.Join(errs...))}
 			}
 		case <-ctx.Done():
 			w.done = true
 			w.abort()
-			return nil, driver.WrapError("prewarm", key, ctx.Err(), nil)
+			return nil, driver.WrapError(driver.OpPrewarm, key, ctx.Err(), nil)
 		}
 	}
 	return w, nil

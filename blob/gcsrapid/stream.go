@@ -2,7 +2,6 @@ package gcsrapid
 
 import (
 	"context"
-	"errors"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
@@ -22,7 +21,7 @@ var _ blob.AppendStreamer = (*Store)(nil)
 // take the object back and resend bytes at offsets another writer has
 // used, so code that shares objects between writers keeps the default.
 func (s *Store) CreateAppendStream(ctx context.Context, key string, data []byte) (blob.AppendStream, error) {
-	if err := s.check("write", key); err != nil {
+	if err := s.check(driver.OpWrite, key); err != nil {
 		return nil, err
 	}
 	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), nil,
@@ -37,15 +36,15 @@ func (s *Store) CreateAppendStream(ctx context.Context, key string, data []byte)
 // TakeOverAppendStream implements blob.AppendStreamer with a takeover of the
 // unfinalized object key: the previous stream's next flush fails.
 func (s *Store) TakeOverAppendStream(ctx context.Context, key string) (blob.AppendStream, error) {
-	if err := s.check("append", key); err != nil {
+	if err := s.check(driver.OpAppend, key); err != nil {
 		return nil, err
 	}
 	a, err := s.bucket.Object(key).Attrs(ctx)
 	if err != nil {
-		return nil, driver.WrapError("append", key, err, classify)
+		return nil, driver.WrapError(driver.OpAppend, key, err, classify)
 	}
 	if !a.Finalized.IsZero() {
-		return nil, blob.Errorf("append", key, blob.ErrPrecondition, "the object is finalized")
+		return nil, blob.Errorf(driver.OpAppend, key, blob.ErrPrecondition, "the object is finalized")
 	}
 	sctx, cancel := context.WithCancel(s.bgCtx)
 	var sw *storage.Writer
@@ -58,7 +57,7 @@ func (s *Store) TakeOverAppendStream(ctx context.Context, key string) (blob.Appe
 	})
 	if err != nil {
 		cancel()
-		return nil, driver.WrapError("append", key, err, classify)
+		return nil, driver.WrapError(driver.OpAppend, key, err, classify)
 	}
 	return &appendStream{s: s, key: key, sw: sw, cancel: cancel, size: size}, nil
 }
@@ -86,7 +85,7 @@ func (a *appendStream) write(ctx context.Context, p []byte, kind func(error) err
 		return a.err
 	}
 	if a.s.life.Closed() {
-		return &blob.Error{Op: "append", Key: a.key, Kind: blob.ErrClosed}
+		return driver.ClosedError(driver.OpAppend, a.key)
 	}
 	var flushed int64
 	err := untilDone(ctx, a.cancel, func() error {
@@ -99,9 +98,9 @@ func (a *appendStream) write(ctx context.Context, p []byte, kind func(error) err
 	})
 	switch {
 	case err != nil:
-		a.err = driver.WrapError("append", a.key, err, kind)
+		a.err = driver.WrapError(driver.OpAppend, a.key, err, kind)
 	case flushed != a.size+int64(len(p)):
-		a.err = blob.Errorf("append", a.key, nil, "gcsrapid: flushed to %d bytes, expected %d", flushed, a.size+int64(len(p)))
+		a.err = blob.Errorf(driver.OpAppend, a.key, nil, "gcsrapid: flushed to %d bytes, expected %d", flushed, a.size+int64(len(p)))
 	}
 	if a.err != nil {
 		a.Close()
@@ -118,7 +117,7 @@ func (a *appendStream) Close() error {
 	}
 	a.closed = true
 	if a.err == nil {
-		a.err = &blob.Error{Op: "append", Key: a.key, Kind: blob.ErrClosed, Err: errors.New("gcsrapid: append stream closed")}
+		a.err = driver.ClosedError(driver.OpAppend, a.key)
 	}
 	sw, cancel := a.sw, a.cancel
 	a.s.background(func(context.Context) {
