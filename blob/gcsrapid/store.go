@@ -468,27 +468,50 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 }
 
 // takeOverAndSeal finalizes generation gen of key by taking its appendable
-// stream over and closing it. The client's takeover reads the writer's error
-// without its lock while a context watcher may write it (storage v1.70.0,
-// NewWriterFromAppendableObject against monitorCancel), which happens only
-// when the writer's context ends; so the takeover runs under a context that
-// does not end, and ctx only bounds how long this call waits for it. A
-// takeover still running when ctx ends finishes on its own: sealing twice is
-// harmless, and a closed client ends its stream.
+// stream over and closing it. A takeover abandoned because ctx ended still
+// closes, so still seals: sealing twice is harmless.
 func (s *Store) takeOverAndSeal(ctx context.Context, key string, gen int64) error {
-	done := make(chan error, 1)
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	w, _, err := s.takeOver(ctx, sctx, cancel, key, gen, &storage.AppendableWriterOpts{FinalizeOnClose: true})
+	if err != nil {
+		return err
+	}
+	return untilDone(ctx, cancel, w.Close)
+}
+
+// takeOver opens generation gen of key's appendable stream under sctx,
+// waiting at most until ctx ends. The storage client (v1.70.0) reads the
+// writer's error without its lock during NewWriterFromAppendableObject while
+// its context watcher may write it, which happens only if sctx ends then; so
+// sctx is cancelled only after the takeover returned. On an error takeOver
+// cancels sctx itself; a takeover abandoned because ctx ended is closed, then
+// cancelled, once it returns.
+func (s *Store) takeOver(ctx, sctx context.Context, cancel context.CancelFunc, key string, gen int64, opts *storage.AppendableWriterOpts) (*storage.Writer, int64, error) {
+	type opened struct {
+		w    *storage.Writer
+		size int64
+		err  error
+	}
+	done := make(chan opened, 1)
 	go func() {
-		w, _, err := s.bucket.Object(key).Generation(gen).NewWriterFromAppendableObject(context.WithoutCancel(ctx), &storage.AppendableWriterOpts{FinalizeOnClose: true})
-		if err == nil {
-			err = w.Close()
-		}
-		done <- err
+		w, size, err := s.bucket.Object(key).Generation(gen).NewWriterFromAppendableObject(sctx, opts)
+		done <- opened{w, size, err}
 	}()
 	select {
-	case err := <-done:
-		return err
+	case o := <-done:
+		if o.err != nil {
+			cancel()
+		}
+		return o.w, o.size, o.err
 	case <-ctx.Done():
-		return ctx.Err()
+		go func() {
+			if o := <-done; o.err == nil {
+				o.w.Close()
+			}
+			cancel()
+		}()
+		return nil, 0, ctx.Err()
 	}
 }
 

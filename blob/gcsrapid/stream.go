@@ -47,16 +47,8 @@ func (s *Store) TakeOverAppendStream(ctx context.Context, key string) (blob.Appe
 		return nil, blob.Errorf(driver.OpAppend, key, blob.ErrPrecondition, "the object is finalized")
 	}
 	sctx, cancel := context.WithCancel(s.bgCtx)
-	var sw *storage.Writer
-	var size int64
-	err = untilDone(ctx, cancel, func() error {
-		var err error
-		sw, size, err = s.bucket.Object(key).Generation(a.Generation).NewWriterFromAppendableObject(sctx,
-			&storage.AppendableWriterOpts{ChunkSize: googleapi.MinUploadChunkSize})
-		return err
-	})
+	sw, size, err := s.takeOver(ctx, sctx, cancel, key, a.Generation, &storage.AppendableWriterOpts{ChunkSize: googleapi.MinUploadChunkSize})
 	if err != nil {
-		cancel()
 		return nil, driver.WrapError(driver.OpAppend, key, err, classify)
 	}
 	return &appendStream{s: s, key: key, sw: sw, cancel: cancel, size: size}, nil
