@@ -223,15 +223,7 @@ func listChain(ctx context.Context, zones []*zone, need int, timeout time.Durati
 	for _, l := range lists {
 		all = append(all, l...)
 	}
-	slices.SortFunc(all, func(a, b segKey) int {
-		switch {
-		case a.less(b):
-			return -1
-		case b.less(a):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, segKey.compare)
 	return slices.Compact(all), nil
 }
 

@@ -18,6 +18,7 @@ type writerMetrics struct {
 	frameRecords metric.Int64Histogram
 	flush        metric.Float64Histogram
 	attrs        metric.MeasurementOption
+	zoneAttrs    []metric.RecordOption // one per zone, built once: recordFlush runs on every append
 	reg          metric.Registration
 }
 
@@ -31,6 +32,9 @@ func meterOf(mp metric.MeterProvider) metric.Meter {
 func newWriterMetrics(l *Log) (*writerMetrics, error) {
 	m := meterOf(l.opts.MeterProvider)
 	wm := &writerMetrics{attrs: metric.WithAttributes(attribute.String("log", l.name))}
+	for i := range l.zones {
+		wm.zoneAttrs = append(wm.zoneAttrs, metric.WithAttributes(attribute.Int("zone", i)))
+	}
 	var err error
 	if wm.frameRecords, err = m.Int64Histogram("zonalblob.commitlog.frame.records",
 		metric.WithDescription("Records per frame: how many appends shared one flush."),
@@ -88,7 +92,7 @@ func (wm *writerMetrics) recordFrame(records int) {
 }
 
 func (wm *writerMetrics) recordFlush(zone int, d time.Duration) {
-	wm.flush.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.Int("zone", zone)))
+	wm.flush.Record(context.Background(), d.Seconds(), wm.zoneAttrs[zone])
 }
 
 func (wm *writerMetrics) close() {

@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,8 +22,9 @@ type segKey struct {
 
 func (k segKey) String() string { return fmt.Sprintf("%010d-%020d", k.epoch, k.first) }
 
-func (k segKey) less(o segKey) bool {
-	return k.epoch < o.epoch || k.epoch == o.epoch && k.first < o.first
+// compare orders keys by epoch, then by first offset, as their names sort.
+func (k segKey) compare(o segKey) int {
+	return cmp.Or(cmp.Compare(k.epoch, o.epoch), cmp.Compare(k.first, o.first))
 }
 
 func parseSegKey(s string) (segKey, bool) {

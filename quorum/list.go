@@ -16,20 +16,9 @@ import (
 // it: List waits for that many, gives the rest a hedge delay, and returns the
 // union, cut where the shortest replica page that has more ends.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	var o blob.ListOptions
-	if opts != nil {
-		o = *opts
-	}
-	if s.life.Closed() {
-		return nil, driver.ClosedError(driver.OpList, o.Prefix)
-	}
-	if o.Prefix != "" {
-		if err := blob.ValidateKey(driver.OpList, o.Prefix); err != nil {
-			return nil, err
-		}
-	}
-	if o.PageSize < 0 {
-		return nil, blob.Errorf(driver.OpList, o.Prefix, blob.ErrInvalidArgument, "negative page size %d", o.PageSize)
+	o, err := s.life.CheckList(opts)
+	if err != nil {
+		return nil, err
 	}
 	after := o.StartAfter
 	if o.PageToken != "" {

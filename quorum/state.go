@@ -207,24 +207,9 @@ func (s *Store) writeReplica(ctx context.Context, key string, x *rstate, v *valu
 		data = hiddenBytes
 	}
 	start := time.Now()
-	err := putReplica(ctx, x.r.s, key, data, &o)
+	err := blob.Put(ctx, x.r.s, key, data, &o)
 	s.observe(x.r, time.Since(start), err, ctx.Err() != nil)
 	return err
-}
-
-func putReplica(ctx context.Context, rs blob.Store, key string, data []byte, o *blob.WriterOptions) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := rs.NewWriter(ctx, key, o)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(data); err != nil {
-		cancel()
-		w.Close()
-		return err
-	}
-	return w.Close()
 }
 
 // refusal reports whether a replica call's error proves it changed nothing.
@@ -280,35 +265,32 @@ func sameObject(ra, st *blob.Attributes) bool {
 // userOptions returns the user attributes of a replica object.
 func userOptions(a *blob.Attributes) blob.WriterOptions {
 	o := blob.WriterOptionsFrom(a)
-	if len(o.Metadata) > 0 {
-		m := make(map[string]string, len(o.Metadata))
-		for k, v := range o.Metadata {
-			if !reserved(k) {
-				m[k] = v
-			}
-		}
-		o.Metadata = m
-		if len(m) == 0 {
-			o.Metadata = nil
+	o.Metadata = userMetadata(o.Metadata)
+	return o
+}
+
+// userMetadata returns m without the quorum's reserved keys (nil if nothing
+// is left).
+func userMetadata(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if !reserved(k) {
+			out[k] = v
 		}
 	}
-	return o
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // publicAttrs returns a copy of replica attributes as the quorum shows them.
 func publicAttrs(x *rstate) *blob.Attributes {
 	out := *x.attrs
-	if len(x.attrs.Metadata) > 0 {
-		out.Metadata = make(map[string]string, len(x.attrs.Metadata))
-		for k, v := range x.attrs.Metadata {
-			if !reserved(k) {
-				out.Metadata[k] = v
-			}
-		}
-		if len(out.Metadata) == 0 {
-			out.Metadata = nil
-		}
-	}
+	out.Metadata = userMetadata(x.attrs.Metadata)
 	if x.ver != "" {
 		out.Generation = x.ver
 	} else {
