@@ -29,9 +29,6 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		after = max(after, k)
 	}
 	size := o.PageSize
-	if size == 0 {
-		size = blob.DefaultPageSize
-	}
 	ro := blob.ListOptions{Prefix: o.Prefix, Delimiter: o.Delimiter, StartAfter: after, PageSize: size}
 	pages, err := s.listReplicas(ctx, &ro)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/appendblob"
 	azblobblob "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -170,7 +171,7 @@ func (a *appender) fail(err error) error {
 // appended to is gone.
 func classifyAppend(err error) error {
 	kind := classify(err)
-	if kind == blob.ErrNotFound && !errorHasContainerNotFound(err) {
+	if kind == blob.ErrNotFound && !bloberror.HasCode(err, bloberror.ContainerNotFound) {
 		return blob.ErrPrecondition
 	}
 	return kind
@@ -291,9 +292,4 @@ func (a *appender) stageAll(bb *blockblob.Client, ids []string, data []byte, idB
 		ids = append(ids, id)
 	}
 	return ids, nil
-}
-
-func errorHasContainerNotFound(err error) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.ErrorCode == "ContainerNotFound"
 }

@@ -51,20 +51,16 @@ func (s *Store) wrap(op, key string, err error, classify func(error) error) erro
 	return redact(driver.WrapError(op, key, err, classify), s.secrets)
 }
 
-// writeClassifier is classify for a write under c: with IfNotExist every
-// "condition failed" answer means the object exists; with a generation, a
-// missing object is a failed precondition, not NotFound.
+// writeClassifier is driver.ClassifyWrite for a write under c, except that a
+// missing container stays NotFound: only a missing object fails a generation
+// precondition.
 func writeClassifier(c blob.Condition) func(error) error {
+	byCondition := driver.ClassifyWrite(classify, c)
 	return func(err error) error {
-		kind := classify(err)
-		_, ifGen := c.Generation()
-		switch {
-		case c.NotExist() && (kind == blob.ErrPrecondition || bloberror.HasCode(err, bloberror.BlobAlreadyExists)):
-			return blob.ErrExists
-		case ifGen && kind == blob.ErrNotFound && !bloberror.HasCode(err, bloberror.ContainerNotFound):
-			return blob.ErrPrecondition
+		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			return classify(err)
 		}
-		return kind
+		return byCondition(err)
 	}
 }
 

@@ -25,9 +25,6 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		return nil, err
 	}
 	size := o.PageSize
-	if size == 0 {
-		size = blob.DefaultPageSize
-	}
 	var marker *string
 	if o.PageToken != "" {
 		m, err := driver.DecodePageToken(o.PageToken)

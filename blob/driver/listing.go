@@ -104,7 +104,7 @@ func FilterAfter(objs []blob.ListObject, startAfter string) []blob.ListObject {
 
 // CheckListOptions returns a copy of opts (the zero value for nil) after the
 // checks every driver makes before listing: a valid prefix and a page size
-// that is not negative.
+// that is not negative. A page size of 0 becomes blob.DefaultPageSize.
 func CheckListOptions(opts *blob.ListOptions) (blob.ListOptions, error) {
 	var o blob.ListOptions
 	if opts != nil {
@@ -115,8 +115,11 @@ func CheckListOptions(opts *blob.ListOptions) (blob.ListOptions, error) {
 			return o, err
 		}
 	}
-	if o.PageSize < 0 {
+	switch {
+	case o.PageSize < 0:
 		return o, blob.Errorf(OpList, o.Prefix, blob.ErrInvalidArgument, "negative page size %d", o.PageSize)
+	case o.PageSize == 0:
+		o.PageSize = blob.DefaultPageSize
 	}
 	return o, nil
 }

@@ -3,7 +3,7 @@ package gcsrapid
 import (
 	"context"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 )
@@ -24,26 +24,25 @@ const (
 )
 
 // targetRecorder learns the target of the client's connections from its calls.
+// It runs on every call of the client, so recording is one atomic load once
+// the first target is known.
 type targetRecorder struct {
-	mu     sync.Mutex
-	target string
+	target atomic.Pointer[string]
 }
 
 func (t *targetRecorder) record(cc *grpc.ClientConn) {
-	if cc == nil {
+	if cc == nil || t.target.Load() != nil {
 		return
 	}
-	t.mu.Lock()
-	if t.target == "" {
-		t.target = cc.Target()
-	}
-	t.mu.Unlock()
+	target := cc.Target()
+	t.target.CompareAndSwap(nil, &target)
 }
 
 func (t *targetRecorder) get() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.target
+	if p := t.target.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 func (t *targetRecorder) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

@@ -21,9 +21,6 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		return nil, err
 	}
 	size := o.PageSize
-	if size == 0 {
-		size = blob.DefaultPageSize
-	}
 	token := o.PageToken
 	page := &blob.ListPage{}
 	for {

@@ -109,10 +109,10 @@ func (sw *sweeper) scan(ctx context.Context, prefix, start string) (string, erro
 			return start, err
 		}
 		start = a.Name
-		if !marked(a.Metadata) || a.Size > 0 || !a.Finalized.IsZero() || !sw.old(a) {
+		if !a.Finalized.IsZero() || !sw.old(a) {
 			continue
 		}
-		if empty, err := sw.s.holdsNoBytes(ctx, a.Name, a.Generation); err != nil || !empty {
+		if hidden, err := sw.s.unwritten(ctx, a); err != nil || !hidden {
 			continue
 		}
 		err = sw.s.bucket.Object(a.Name).If(storage.Conditions{GenerationMatch: a.Generation}).Delete(ctx)

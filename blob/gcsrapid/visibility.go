@@ -82,12 +82,6 @@ func (s *Store) unwritten(ctx context.Context, a *storage.ObjectAttrs) (bool, er
 	return n == 0, nil
 }
 
-// holdsNoBytes reports whether generation gen of key holds no bytes.
-func (s *Store) holdsNoBytes(ctx context.Context, key string, gen int64) (bool, error) {
-	n, err := s.probe(ctx, key, gen)
-	return n == 0, err
-}
-
 // probe reads up to probeLen bytes of generation gen of key and returns how
 // many there were: the object's size if fewer than probeLen, a lower bound
 // otherwise. A generation that is gone holds nothing.

@@ -27,9 +27,6 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 // token always marks exactly where this page ends.
 func (s *Store) listPaged(ctx context.Context, o *blob.ListOptions) (*blob.ListPage, error) {
 	size := o.PageSize
-	if size == 0 {
-		size = blob.DefaultPageSize
-	}
 	token := gcblob.FirstPageToken
 	if o.PageToken != "" {
 		t, err := driver.DecodePageToken(o.PageToken)
