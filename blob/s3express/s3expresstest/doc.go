@@ -19,7 +19,9 @@
 //     on PutObject and CompleteMultipartUpload (412 PreconditionFailed) and
 //     If-Match on DeleteObject.
 //   - x-amz-write-offset-bytes appends to an existing object; the offset must
-//     equal the current size (400 InvalidWriteOffset otherwise).
+//     equal the current size (400 InvalidWriteOffset otherwise). Each append
+//     is a part of the object, which may have 10,000 (Options.MaxObjectParts):
+//     the append past them fails with 400 TooManyParts; a copy starts again.
 //   - x-amz-checksum-{crc32,crc32c,crc64nvme,sha1,sha256} are verified (400
 //     BadDigest on mismatch), stored, and returned on GET/HEAD when the
 //     request sends x-amz-checksum-mode: ENABLED.

@@ -144,6 +144,7 @@ func (s *Server) completeMultipart(w http.ResponseWriter, r *http.Request, req *
 		etag = fmt.Sprintf(`"%s-%d"`, s.randomHex(16), len(parts.Parts))
 	}
 	meta[metaETag] = etag
+	meta[metaParts] = strconv.Itoa(len(parts.Parts))
 	// gofakes3 merged the replaced object's metadata into the new one:
 	// store it again with exactly the metadata of CreateMultipartUpload.
 	if e := s.store(req.bucket, req.key, meta, data, true); e != nil {

@@ -22,6 +22,7 @@ const (
 	metaETag          = "X-Zonalblob-Etag"
 	metaChecksumAlgo  = "X-Zonalblob-Checksum-Algorithm"
 	metaChecksumValue = "X-Zonalblob-Checksum"
+	metaParts         = "X-Zonalblob-Parts" // parts of the object: 1 per PUT or append, n per multipart upload
 	metaLastModified  = "Last-Modified"
 	internalPrefix    = "X-Zonalblob-"
 )
@@ -234,12 +235,19 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, req *request)
 		return e
 	}
 	meta := requestMeta(r.Header)
+	parts := 1
 	if appending {
 		if offset != cur.size {
 			return errorf(http.StatusBadRequest, "InvalidWriteOffset",
 				"The write offset value that you specified does not match the current object size (%d).", cur.size)
 		}
 		if cur.exists {
+			parts = objectParts(cur.meta) + 1
+			if parts > s.maxParts() {
+				s.count(func(st *Stats) { st.TooManyParts++ })
+				return errorf(http.StatusBadRequest, "TooManyParts",
+					"You have attempted to add more parts than the maximum of %d that are allowed for this object.", s.maxParts())
+			}
 			old, err := s.backend.GetObject(req.bucket, req.key, nil)
 			if err != nil {
 				return fromBackend(err)
@@ -266,6 +274,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, req *request)
 	}
 	etag := s.newETag(req, data)
 	meta[metaETag] = etag
+	meta[metaParts] = strconv.Itoa(parts)
 	setChecksumMeta(meta, cks)
 	if e := s.store(req.bucket, req.key, meta, data, cur.exists); e != nil {
 		return e
@@ -281,6 +290,23 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, req *request)
 	}
 	w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// objectParts returns the parts an object is made of (1 for objects stored
+// before parts were counted).
+func objectParts(meta map[string]string) int {
+	if n, err := strconv.Atoi(meta[metaParts]); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// maxParts is the most parts one object may have.
+func (s *Server) maxParts() int {
+	if s.opts.MaxObjectParts > 0 {
+		return s.opts.MaxObjectParts
+	}
+	return DefaultMaxObjectParts
 }
 
 // parseRange parses a single-range Range header. Malformed or multi-range
@@ -557,6 +583,7 @@ func (s *Server) copyObject(w http.ResponseWriter, r *http.Request, req *request
 	setChecksumMeta(meta, storedChecksum(srcObj.Metadata))
 	etag := s.newETag(req, data)
 	meta[metaETag] = etag
+	meta[metaParts] = "1" // a copy starts a new count of appends
 	if e := s.store(req.bucket, req.key, meta, data, cur.exists); e != nil {
 		return e
 	}

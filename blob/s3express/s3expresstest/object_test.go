@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -320,4 +321,72 @@ func TestMultipartUpload(t *testing.T) {
 	if _, err := upload(true); apiCode(err) != "PreconditionFailed" {
 		t.Errorf("second CompleteMultipartUpload with If-None-Match: got %v, want PreconditionFailed", err)
 	}
+}
+
+// TestAppendPartLimit checks S3 Express's limit of 10,000 parts per object:
+// each append is a part, and the append past the limit fails with 400
+// TooManyParts and leaves the object as it was.
+func TestAppendPartLimit(t *testing.T) {
+	srv, c := newDirServer(t, s3expresstest.Options{})
+	ctx := context.Background()
+	appendAt := func(key string, off int64, data string) error {
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(dirBucket), Key: aws.String(key),
+			Body: strings.NewReader(data), WriteOffsetBytes: aws.Int64(off)})
+		return err
+	}
+	for i := range s3expresstest.DefaultMaxObjectParts {
+		if err := appendAt("log", int64(i), "x"); err != nil {
+			t.Fatalf("append %d: %v", i+1, err)
+		}
+	}
+	err := appendAt("log", s3expresstest.DefaultMaxObjectParts, "y")
+	if apiCode(err) != "TooManyParts" || httpStatusOf(err) != http.StatusBadRequest {
+		t.Fatalf("append %d: got %v (status %d), want 400 TooManyParts", s3expresstest.DefaultMaxObjectParts+1, err, httpStatusOf(err))
+	}
+	if got := get(t, c, "log"); got != strings.Repeat("x", s3expresstest.DefaultMaxObjectParts) {
+		t.Errorf("a refused append changed the object: %d bytes", len(got))
+	}
+	if st := srv.Stats(); st.Appends != s3expresstest.DefaultMaxObjectParts+1 || st.TooManyParts != 1 {
+		t.Errorf("Appends %d, TooManyParts %d; want %d and 1", st.Appends, st.TooManyParts, s3expresstest.DefaultMaxObjectParts+1)
+	}
+}
+
+// TestAppendPartLimitOption checks a lower limit, that a PUT counts as one
+// part and a multipart upload as its parts, and that a copy starts a new count.
+func TestAppendPartLimitOption(t *testing.T) {
+	_, c := newDirServer(t, s3expresstest.Options{MaxObjectParts: 3})
+	ctx := context.Background()
+	appendAt := func(key string, off int64, data string) error {
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(dirBucket), Key: aws.String(key),
+			Body: strings.NewReader(data), WriteOffsetBytes: aws.Int64(off)})
+		return err
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("p"), Body: strings.NewReader("a")}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"", "", "TooManyParts"} {
+		if err := appendAt("p", int64(1+i), "b"); apiCode(err) != want {
+			t.Fatalf("append %d after a PUT: %v, want code %q", i+1, err, want)
+		}
+	}
+	if _, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("q"),
+		CopySource: aws.String(dirBucket + "/p")}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"", "", "TooManyParts"} {
+		if err := appendAt("q", int64(3+i), "c"); apiCode(err) != want {
+			t.Fatalf("append %d after a copy: %v, want code %q", i+1, err, want)
+		}
+	}
+	if got := get(t, c, "q"); got != "abbcc" {
+		t.Errorf("copy after appends: %q", got)
+	}
+}
+
+func httpStatusOf(err error) int {
+	var hs interface{ HTTPStatusCode() int }
+	if errors.As(err, &hs) {
+		return hs.HTTPStatusCode()
+	}
+	return 0
 }

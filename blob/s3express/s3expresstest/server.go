@@ -35,6 +35,11 @@ const (
 // Express One Zone (five minutes).
 const DefaultSessionTTL = 5 * time.Minute
 
+// DefaultMaxObjectParts is the most parts, hence appends, S3 Express allows
+// one object: "each object can have up to 10,000 parts", and the append past
+// it fails with the TooManyParts error.
+const DefaultMaxObjectParts = 10000
+
 // Options configures a Server. The zero value is a server with no buckets,
 // no delay and no faults.
 type Options struct {
@@ -62,6 +67,14 @@ type Options struct {
 	// purpose buckets and CreateSession must be signed with one of them;
 	// directory bucket requests with their session's credentials.
 	Credentials map[string]string
+
+	// MaxObjectParts is how many parts one object may have
+	// (DefaultMaxObjectParts when zero): a PUT makes one part, a multipart
+	// upload one per part, and each append (PutObject with
+	// x-amz-write-offset-bytes) adds one; the append that would exceed it
+	// fails with 400 TooManyParts, as S3 Express does. CopyObject starts the
+	// count again. Tests set it low to reach the limit quickly.
+	MaxObjectParts int
 
 	// Faults fail chosen requests; more can be added with InjectFault.
 	Faults []Fault
@@ -251,6 +264,7 @@ type Stats struct {
 	RejectedSignature int64
 
 	PreconditionFailed int64 // 412 answers
+	TooManyParts       int64 // appends refused with 400 TooManyParts
 	Conflicts          int64 // 409 ConditionalRequestConflict answers, faults included
 	FaultsInjected     int64
 
