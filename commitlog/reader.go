@@ -66,6 +66,19 @@ type ReaderStats struct {
 type segInfo struct {
 	key segKey
 	end int64 // last offset; -1 for the tip, whose end is not known yet
+	// recovered: the next segment on the chain is a newer writer's, which
+	// started it only after copying every record up to end to W zones, so
+	// they are all committed. Otherwise (the next segment is the same
+	// writer's) a record is committed once a LAC covers it: the next
+	// segment may have been created ahead of its roll, before this one
+	// was complete.
+	recovered bool
+}
+
+// servable reports whether the record at offset o of the cursor's segment
+// is committed.
+func (r *Reader) servable(c *cursor, o int64) bool {
+	return o <= r.lac || (c.seg.end >= o && c.seg.recovered)
 }
 
 type cursor struct {
@@ -206,7 +219,7 @@ func (r *Reader) take() (Record, bool) {
 		return Record{}, false
 	}
 	data, ok := c.buf[r.pos]
-	if !ok || (c.seg.end < 0 && r.pos > r.lac) {
+	if !ok || !r.servable(c, r.pos) {
 		return Record{}, false
 	}
 	delete(c.buf, r.pos)
@@ -273,11 +286,42 @@ func (r *Reader) readCur(ctx context.Context) (bool, error) {
 			errs = append(errs, err)
 		}
 		r.merge(c, i, frames, pos)
-		if _, ok := c.buf[r.pos]; ok && (c.seg.end >= 0 || r.pos <= r.lac) {
+		if _, ok := c.buf[r.pos]; ok && r.servable(c, r.pos) {
+			return true, nil
+		}
+	}
+	if _, ok := c.buf[r.pos]; ok && c.seg.end >= r.pos {
+		// Read but not known to be committed: the LAC that covers it is
+		// in the segment's seal frame, on a zone not read yet, or in the
+		// frames of the next segment.
+		if r.peekLAC(ctx, order) {
 			return true, nil
 		}
 	}
 	return false, errors.Join(errs...)
+}
+
+// peekLAC reads the head of the segment after the current one for the LAC
+// its frames carry, zone by zone in order until one covers pos.
+func (r *Reader) peekLAC(ctx context.Context, order []int) bool {
+	i := slices.IndexFunc(r.chain, func(s segInfo) bool { return s.key == r.cur.seg.key })
+	if i < 0 || i+1 >= len(r.chain) {
+		return false
+	}
+	next := r.chain[i+1].key
+	for _, z := range order {
+		c, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
+		frames, _ := r.zones[z].readPrefix(c, next, 64<<10)
+		cancel()
+		r.count(func(s *ReaderStats) { s.Reads++ })
+		for _, f := range frames {
+			r.lac = max(r.lac, f.lac)
+		}
+		if r.servable(r.cur, r.pos) {
+			return true
+		}
+	}
+	return false
 }
 
 type tailRead struct {
@@ -485,11 +529,11 @@ func (r *Reader) setChain(chain []segKey) {
 	chain = chain[i:]
 	r.chain = r.chain[:0]
 	for j, k := range chain {
-		end := int64(-1)
+		end, recovered := int64(-1), false
 		if j+1 < len(chain) {
-			end = chain[j+1].first - 1
+			end, recovered = chain[j+1].first-1, chain[j+1].epoch != k.epoch
 		}
-		r.chain = append(r.chain, segInfo{key: k, end: end})
+		r.chain = append(r.chain, segInfo{key: k, end: end, recovered: recovered})
 	}
 	first := r.chain[0]
 	if r.cur != nil && r.cur.seg.key == first.key {

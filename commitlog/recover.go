@@ -19,7 +19,8 @@ type fencedCopy struct {
 // recoverSegment fences segment tip on every zone it reaches, keeps every
 // record that may have been acknowledged, copies those records to the zones
 // that lack them until W zones hold them all, and returns the offset of the
-// last one (tip.first-1 if none).
+// last one (tip.first-1 if none), and whether any fenced zone held a record
+// of the segment.
 //
 // It is BookKeeper's ledger recovery: once N-W+1 zones are fenced, no W zones
 // are left on which the old writer could complete an append, so nothing it
@@ -27,7 +28,7 @@ type fencedCopy struct {
 // is on W zones, so on at least one fenced zone. Records are kept if found on
 // any fenced zone (they may have been acknowledged), up to the first
 // offset no fenced zone holds.
-func (l *Log) recoverSegment(ctx context.Context, tip segKey) (int64, error) {
+func (l *Log) recoverSegment(ctx context.Context, tip segKey) (int64, bool, error) {
 	n, w := len(l.zones), l.opts.WriteQuorum
 	need := n - w + 1
 	// The header, to fence by creating the segment on zones that lack it.
@@ -50,11 +51,11 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (int64, error) {
 	})
 	for _, err := range errs {
 		if errors.Is(err, ErrFenced) {
-			return 0, err
+			return 0, false, err
 		}
 	}
 	if countNil(errs) < need {
-		return 0, quorumErr("fencing segment "+tip.String(), need, errs)
+		return 0, false, quorumErr("fencing segment "+tip.String(), need, errs)
 	}
 	// Every fenced copy is a prefix of the old writer's records (plus
 	// records earlier recoveries copied, which are the same ones), so the
@@ -110,13 +111,13 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (int64, error) {
 	})
 	for _, err := range errs {
 		if errors.Is(err, ErrFenced) {
-			return 0, err
+			return 0, false, err
 		}
 	}
 	if countNil(errs) < w {
-		return 0, quorumErr(fmt.Sprintf("copying records %d..%d of segment %s", tip.first, last, tip), w, errs)
+		return 0, false, quorumErr(fmt.Sprintf("copying records %d..%d of segment %s", tip.first, last, tip), w, errs)
 	}
-	return last, nil
+	return last, len(recs) > 0, nil
 }
 
 // contiguous returns the last offset of the records of frames held without a

@@ -34,8 +34,11 @@ type Log struct {
 	lacScheduled bool
 	seg          *openSeg
 	err          error // sticky: ErrFenced, ErrClosed
-	stats        Stats
-	metrics      *writerMetrics
+	// Tests observe rolls: onRoll when a roll starts, onSwitch (l.mu held)
+	// when the writer switches to the next segment.
+	onRoll, onSwitch func(segKey)
+	stats            Stats
+	metrics          *writerMetrics
 }
 
 // Stats counts what a writer did.
@@ -47,6 +50,9 @@ type Stats struct {
 	ZoneErrors  int64 // appends or creates that failed on a zone
 	Resyncs     int64 // times a zone's segment was read back after a failure
 	Segments    int64 // segments started, the first included
+	Prewarms    int64 // next segments created ahead of their roll
+	RollWaits   int64 // rolls that had to wait for the next segment to be created
+	CutShort    int64 // segments ended early because stores refused more appends (S3 TooManyParts)
 	Fenced      bool  // a newer writer fenced this one
 	RecoveredTo int64 // last offset kept by the recovery at Open, -1 if none
 }
@@ -61,11 +67,31 @@ type openSeg struct {
 	full   bool  // no more data frames: seal and roll
 	sealed bool  // the seal frame is cut
 	rolled bool  // the roll to the next segment has started
+	// end is the planned last offset of the segment, -1 until planned: once
+	// the segment is half full the writer fixes where it ends and creates
+	// the next segment, starting at end+1, in the background (next), so
+	// that the roll is a switch and not a create.
+	end  int64
+	next *prewarm
+	// frozen: the stores refused more appends (S3 Express TooManyParts)
+	// on too many zones; the frames after acked never count, their records
+	// go to the next segment.
+	frozen bool
+}
+
+// prewarm is a segment being created ahead of its roll.
+type prewarm struct {
+	key  segKey
+	done chan struct{} // closed when seg or err is set
+	seg  *openSeg
+	err  error
 }
 
 type outFrame struct {
-	data []byte
-	last int64 // last offset of the records of this frame and those before it
+	data  []byte
+	last  int64    // last offset of the records of this frame and those before it
+	first int64    // offset of recs[0]
+	recs  [][]byte // the records of a data frame, sent again in the next segment if this one is cut short
 }
 
 // zoneSeg is the state of the open segment on one zone.
@@ -112,10 +138,19 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 		return fail(err)
 	}
 	last, prev := int64(-1), segKey{}
-	if len(segs) > 0 {
-		prev = segs[len(segs)-1]
-		if last, err = l.recoverSegment(ctx, prev); err != nil {
+	// Recover the last segment. One with no records that follows another
+	// of the same epoch may have been created ahead of its roll and never
+	// used, so that the records before it may not reach its first offset:
+	// fence it and recover the one before instead.
+	for i := len(segs) - 1; i >= 0; i-- {
+		tip := segs[i]
+		var used bool
+		if last, used, err = l.recoverSegment(ctx, tip); err != nil {
 			return fail(err)
+		}
+		prev = tip
+		if used || i == 0 || segs[i-1].epoch != tip.epoch {
+			break
 		}
 	}
 	seg, err := l.startSegment(ctx, segKey{epoch, last + 1}, prev)
@@ -238,7 +273,7 @@ func (l *Log) fail(err error) {
 // memory.
 func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg, error) {
 	header := encodeHeader(k, prev)
-	seg := &openSeg{key: k, frames: []outFrame{{data: header, last: k.first - 1}}, zs: make([]zoneSeg, len(l.zones)), bytes: int64(len(header))}
+	seg := &openSeg{key: k, frames: []outFrame{{data: header, last: k.first - 1}}, zs: make([]zoneSeg, len(l.zones)), bytes: int64(len(header)), end: -1}
 	type result struct {
 		zone int
 		err  error
@@ -379,7 +414,7 @@ func (l *Log) pump(i int) {
 		}
 		zs := &seg.zs[i]
 		now := time.Now()
-		if zs.broken || zs.busy || now.Before(zs.wakeAt) {
+		if zs.broken || zs.busy || seg.frozen || now.Before(zs.wakeAt) {
 			l.cond.Wait()
 			continue
 		}
@@ -414,9 +449,6 @@ func (l *Log) pump(i int) {
 				zs.sent, zs.pos = to, newPos
 				zs.appends++
 				l.stats.Appends++
-				if zs.appends >= l.opts.MaxSegmentAppends-2 {
-					seg.full = true
-				}
 				l.mu.Unlock()
 				return nil
 			}
@@ -435,6 +467,22 @@ func (l *Log) pump(i int) {
 				return
 			}
 			l.stats.ZoneErrors++
+			if isPartLimit(err) {
+				// This zone takes no more appends to the segment; if too
+				// few zones can, end it where W zones hold it.
+				zs.broken = true
+				usable := 0
+				for _, o := range seg.zs {
+					if !o.broken {
+						usable++
+					}
+				}
+				if usable < l.opts.WriteQuorum {
+					l.cutShortLocked(seg)
+				}
+				l.cond.Broadcast()
+				continue
+			}
 			if zs.sent > 0 {
 				l.stats.Resyncs++
 			}
@@ -463,9 +511,21 @@ func (l *Log) cutLocked(seg *openSeg) {
 		size += len(l.pending[n])
 		n++
 	}
-	data := encodeFrame(frameData, l.epoch, first, l.lac, l.pending[:n])
+	if seg.end >= 0 {
+		n = min(n, int(seg.end-first+1))
+		if n <= 0 {
+			seg.full = true
+			return
+		}
+	}
+	recs := slices.Clone(l.pending[:n])
+	data := encodeFrame(frameData, l.epoch, first, l.lac, recs)
 	l.pending = slices.Delete(l.pending, 0, n)
 	l.appendFrameLocked(seg, data, first+int64(n)-1)
+	seg.frames[len(seg.frames)-1].first, seg.frames[len(seg.frames)-1].recs = first, recs
+	if seg.end >= 0 && first+int64(n)-1 >= seg.end {
+		seg.full = true // planned end reached
+	}
 	l.stats.Frames++
 	l.metrics.recordFrame(n)
 }
@@ -474,15 +534,75 @@ func (l *Log) appendFrameLocked(seg *openSeg, data []byte, last int64) {
 	seg.frames = append(seg.frames, outFrame{data: data, last: last})
 	seg.bytes += int64(len(data))
 	l.lacCut = l.lac
-	if seg.bytes >= l.opts.MaxSegmentBytes {
+	if seg.end < 0 && !seg.full && (len(seg.frames) >= l.opts.MaxSegmentAppends/2 || seg.bytes >= l.opts.MaxSegmentBytes/2) {
+		l.planRollLocked(seg)
+	}
+	// Each zone takes at most one append per frame: a segment of at most
+	// MaxSegmentAppends frames (its seal included) stays under the
+	// stores' limit on appends to one object.
+	if len(seg.frames) >= l.opts.MaxSegmentAppends-1 || seg.bytes >= l.opts.MaxSegmentBytes {
 		seg.full = true
 	}
+}
+
+// planRollLocked fixes where seg ends and starts creating the segment after
+// it. The end leaves room for the frames to reach it: each record of the
+// rest of the segment costs at most two frames (its data frame, and a frame
+// publishing the LAC after its acknowledgement).
+func (l *Log) planRollLocked(seg *openSeg) {
+	lastCut := seg.frames[len(seg.frames)-1].last
+	room := int64(l.opts.MaxSegmentAppends-len(seg.frames)-2) / 2
+	seg.end = lastCut + max(room, 0)
+	if seg.end == lastCut {
+		seg.full = true
+	}
+	p := &prewarm{key: segKey{l.epoch, seg.end + 1}, done: make(chan struct{})}
+	seg.next = p
+	l.stats.Prewarms++
+	prev := seg.key
+	l.wg.Go(func() {
+		p.seg, p.err = l.startSegment(l.ctx, p.key, prev)
+		close(p.done)
+	})
+}
+
+// cutShortLocked ends seg after the frames W zones hold, because the stores
+// refuse more appends to it: the records of the frames after those are sent
+// again in the next segment (readers never serve them from this one, whose
+// end is where the next begins), and nothing more of this segment counts.
+func (l *Log) cutShortLocked(seg *openSeg) {
+	if seg.frozen || seg.rolled || seg != l.seg {
+		return
+	}
+	seg.frozen, seg.full, seg.rolled = true, true, true
+	var recs [][]byte
+	for _, f := range seg.frames[seg.acked:] {
+		recs = append(recs, f.recs...)
+	}
+	l.pending = append(recs, l.pending...)
+	l.stats.CutShort++
+	l.wg.Go(func() { l.roll(seg) })
+}
+
+// isPartLimit reports a store's refusal of one more append to an object
+// that has as many as it may have: S3's TooManyParts (10,000 parts, each
+// append one), Azure's BlockCountExceedsLimit (50,000 committed blocks).
+func isPartLimit(err error) bool {
+	var coded interface{ ErrorCode() string }
+	if !errors.As(err, &coded) {
+		return false
+	}
+	switch coded.ErrorCode() {
+	case "TooManyParts", "BlockCountExceedsLimit":
+		return true
+	}
+	return false
 }
 
 // ackLocked advances the LAC to what W zones hold, and seals and rolls the
 // segment once it is full and wholly acknowledged.
 func (l *Log) ackLocked(seg *openSeg) {
-	if seg != l.seg {
+	if seg != l.seg || seg.frozen {
 		return
 	}
 	sent := make([]int, len(seg.zs))
@@ -538,14 +658,54 @@ func (l *Log) scheduleLACLocked() {
 	})
 }
 
-// roll starts the segment after seg, whose every frame is acknowledged.
+// roll starts the segment after seg, whose frames up to acked are
+// acknowledged (all of them unless it was cut short). If the segment ends
+// where it was planned to, the next one was created ahead and the roll only
+// switches to it; if it ends before (cut short), a segment is created for
+// the records up to the planned end, after which the one created ahead
+// follows.
 func (l *Log) roll(seg *openSeg) {
-	last := seg.frames[len(seg.frames)-1].last
+	l.mu.Lock()
+	last := seg.frames[seg.acked-1].last
+	l.mu.Unlock()
+	if l.onRoll != nil {
+		l.onRoll(seg.key)
+	}
 	for attempt := 0; ; attempt++ {
-		next, err := l.startSegment(l.ctx, segKey{l.epoch, last + 1}, seg.key)
+		var next *openSeg
+		var err error
+		switch p := seg.next; {
+		case p != nil && last == seg.end:
+			select {
+			case <-p.done:
+			default:
+				l.mu.Lock()
+				l.stats.RollWaits++
+				l.mu.Unlock()
+				select {
+				case <-p.done:
+				case <-l.ctx.Done():
+					return
+				}
+			}
+			next, err = p.seg, p.err
+			if err != nil && !errors.Is(err, ErrFenced) {
+				// Create it again (what exists of it is read back).
+				p.seg, p.err = l.startSegment(l.ctx, p.key, seg.key)
+				next, err = p.seg, p.err
+			}
+		default:
+			next, err = l.startSegment(l.ctx, segKey{l.epoch, last + 1}, seg.key)
+		}
 		if err == nil {
 			l.mu.Lock()
+			if p := seg.next; p != nil && next.key != p.key {
+				next.end, next.next = seg.end, p
+			}
 			l.seg = next
+			if l.onSwitch != nil {
+				l.onSwitch(next.key)
+			}
 			l.cond.Broadcast()
 			l.mu.Unlock()
 			return

@@ -179,12 +179,13 @@ func (z *zone) stream(ctx context.Context, k segKey) (blob.AppendStream, error) 
 	return st, nil
 }
 
-// closeStreams ends the streams of every segment but keep.
+// closeStreams ends the streams of every segment before keep (all of them
+// if keep is nil); those of later segments, created ahead of their roll, stay.
 func (z *zone) closeStreams(keep *segKey) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	for k, st := range z.streams {
-		if keep == nil || k != *keep {
+		if keep == nil || k.compare(*keep) < 0 {
 			st.Close()
 			delete(z.streams, k)
 		}
@@ -238,6 +239,32 @@ func (z *zone) readSlots(ctx context.Context, k segKey, pos int64) ([]frame, int
 		}
 		out = append(out, frames...)
 	}
+}
+
+// readPrefix returns the whole frames in about the first n bytes of
+// segment k (the first few slots in slot mode).
+func (z *zone) readPrefix(ctx context.Context, k segKey, n int64) ([]frame, error) {
+	if z.mode == modeSlots {
+		var out []frame
+		for i := range int64(4) {
+			p, err := blob.ReadAll(ctx, z.s, slotKey(z.segKey(k), i))
+			if err != nil {
+				return out, err
+			}
+			frames, _, err := decodeFrames(p)
+			out = append(out, frames...)
+			if err != nil {
+				return out, err
+			}
+		}
+		return out, nil
+	}
+	p, err := blob.ReadRange(ctx, z.s, z.segKey(k), 0, n)
+	if err != nil {
+		return nil, err
+	}
+	frames, _, err := decodeFrames(p)
+	return frames, err
 }
 
 // readHeader returns the header frame of segment k.

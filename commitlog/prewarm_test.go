@@ -1,0 +1,331 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/storage"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/blob/s3express"
+	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
+)
+
+// countedZones are n zonal stores on emulators whose request counters say
+// how many objects each zone has created.
+type countedZones struct {
+	stores  []blob.Store
+	created []func() int64
+	s3      []*s3expresstest.Server
+}
+
+func rapidCounted(t testing.TB, n int) countedZones {
+	var cz countedZones
+	for i := range n {
+		srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Seed: uint64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Close)
+		name := fmt.Sprintf("log%d", bucketSeq.Add(1))
+		if err := srv.CreateBucket(name, true); err != nil {
+			t.Fatal(err)
+		}
+		client, err := srv.Client(context.Background(), storage.WithDisabledClientMetrics())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := gcsrapid.New(context.Background(), client, name, gcsrapid.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			s.Close()
+			client.Close()
+		})
+		cz.stores = append(cz.stores, s)
+		cz.created = append(cz.created, func() int64 { return srv.Stats().ObjectsCreated })
+	}
+	return cz
+}
+
+func s3Counted(opts s3expresstest.Options) func(t testing.TB, n int) countedZones {
+	return func(t testing.TB, n int) countedZones {
+		var cz countedZones
+		for i := range n {
+			o := opts
+			o.Profile, o.Seed = s3expresstest.MustProfile("zero"), uint64(i+1)
+			srv := s3expresstest.NewServer(o)
+			t.Cleanup(srv.Close)
+			name := fmt.Sprintf("log%d--use1-az%d--x-s3", bucketSeq.Add(1), i+1)
+			if err := srv.CreateBucket(name); err != nil {
+				t.Fatal(err)
+			}
+			s, err := s3express.New(context.Background(), srv.NewClient(), name, s3express.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			cz.stores = append(cz.stores, s)
+			// Creates are the PUTs that are not appends.
+			cz.created = append(cz.created, func() int64 { st := srv.Stats(); return st.PutObject - st.Appends })
+			cz.s3 = append(cz.s3, srv)
+		}
+		return cz
+	}
+}
+
+func (cz countedZones) total() int64 {
+	var n int64
+	for _, f := range cz.created {
+		n += f()
+	}
+	return n
+}
+
+// waitPrewarm waits until the segment created ahead of the open one's roll
+// exists on every zone (each zone counts one epoch object and one object
+// per segment started).
+func waitPrewarm(t *testing.T, l *Log, cz countedZones) {
+	t.Helper()
+	for range 5000 {
+		l.mu.Lock()
+		p := l.seg.next
+		segs := l.stats.Segments
+		l.mu.Unlock()
+		done := p == nil
+		if p != nil {
+			select {
+			case <-p.done:
+				done = true
+			default:
+			}
+		}
+		if done {
+			all := true
+			for _, f := range cz.created {
+				all = all && f() == 1+segs
+			}
+			if all {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("the next segment was never created on every zone")
+}
+
+// TestRollCreatesNothing checks with the emulators' counters that a roll
+// issues no create: the next segment was created ahead, once the open one
+// was half full, and the roll only switches to it.
+func TestRollCreatesNothing(t *testing.T) {
+	for _, be := range []struct {
+		name  string
+		zones func(testing.TB, int) countedZones
+	}{{"stream-gcsrapid", rapidCounted}, {"append-s3express", s3Counted(s3expresstest.Options{})}} {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			cz := be.zones(t, 3)
+			l := mustOpen(t, cz.stores, "prewarm", &Options{MaxSegmentAppends: 20})
+			var mu sync.Mutex
+			var atRoll, atSwitch []int64
+			l.onRoll = func(segKey) {
+				mu.Lock()
+				atRoll = append(atRoll, cz.total())
+				mu.Unlock()
+			}
+			l.onSwitch = func(segKey) {
+				mu.Lock()
+				atSwitch = append(atSwitch, cz.total())
+				mu.Unlock()
+			}
+			const n = 120
+			for i := range n {
+				if off, err := l.Append(ctx, fmt.Appendf(nil, "%d", i)); err != nil || off != int64(i) {
+					t.Fatalf("append %d: %d, %v", i, off, err)
+				}
+				waitPrewarm(t, l, cz)
+			}
+			st := l.Stats()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(atSwitch) < 4 || len(atRoll) != len(atSwitch) {
+				t.Fatalf("%d rolls, %d switches for %d appends at 20 frames a segment", len(atRoll), len(atSwitch), n)
+			}
+			for i := range atSwitch {
+				if atSwitch[i] != atRoll[i] {
+					t.Errorf("roll %d: the zones created %d objects between the roll and the switch, want 0", i, atSwitch[i]-atRoll[i])
+				}
+			}
+			if st.RollWaits != 0 || st.Prewarms != int64(len(atSwitch)) && st.Prewarms != int64(len(atSwitch))+1 {
+				t.Errorf("stats %+v: want no roll waiting and one prewarm per roll", st)
+			}
+			r, _ := l.NewReader(0)
+			defer r.Close()
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			for i, rec := range readN(t, rctx, r, n) {
+				if string(rec.Data) != fmt.Sprint(i) {
+					t.Fatalf("record %d = %q", i, rec.Data)
+				}
+			}
+		})
+	}
+}
+
+// TestRecoverPrewarmedSegment: a writer stops after it created the next
+// segment ahead but before it used it. The next writer must not take the
+// unused segment's first offset as the end of the records: it fences the
+// empty segment, recovers the one before, and continues right after the
+// last record, and readers follow without a gap.
+func TestRecoverPrewarmedSegment(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			stores := be.zones(t, 3)
+			opts := &Options{MaxSegmentAppends: 20}
+			l := mustOpen(t, stores, "pw", opts)
+			n := 0
+			for ; ; n++ {
+				if _, err := l.Append(ctx, fmt.Appendf(nil, "%d", n)); err != nil {
+					t.Fatal(err)
+				}
+				l.mu.Lock()
+				p := l.seg.next
+				l.mu.Unlock()
+				if p != nil {
+					<-p.done
+					if p.err != nil {
+						t.Fatal(p.err)
+					}
+					n++
+					break
+				}
+				if n > 100 {
+					t.Fatal("no segment created ahead")
+				}
+			}
+			l.mu.Lock()
+			end, next := l.seg.end, l.seg.next.key
+			l.mu.Unlock()
+			if int64(n-1) >= end {
+				t.Fatalf("%d records reach the planned end %d already", n, end)
+			}
+			keys, err := listChain(ctx, l.zones, 3, time.Second, nil)
+			if err != nil || keys[len(keys)-1] != next {
+				t.Fatalf("segments %v (%v), want the unused %v last", keys, err, next)
+			}
+			// A new writer takes over; the old one is abandoned.
+			l2 := mustOpen(t, stores, "pw", opts)
+			if got := l2.Stats().RecoveredTo; got != int64(n-1) {
+				t.Fatalf("recovered to %d, want %d (the unused segment starts at %d)", got, n-1, next.first)
+			}
+			if _, err := l.Append(ctx, []byte("late")); !errors.Is(err, ErrFenced) {
+				t.Errorf("old writer's append after the takeover: %v, want ErrFenced", err)
+			}
+			if off, err := l2.Append(ctx, []byte("after")); err != nil || off != int64(n) {
+				t.Fatalf("append after the takeover: %d, %v", off, err)
+			}
+			r, _ := NewReader(stores, "pw", 0, opts)
+			defer r.Close()
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			for i, rec := range readN(t, rctx, r, n+1) {
+				want := fmt.Sprint(i)
+				if i == n {
+					want = "after"
+				}
+				if rec.Offset != int64(i) || string(rec.Data) != want {
+					t.Fatalf("record %d: %d %q, want %q", i, rec.Offset, rec.Data, want)
+				}
+			}
+		})
+	}
+}
+
+// TestS3PartLimit runs the log over S3 Express zones whose objects take few
+// appends. With segments rolling below the limit no append is refused; with
+// segments longer than the limit the stores refuse appends (TooManyParts),
+// and each refusal ends the segment early: no acknowledged record is lost,
+// duplicated or moved, and readers see no gap.
+func TestS3PartLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		maxParts     int
+		segAppends   int
+		wantRefusals bool
+	}{
+		{"rolls-before-the-limit", 24, 24, false},
+		{"limit-reached", 9, 5000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			cz := s3Counted(s3expresstest.Options{MaxObjectParts: tc.maxParts})(t, 3)
+			opts := &Options{MaxSegmentAppends: tc.segAppends}
+			l := mustOpen(t, cz.stores, "parts", opts)
+			const writers, each = 4, 60
+			var mu sync.Mutex
+			acked := map[int64]string{}
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Go(func() {
+					for i := range each {
+						data := fmt.Sprintf("w%d-%d", w, i)
+						off, err := l.Append(ctx, []byte(data))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						if prev, dup := acked[off]; dup {
+							t.Errorf("offset %d acknowledged twice: %q and %q", off, prev, data)
+						}
+						acked[off] = data
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			var refused int64
+			for _, srv := range cz.s3 {
+				refused += srv.Stats().TooManyParts
+			}
+			st := l.Stats()
+			if tc.wantRefusals != (refused > 0) || tc.wantRefusals != (st.CutShort > 0) {
+				t.Fatalf("%d appends refused with TooManyParts, %d segments cut short; want refusals: %v", refused, st.CutShort, tc.wantRefusals)
+			}
+			if st.Segments < 3 {
+				t.Errorf("%d segments for %d appends", st.Segments, writers*each)
+			}
+			check := func(stores []blob.Store) {
+				r, err := NewReader(stores, "parts", 0, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				for i, rec := range readN(t, rctx, r, writers*each) {
+					if rec.Offset != int64(i) || string(rec.Data) != acked[int64(i)] {
+						t.Fatalf("record %d: offset %d %q, acknowledged %q", i, rec.Offset, rec.Data, acked[int64(i)])
+					}
+				}
+			}
+			check(cz.stores)
+			// A new writer recovers the same records and continues after them.
+			l.Close()
+			l2 := mustOpen(t, cz.stores, "parts", opts)
+			if got := l2.Stats().RecoveredTo; got != writers*each-1 {
+				t.Errorf("recovered to %d, want %d", got, writers*each-1)
+			}
+			check(cz.stores)
+			t.Logf("%d segments, %d cut short, %d appends refused", st.Segments, st.CutShort, refused)
+		})
+	}
+}
