@@ -35,6 +35,7 @@ const (
 	frameData   frameKind = 2 // records (count may be 0: a frame that only publishes the LAC)
 	frameFence  frameKind = 3 // a recovery at epoch fenced the segment here
 	frameSeal   frameKind = 4 // the writer rolled to a new segment after this frame
+	// frameMoved (5, tier.go) replaces a segment moved to the regional store.
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -146,7 +147,7 @@ func decodeBody(b []byte) (frame, error) {
 		f.prevEpoch = binary.BigEndian.Uint64(rest)
 		f.prevFirst = int64(binary.BigEndian.Uint64(rest[8:]))
 		rest = rest[16:]
-	case frameData, frameFence, frameSeal:
+	case frameData, frameFence, frameSeal, frameMoved:
 	default:
 		return f, fmt.Errorf("%w: kind %d", errCorrupt, f.kind)
 	}

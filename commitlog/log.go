@@ -62,6 +62,15 @@ type Options struct {
 	// fencing, the LAC, and a reader's lag in records); nil means the
 	// global provider.
 	MeterProvider metric.MeterProvider
+	// Regional, if set, is the regional store that sealed segments move to
+	// once they have been sealed for MoveAfter (see tier.go: the zonal
+	// copies become small markers). Readers must be given it too; they read
+	// across both tiers without noticing. Logs stored as slot directories
+	// (stores without appends) keep their segments on the zones.
+	Regional blob.Store
+	// MoveAfter is how long a segment stays on the zonal stores after the
+	// writer saw it sealed (default 10m).
+	MoveAfter time.Duration
 	// Slots stores segments as directories of slot objects created with
 	// IfNotExist even where the stores can append. A log must always be
 	// opened with the same layout; stores without appends always use slots.
@@ -99,6 +108,9 @@ func (o *Options) withDefaults(n int) (Options, error) {
 	}
 	if r.OpTimeout <= 0 {
 		r.OpTimeout = 10 * time.Second
+	}
+	if r.MoveAfter <= 0 {
+		r.MoveAfter = 10 * time.Minute
 	}
 	if r.RetryBackoff <= 0 {
 		r.RetryBackoff = 5 * time.Millisecond

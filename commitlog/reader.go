@@ -25,9 +25,10 @@ var ErrTruncated = errors.New("commitlog: offset before the start of the log")
 // duplicates, and only records that are committed (on W zones). It is not
 // safe for concurrent use; open one per consumer.
 type Reader struct {
-	zones []*zone
-	opts  Options
-	need  int // zones that must answer a listing
+	zones    []*zone
+	regional *zone // nil without Options.Regional
+	opts     Options
+	need     int // zones that must answer a listing
 
 	pos     int64 // offset of the next record to return
 	lac     int64
@@ -61,6 +62,8 @@ type ReaderStats struct {
 	Fallbacks int64 // reads sent to another zone because the preferred one lacked committed records or failed
 	Lists     int64 // segment listings
 	Polls     int64 // waits at the tail
+	// RegionalReads counts reads of segments moved to the regional store.
+	RegionalReads int64
 }
 
 type segInfo struct {
@@ -83,6 +86,8 @@ func (r *Reader) servable(c *cursor, o int64) bool {
 
 type cursor struct {
 	seg     segInfo
+	moved   *frame           // the segment moved to the regional store: its marker
+	loaded  bool             // the regional copy was read into buf
 	zonePos []int64          // per zone: position in the segment read up to
 	buf     map[int64][]byte // records read, not yet returned
 }
@@ -102,7 +107,7 @@ func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Re
 	if from < 0 {
 		return nil, fmt.Errorf("commitlog: negative offset %d", from)
 	}
-	r := &Reader{zones: zones, opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
+	r := &Reader{zones: zones, regional: regionalZone(o.Regional, name), opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
 		headers: map[segKey]frame{}, lat: make([]time.Duration, len(zones)), zoneLAC: make([]int64, len(zones)),
 		results: make(chan tailRead, maxTailReads)}
 	if r.metrics, err = newReaderMetrics(o.MeterProvider); err != nil {
@@ -256,6 +261,9 @@ func (r *Reader) newCursor(s segInfo) *cursor {
 // whether a record became available.
 func (r *Reader) readCur(ctx context.Context) (bool, error) {
 	c := r.cur
+	if c.moved != nil {
+		return r.readMoved(ctx)
+	}
 	order := make([]int, len(r.zones))
 	for i := range order {
 		order[i] = i
@@ -286,6 +294,9 @@ func (r *Reader) readCur(ctx context.Context) (bool, error) {
 			errs = append(errs, err)
 		}
 		r.merge(c, i, frames, pos)
+		if c.moved != nil {
+			return r.readMoved(ctx)
+		}
 		if _, ok := c.buf[r.pos]; ok && r.servable(c, r.pos) {
 			return true, nil
 		}
@@ -299,6 +310,36 @@ func (r *Reader) readCur(ctx context.Context) (bool, error) {
 		}
 	}
 	return false, errors.Join(errs...)
+}
+
+// readMoved reads the current segment's regional copy, once.
+func (r *Reader) readMoved(ctx context.Context) (bool, error) {
+	c := r.cur
+	if !c.loaded {
+		rc, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
+		frames, err := readRegional(rc, r.regional, c.seg.key, *c.moved)
+		cancel()
+		r.count(func(s *ReaderStats) { s.Reads++; s.RegionalReads++ })
+		if err != nil {
+			return false, err
+		}
+		c.loaded = true
+		// Only committed segments move: every record up to the marker's
+		// last offset is committed.
+		r.lac = max(r.lac, c.moved.lac)
+		for _, f := range frames {
+			if f.kind != frameData {
+				continue
+			}
+			for j, rec := range f.records {
+				if o := f.first + int64(j); o >= r.pos && (c.seg.end < 0 || o <= c.seg.end) {
+					c.buf[o] = rec
+				}
+			}
+		}
+	}
+	_, ok := c.buf[r.pos]
+	return ok && r.servable(c, r.pos), nil
 }
 
 // peekLAC reads the head of the segment after the current one for the LAC
@@ -420,6 +461,10 @@ func (r *Reader) merge(c *cursor, z int, frames []frame, pos int64) {
 		r.lac = max(r.lac, f.lac)
 		r.zoneLAC[z] = max(r.zoneLAC[z], f.lac)
 		switch f.kind {
+		case frameMoved:
+			m := f
+			m.raw = nil
+			c.moved = &m
 		case frameSeal, frameFence:
 			r.relist = true
 		case frameData:
@@ -559,6 +604,17 @@ func (r *Reader) header(ctx context.Context, k segKey) (frame, error) {
 	for _, z := range r.zones {
 		c, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
 		h, err := z.readHeader(c, k)
+		cancel()
+		if err == nil {
+			h.raw = nil
+			r.headers[k] = h
+			return h, nil
+		}
+		errs = append(errs, err)
+	}
+	if r.regional != nil {
+		c, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
+		h, err := r.regional.readHeader(c, k)
 		cancel()
 		if err == nil {
 			h.raw = nil

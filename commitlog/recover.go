@@ -13,7 +13,8 @@ import (
 // fencedCopy is what one zone held of a segment when a recovery fenced it.
 type fencedCopy struct {
 	frames []frame
-	end    int64 // position after the fence frame
+	end    int64  // position after the fence frame
+	moved  *frame // the segment moved to the regional store: this is its marker, not fenced
 }
 
 // recoverSegment fences segment tip on every zone it reaches, keeps every
@@ -52,6 +53,13 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (int64, bool, erro
 	for _, err := range errs {
 		if errors.Is(err, ErrFenced) {
 			return 0, false, err
+		}
+	}
+	for _, c := range copies {
+		if c != nil && c.moved != nil {
+			// Moved to the regional store: sealed, every record committed,
+			// and its last offset is in the marker.
+			return c.moved.lac, true, nil
 		}
 	}
 	if countNil(errs) < need {
@@ -173,6 +181,9 @@ func (l *Log) fenceZone(ctx context.Context, z *zone, tip segKey, header, fence 
 		}
 		if e := maxEpochIn(frames); e > l.epoch {
 			return nil, fmt.Errorf("%w: segment %s holds a frame of epoch %d, ours is %d", ErrFenced, tip, e, l.epoch)
+		}
+		if m, ok := movedIn(frames); ok {
+			return &fencedCopy{frames: frames, end: end, moved: &m}, nil
 		}
 		newEnd, err := z.append(ctx, tip, end, fence)
 		if errors.Is(err, blob.ErrPrecondition) && attempt < 1000 {

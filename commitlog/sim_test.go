@@ -40,20 +40,54 @@ var (
 // the seed; the interleaving of goroutines does not, so a failure names its
 // seed and reruns the same choices, not the same schedule.
 func TestSimulation(t *testing.T) {
+	t.Cleanup(func() {
+		r := simTotal
+		t.Logf("total: %d appends acknowledged, %d failed (ambiguous), %d fenced, %d records in the logs, %d writers, %d records served, %d injected failures, %d segments created ahead, %d unused segments at a takeover, %d segments moved to the regional store, %d markers, %d moves stopped midway, %d regional reads",
+			r.acked, r.failed, r.fenced, r.logLen, r.writers, r.served, r.injected, r.prewarms, r.unusedAtTakeover, r.moved, r.markers, r.moveStops, r.regionalReads)
+	})
 	for _, be := range simBackends {
 		for seed := 1; seed <= *simSeeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", be.name, seed), func(t *testing.T) {
 				res := simulate(t, be, uint64(seed), *simAppends)
-				t.Logf("%s seed %d: %d appends acknowledged, %d failed (ambiguous), %d in the log, %d writers, %d fenced appends, %d records served to readers, %d reader restarts, %d fault changes, %d injected failures",
-					be.name, seed, res.acked, res.failed, res.logLen, res.writers, res.fenced, res.served, res.restarts, res.faults, res.injected)
+				t.Logf("%s seed %d: %d appends acknowledged, %d failed (ambiguous), %d in the log, %d writers, %d fenced appends, %d records served to readers, %d reader restarts, %d fault changes, %d injected failures; %d segments created ahead, %d rolls waited, %d unused segments at a takeover; %d segments moved, %d markers, %d moves stopped midway, %d regional reads",
+					be.name, seed, res.acked, res.failed, res.logLen, res.writers, res.fenced, res.served, res.restarts, res.faults, res.injected,
+					res.prewarms, res.rollWaits, res.unusedAtTakeover, res.moved, res.markers, res.moveStops, res.regionalReads)
+				simMu.Lock()
+				simTotal.add(res)
+				simMu.Unlock()
 			})
 		}
 	}
 }
 
 type simResult struct {
-	acked, failed, fenced, logLen, served, restarts, faults, injected, writers int64
+	acked, failed, fenced, logLen, served, restarts, faults, injected, writers      int64
+	prewarms, rollWaits, unusedAtTakeover, moved, markers, moveStops, regionalReads int64
 }
+
+func (a *simResult) add(b simResult) {
+	a.acked += b.acked
+	a.failed += b.failed
+	a.fenced += b.fenced
+	a.logLen += b.logLen
+	a.served += b.served
+	a.restarts += b.restarts
+	a.faults += b.faults
+	a.injected += b.injected
+	a.writers += b.writers
+	a.prewarms += b.prewarms
+	a.rollWaits += b.rollWaits
+	a.unusedAtTakeover += b.unusedAtTakeover
+	a.moved += b.moved
+	a.markers += b.markers
+	a.moveStops += b.moveStops
+	a.regionalReads += b.regionalReads
+}
+
+var (
+	simMu    sync.Mutex
+	simTotal simResult
+)
 
 // describe says what a stuck reader sees, for the failure message.
 func describe(ctx context.Context, r *Reader, inner []blob.Store, name string) string {
@@ -126,7 +160,12 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	ctx := context.Background()
 	inner := be.zones(t, 3)
 	stores, faults := wrapAll(inner, seed)
-	opts := &Options{MaxSegmentAppends: 40, OpTimeout: 2 * time.Second, RelistInterval: 20 * time.Millisecond}
+	// The regional store that sealed segments move to, with faults of its own.
+	regionalInner := memZones(t, 1)[0]
+	regionalFault := fault.Wrap(regionalInner, fault.Options{Seed: seed*31 + 99, Name: "regional"})
+	faults = append(faults, regionalFault)
+	opts := &Options{MaxSegmentAppends: 40, OpTimeout: 2 * time.Second, RelistInterval: 20 * time.Millisecond,
+		Regional: regionalFault, MoveAfter: 20 * time.Millisecond}
 	const name = "sim"
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 
@@ -156,7 +195,7 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	stopReaders := make(chan struct{})
 	var rwg sync.WaitGroup
 	servedBy := make([][]served, 2)
-	var restarts atomic.Int64
+	var restarts, moveStops, regionalReads atomic.Int64
 	for ri := range servedBy {
 		rrng := rand.New(rand.NewPCG(seed, uint64(ri)+100))
 		rwg.Go(func() {
@@ -197,6 +236,8 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 					servedBy[ri] = append(servedBy[ri], served{rec.Offset, string(rec.Data), c})
 				}
 				restarts.Add(1)
+				regionalReads.Add(r.Stats().RegionalReads)
+				r.Close()
 				from = r.Offset()
 				if rrng.IntN(4) == 0 {
 					from -= rrng.Int64N(min(from+1, 500))
@@ -270,6 +311,19 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+		// Moves stop midway now and then, as if the writer crashed at that
+		// step; the next pass (or the next writer) finishes them.
+		mrng := rand.New(rand.NewPCG(seed, uint64(len(writers))+1000))
+		var mmu sync.Mutex
+		l.moveHook = func(k segKey, step int) error {
+			mmu.Lock()
+			defer mmu.Unlock()
+			if mrng.IntN(6) == 0 {
+				moveStops.Add(1)
+				return fmt.Errorf("move of %s stopped at step %d", k, step)
+			}
+			return nil
+		}
 		mu.Lock()
 		writers = append(writers, l)
 		// Every record an earlier writer acknowledged is committed now.
@@ -306,7 +360,13 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 		}
 		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond)
 		if rng.IntN(3) == 0 {
-			defer l.Close() // crashed: never closed while the run lasts
+			// Crashed: never closed while the run lasts. Half of these
+			// crash once the next segment was created ahead and before
+			// the roll to it, if the appenders get there in time.
+			if rng.IntN(2) == 0 {
+				waitAhead(l, 50*time.Millisecond)
+			}
+			defer l.Close()
 		}
 	}
 	awg.Wait()
@@ -317,6 +377,9 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	}
 
 	// The final writer recovers everything; a fresh reader reads it all.
+	for _, f := range faults {
+		f.Reset()
+	}
 	final, err := Open(ctx, stores, name, opts)
 	if err != nil {
 		t.Fatalf("final open: %v", err)
@@ -387,5 +450,36 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 		}
 	}
 	res.writers = int64(len(writers))
+	mu.Lock()
+	for _, w := range writers {
+		st, ms := w.Stats(), w.MoveStats()
+		res.prewarms += st.Prewarms
+		res.rollWaits += st.RollWaits
+		res.unusedAtTakeover += st.UnusedSkipped
+		res.moved += ms.Moved
+		res.markers += ms.Markers
+	}
+	mu.Unlock()
+	res.moveStops = moveStops.Load()
+	res.regionalReads = r.Stats().RegionalReads + regionalReads.Load()
 	return res
+}
+
+// waitAhead waits up to d for l's open segment to have its successor created.
+func waitAhead(l *Log, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		p := l.seg.next
+		l.mu.Unlock()
+		if p != nil {
+			select {
+			case <-p.done:
+				return
+			case <-time.After(time.Until(deadline)):
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

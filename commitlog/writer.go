@@ -37,24 +37,38 @@ type Log struct {
 	// Tests observe rolls: onRoll when a roll starts, onSwitch (l.mu held)
 	// when the writer switches to the next segment.
 	onRoll, onSwitch func(segKey)
-	stats            Stats
-	metrics          *writerMetrics
+
+	// The mover (tier.go); moved and sealedAt are its own.
+	regional *zone
+	moved    map[segKey]bool
+	sealedAt map[segKey]time.Time
+	headers  map[segKey]frame
+	// moverDone: a newer writer's segments exist; it moves them now.
+	moverDone bool
+	moves     MoveStats
+	moveHook  func(k segKey, step int) error // tests stop moves at a step
+	stats     Stats
+	metrics   *writerMetrics
 }
 
 // Stats counts what a writer did.
 type Stats struct {
-	Records     int64 // records acknowledged
-	Frames      int64 // frames of records cut (each sent once to each zone)
-	LACFrames   int64 // frames with no records that only published the LAC
-	Appends     int64 // appends made to zones, all zones together
-	ZoneErrors  int64 // appends or creates that failed on a zone
-	Resyncs     int64 // times a zone's segment was read back after a failure
-	Segments    int64 // segments started, the first included
-	Prewarms    int64 // next segments created ahead of their roll
-	RollWaits   int64 // rolls that had to wait for the next segment to be created
-	CutShort    int64 // segments ended early because stores refused more appends (S3 TooManyParts)
-	Fenced      bool  // a newer writer fenced this one
-	RecoveredTo int64 // last offset kept by the recovery at Open, -1 if none
+	Records    int64 // records acknowledged
+	Frames     int64 // frames of records cut (each sent once to each zone)
+	LACFrames  int64 // frames with no records that only published the LAC
+	Appends    int64 // appends made to zones, all zones together
+	ZoneErrors int64 // appends or creates that failed on a zone
+	Resyncs    int64 // times a zone's segment was read back after a failure
+	Segments   int64 // segments started, the first included
+	Prewarms   int64 // next segments created ahead of their roll
+	RollWaits  int64 // rolls that had to wait for the next segment to be created
+	CutShort   int64 // segments ended early because stores refused more appends (S3 TooManyParts)
+	// UnusedSkipped counts segments with no record that Open fenced and
+	// stepped over to recover the one before (created ahead of a roll that
+	// never came).
+	UnusedSkipped int64
+	Fenced        bool  // a newer writer fenced this one
+	RecoveredTo   int64 // last offset kept by the recovery at Open, -1 if none
 }
 
 // openSeg is the segment being written.
@@ -126,7 +140,8 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{name: name, zones: zones, opts: o, epoch: epoch, changed: make(chan struct{})}
+	l := &Log{name: name, zones: zones, opts: o, epoch: epoch, changed: make(chan struct{}),
+		regional: regionalZone(o.Regional, name), moved: map[segKey]bool{}, sealedAt: map[segKey]time.Time{}, headers: map[segKey]frame{}}
 	l.cond = sync.NewCond(&l.mu)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (*Log, error) {
@@ -152,6 +167,7 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 		if used || i == 0 || segs[i-1].epoch != tip.epoch {
 			break
 		}
+		l.stats.UnusedSkipped++
 	}
 	seg, err := l.startSegment(ctx, segKey{epoch, last + 1}, prev)
 	if err != nil {
@@ -166,6 +182,9 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	}
 	for i := range zones {
 		l.wg.Go(func() { l.pump(i) })
+	}
+	if l.regional != nil {
+		l.wg.Go(l.mover)
 	}
 	return l, nil
 }

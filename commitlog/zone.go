@@ -179,6 +179,16 @@ func (z *zone) stream(ctx context.Context, k segKey) (blob.AppendStream, error) 
 	return st, nil
 }
 
+// dropSegmentStream ends this process's stream of segment k, if any.
+func (z *zone) dropSegmentStream(k segKey) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if st := z.streams[k]; st != nil {
+		st.Close()
+		delete(z.streams, k)
+	}
+}
+
 // closeStreams ends the streams of every segment before keep (all of them
 // if keep is nil); those of later segments, created ahead of their roll, stay.
 func (z *zone) closeStreams(keep *segKey) {
