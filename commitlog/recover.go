@@ -189,6 +189,11 @@ func (l *Log) fenceZone(ctx context.Context, z *zone, tip segKey, header, fence 
 		if errors.Is(err, blob.ErrPrecondition) && attempt < 1000 {
 			continue // the old writer (or an earlier attempt of ours) appended: look again
 		}
+		if isPartLimit(err) {
+			// The store takes no more appends to the segment, the old
+			// writer's included: it is fenced as it is.
+			return &fencedCopy{frames: frames, end: end}, nil
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +28,7 @@ import (
 var (
 	simAppends = flag.Int("sim.appends", 600, "appends per seed and backend in TestSimulation")
 	simSeeds   = flag.Int("sim.seeds", 2, "seeds per backend in TestSimulation")
+	simOnly    = flag.String("sim.backends", "", "comma-separated backends of TestSimulation (default all)")
 )
 
 // TestSimulation runs writers, racing takeovers and restarting tailing
@@ -46,6 +48,9 @@ func TestSimulation(t *testing.T) {
 			r.acked, r.failed, r.fenced, r.logLen, r.writers, r.served, r.injected, r.prewarms, r.unusedAtTakeover, r.moved, r.markers, r.moveStops, r.regionalReads)
 	})
 	for _, be := range simBackends {
+		if *simOnly != "" && !slices.Contains(strings.Split(*simOnly, ","), be.name) {
+			continue
+		}
 		for seed := 1; seed <= *simSeeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", be.name, seed), func(t *testing.T) {
 				res := simulate(t, be, uint64(seed), *simAppends)

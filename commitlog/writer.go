@@ -725,6 +725,15 @@ func (l *Log) roll(seg *openSeg) {
 			if l.onSwitch != nil {
 				l.onSwitch(next.key)
 			}
+			// A segment cut short has no seal to carry the LAC (and the
+			// frame that carried it last may be among those refused):
+			// publish it in the next one.
+			if seg.frozen {
+				l.lacCut = -1
+			}
+			if l.lacCut < l.lac {
+				l.scheduleLACLocked()
+			}
 			l.cond.Broadcast()
 			l.mu.Unlock()
 			return
