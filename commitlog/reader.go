@@ -203,6 +203,9 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 		if err != nil && ctx.Err() != nil {
 			return Record{}, ctx.Err()
 		}
+		if errors.Is(err, ErrNoRegional) {
+			return Record{}, err
+		}
 		if progressed {
 			idle = time.Time{}
 			continue

@@ -46,6 +46,10 @@ import (
 
 const frameMoved frameKind = 5 // the segment moved to the regional store
 
+// ErrNoRegional is returned by a Reader that reaches a segment moved to the
+// regional store without Options.Regional.
+var ErrNoRegional = errors.New("commitlog: segment moved to the regional store, and the reader has none")
+
 // encodeMoved encodes a moved marker for segment k, whose last offset is
 // last, naming the regional copy's length and CRC-32C.
 func encodeMoved(epoch uint64, k segKey, last int64, regional []byte) []byte {
@@ -85,7 +89,7 @@ func regionalZone(s blob.Store, name string) *zone {
 // the marker m.
 func readRegional(ctx context.Context, rz *zone, k segKey, m frame) ([]frame, error) {
 	if rz == nil {
-		return nil, fmt.Errorf("commitlog: segment %s moved to the regional store and none is configured", k)
+		return nil, fmt.Errorf("%w: segment %s", ErrNoRegional, k)
 	}
 	p, err := blob.ReadAll(ctx, rz.s, rz.segKey(k))
 	if err != nil {
@@ -176,9 +180,9 @@ func (l *Log) moveSealed(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		l.moved[k] = true
 		delete(l.sealedAt, k)
 		l.mu.Lock()
+		l.moved[k] = true
 		l.moves.Moved++
 		l.mu.Unlock()
 	}

@@ -1,0 +1,117 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// TestMoveToRegional: sealed segments move to the regional store, readers
+// read across both tiers, the zonal copies become markers that refuse a
+// fenced writer's create and appends, and a takeover after the move loses
+// nothing.
+func TestMoveToRegional(t *testing.T) {
+	for _, be := range backends[1:] { // slot directories do not move
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			stores := be.zones(t, 3)
+			regional := memZones(t, 1)[0]
+			opts := &Options{MaxSegmentAppends: 10, Regional: regional, MoveAfter: time.Millisecond}
+			l := mustOpen(t, stores, "tier", opts)
+			const n = 100
+			for i := range n {
+				if off, err := l.Append(ctx, fmt.Appendf(nil, "%d", i)); err != nil || off != int64(i) {
+					t.Fatalf("append %d: %d, %v", i, off, err)
+				}
+			}
+			for i := 0; l.MoveStats().Moved < 3; i++ {
+				if i > 10000 {
+					t.Fatalf("moved %+v", l.MoveStats())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			// Every zonal copy of a moved segment is a marker shorter than
+			// any segment header, and the regional copy is the one it names.
+			var moved []segKey
+			for k := range l.movedKeys() {
+				moved = append(moved, k)
+			}
+			header := encodeHeader(segKey{1, 0}, segKey{})
+			for _, k := range moved {
+				for _, z := range l.zones {
+					frames, err := z.readPrefix(ctx, k, 1<<20)
+					m, ok := movedIn(frames)
+					if err != nil || !ok || len(m.raw) >= len(header) {
+						t.Fatalf("zone %d, segment %s: frames %v, %v; want one short moved marker", z.idx, k, frames, err)
+					}
+					if _, err := readRegional(ctx, l.regional, k, m); err != nil {
+						t.Fatalf("segment %s: %v", k, err)
+					}
+					// A fenced writer can neither create the segment again
+					// nor append where its copy used to end.
+					if err := z.create(ctx, k, header); !errors.Is(err, blob.ErrExists) {
+						t.Errorf("zone %d: create over a marker: %v, want ErrExists", z.idx, err)
+					}
+					for _, pos := range []int64{int64(len(header)), int64(len(header)) + 100} {
+						if _, err := z.append(ctx, k, pos, []byte("late")); err == nil {
+							t.Errorf("zone %d: append at %d over a marker succeeded", z.idx, pos)
+						}
+					}
+				}
+			}
+			r, _ := NewReader(stores, "tier", 0, opts)
+			defer r.Close()
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			for i, rec := range readN(t, rctx, r, n) {
+				if rec.Offset != int64(i) || string(rec.Data) != fmt.Sprint(i) {
+					t.Fatalf("record %d: %d %q", i, rec.Offset, rec.Data)
+				}
+			}
+			if st := r.Stats(); st.RegionalReads < 3 {
+				t.Errorf("reader stats %+v: want reads of the moved segments from the regional store", st)
+			}
+			// A takeover after the move: the old writer is fenced, the new
+			// one continues after the last record, readers follow.
+			l2 := mustOpen(t, stores, "tier", opts)
+			if got := l2.Stats().RecoveredTo; got != n-1 {
+				t.Fatalf("recovered to %d, want %d", got, n-1)
+			}
+			if _, err := l.Append(ctx, []byte("late")); !errors.Is(err, ErrFenced) {
+				t.Errorf("old writer after the takeover: %v, want ErrFenced", err)
+			}
+			if off, err := l2.Append(ctx, []byte("after")); err != nil || off != n {
+				t.Fatalf("append after the takeover: %d, %v", off, err)
+			}
+			if rec := readN(t, rctx, r, 1)[0]; string(rec.Data) != "after" {
+				t.Errorf("after the takeover: %q", rec.Data)
+			}
+			// A reader without the regional store cannot read moved
+			// segments and says so.
+			r2, _ := NewReader(stores, "tier", 0, &Options{MaxSegmentAppends: 10})
+			defer r2.Close()
+			c2, cancel2 := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel2()
+			if _, err := r2.Next(c2); !errors.Is(err, ErrNoRegional) {
+				t.Errorf("a reader without the regional store at a moved segment: %v, want ErrNoRegional", err)
+			}
+		})
+	}
+}
+
+// movedKeys returns the segments this writer's mover moved.
+func (l *Log) movedKeys() map[segKey]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[segKey]bool{}
+	for k, v := range l.moved {
+		if v {
+			out[k] = true
+		}
+	}
+	return out
+}
