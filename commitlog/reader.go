@@ -85,11 +85,16 @@ func (r *Reader) servable(c *cursor, o int64) bool {
 }
 
 type cursor struct {
-	seg     segInfo
-	moved   *frame           // the segment moved to the regional store: its marker
-	loaded  bool             // the regional copy was read into buf
-	zonePos []int64          // per zone: position in the segment read up to
-	buf     map[int64][]byte // records read, not yet returned
+	seg segInfo
+	// zoneHigh is, per zone, the last offset read from the zone's copy of
+	// the segment. A zone holds a prefix of the segment's frames, so it
+	// holds every record up to it; the W-th highest is on W zones, which is
+	// what the writer's acknowledgement means: committed.
+	zoneHigh []int64
+	moved    *frame           // the segment moved to the regional store: its marker
+	loaded   bool             // the regional copy was read into buf
+	zonePos  []int64          // per zone: position in the segment read up to
+	buf      map[int64][]byte // records read, not yet returned
 }
 
 // NewReader opens a reader of log name over stores (the same zones as the
@@ -109,7 +114,7 @@ func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Re
 	}
 	r := &Reader{zones: zones, regional: regionalZone(o.Regional, name), opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
 		headers: map[segKey]frame{}, lat: make([]time.Duration, len(zones)), zoneLAC: make([]int64, len(zones)),
-		results: make(chan tailRead, maxTailReads)}
+		results: make(chan tailRead, maxTailReads*o.WriteQuorum+1)}
 	if r.metrics, err = newReaderMetrics(o.MeterProvider); err != nil {
 		return nil, err
 	}
@@ -117,8 +122,10 @@ func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Re
 	return r, nil
 }
 
-// maxTailReads bounds the reads of the tip in flight at once.
-const maxTailReads = 4
+// maxTailReads bounds the reads of the tip in flight at once, per zone of
+// the write quorum: enough to start a read every PollInterval while reads
+// take up to 8 PollIntervals.
+const maxTailReads = 8
 
 // Close stops the reader's background reads.
 func (r *Reader) Close() error {
@@ -256,7 +263,19 @@ func (r *Reader) advance() bool {
 }
 
 func (r *Reader) newCursor(s segInfo) *cursor {
-	return &cursor{seg: s, zonePos: make([]int64, len(r.zones)), buf: map[int64][]byte{}}
+	c := &cursor{seg: s, zonePos: make([]int64, len(r.zones)), buf: map[int64][]byte{}, zoneHigh: make([]int64, len(r.zones))}
+	for i := range c.zoneHigh {
+		c.zoneHigh[i] = s.key.first - 1
+	}
+	return c
+}
+
+// onQuorum returns the last offset of the cursor's segment read from W
+// zones.
+func (r *Reader) onQuorum(c *cursor) int64 {
+	h := slices.Clone(c.zoneHigh)
+	slices.Sort(h)
+	return h[len(h)-r.opts.WriteQuorum]
 }
 
 // readCur reads the current segment from the fastest zone, falling back to
@@ -383,20 +402,21 @@ type tailRead struct {
 // record became available.
 func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 	c := r.cur
-	if r.inflight == 0 || (r.inflight < maxTailReads && time.Since(r.launched) >= r.opts.PollInterval) {
-		z := r.tailZone()
-		key, pos := c.seg.key, c.zonePos[z]
-		r.inflight++
+	if r.inflight == 0 || (r.inflight < r.maxInflight() && time.Since(r.launched) >= r.opts.PollInterval) {
 		r.launched = time.Now()
 		r.launches++
-		r.count(func(s *ReaderStats) { s.Reads++ })
-		go func() {
-			rctx, cancel := context.WithTimeout(r.bg, r.opts.OpTimeout)
-			defer cancel()
-			start := time.Now()
-			frames, pos, err := r.zones[z].read(rctx, key, pos)
-			r.results <- tailRead{zone: z, key: key, frames: frames, pos: pos, err: err, took: time.Since(start)}
-		}()
+		for _, z := range r.tailZones() {
+			key, pos := c.seg.key, c.zonePos[z]
+			r.inflight++
+			r.count(func(s *ReaderStats) { s.Reads++ })
+			go func() {
+				rctx, cancel := context.WithTimeout(r.bg, r.opts.OpTimeout)
+				defer cancel()
+				start := time.Now()
+				frames, pos, err := r.zones[z].read(rctx, key, pos)
+				r.results <- tailRead{zone: z, key: key, frames: frames, pos: pos, err: err, took: time.Since(start)}
+			}()
+		}
 	}
 	wait := time.NewTimer(max(r.opts.PollInterval-time.Since(r.launched), 0))
 	defer wait.Stop()
@@ -418,7 +438,7 @@ func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 		}
 		return false, nil
 	case <-wait.C:
-		if r.inflight >= maxTailReads {
+		if r.inflight >= r.maxInflight() {
 			r.count(func(s *ReaderStats) { s.Polls++ })
 		}
 		return false, nil
@@ -427,21 +447,38 @@ func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 	}
 }
 
-// tailZone picks the zone for the next read of the tip: the one that has
-// shown the highest LAC (it holds every record up to it), the fastest among
-// equals; every fourth read goes round the zones, so that a zone that fell
-// behind and caught up is noticed.
-func (r *Reader) tailZone() int {
-	if r.launches%4 == 3 {
-		return (r.launches / 4) % len(r.zones)
+// maxInflight bounds the reads of the tip in flight at once.
+func (r *Reader) maxInflight() int { return maxTailReads * r.opts.WriteQuorum }
+
+// tailZones picks the zones for the next reads of the tip: the W zones that
+// hold the most of the segment (the fastest among equals), read at once. A
+// record is committed as soon as W zones are seen to hold it, so the reader
+// learns it from the data it reads, one read after it landed, and need not
+// wait for a later frame to carry the LAC; a slow zone that lags is not
+// among them. Every eighth time another zone is read too, in turn, so that
+// a zone that fell behind and caught up is noticed.
+func (r *Reader) tailZones() []int {
+	c := r.cur
+	order := make([]int, len(r.zones))
+	for i := range order {
+		order[i] = i
 	}
-	best := 0
-	for i := range r.zones {
-		if r.zoneLAC[i] > r.zoneLAC[best] || r.zoneLAC[i] == r.zoneLAC[best] && r.lat[i] < r.lat[best] {
-			best = i
+	slices.SortStableFunc(order, func(a, b int) int {
+		if c.zoneHigh[a] != c.zoneHigh[b] {
+			return int(c.zoneHigh[b] - c.zoneHigh[a])
+		}
+		if r.zoneLAC[a] != r.zoneLAC[b] {
+			return int(r.zoneLAC[b] - r.zoneLAC[a])
+		}
+		return int(r.lat[a] - r.lat[b])
+	})
+	zs := order[:r.opts.WriteQuorum]
+	if r.launches%8 == 7 {
+		if z := (r.launches / 8) % len(r.zones); !slices.Contains(zs, z) {
+			zs = append(zs, z)
 		}
 	}
-	return best
+	return zs
 }
 
 func (r *Reader) observe(z int, d time.Duration) {
@@ -477,9 +514,13 @@ func (r *Reader) merge(c *cursor, z int, frames []frame, pos int64) {
 					c.buf[o] = rec
 				}
 			}
+			if n := int64(len(f.records)); n > 0 {
+				c.zoneHigh[z] = max(c.zoneHigh[z], f.first+n-1)
+			}
 		}
 	}
 	c.zonePos[z] = max(c.zonePos[z], pos)
+	r.lac = max(r.lac, r.onQuorum(c))
 }
 
 // refresh lists the segments and rebuilds the chain from the tip back to the

@@ -479,6 +479,9 @@ func (l *Log) pump(i int) {
 		cancel()
 		l.mu.Lock()
 		zs.busy = false
+		if seg.frozen {
+			l.cond.Broadcast() // a cut short waits for the appends in flight
+		}
 		if err != nil {
 			if errors.Is(err, ErrFenced) {
 				l.stats.Fenced = true
@@ -586,21 +589,32 @@ func (l *Log) planRollLocked(seg *openSeg) {
 }
 
 // cutShortLocked ends seg after the frames W zones hold, because the stores
-// refuse more appends to it: the records of the frames after those are sent
-// again in the next segment (readers never serve them from this one, whose
-// end is where the next begins), and nothing more of this segment counts.
+// refuse more appends to it: no new append starts, and once those in flight
+// have returned, the frames W zones hold are final (so a reader that finds a
+// record on W zones finds one this segment keeps); the records of the frames
+// after them are sent again in the next segment, at the same offsets
+// (readers never serve them from this one, whose end is where the next
+// begins).
 func (l *Log) cutShortLocked(seg *openSeg) {
 	if seg.frozen || seg.rolled || seg != l.seg {
 		return
 	}
 	seg.frozen, seg.full, seg.rolled = true, true, true
-	var recs [][]byte
-	for _, f := range seg.frames[seg.acked:] {
-		recs = append(recs, f.recs...)
-	}
-	l.pending = append(recs, l.pending...)
 	l.stats.CutShort++
-	l.wg.Go(func() { l.roll(seg) })
+	l.wg.Go(func() {
+		l.mu.Lock()
+		for slices.ContainsFunc(seg.zs, func(zs zoneSeg) bool { return zs.busy }) && l.err == nil {
+			l.cond.Wait()
+		}
+		l.advanceLocked(seg)
+		var recs [][]byte
+		for _, f := range seg.frames[seg.acked:] {
+			recs = append(recs, f.recs...)
+		}
+		l.pending = append(recs, l.pending...)
+		l.mu.Unlock()
+		l.roll(seg)
+	})
 }
 
 // isPartLimit reports a store's refusal of one more append to an object
@@ -624,6 +638,21 @@ func (l *Log) ackLocked(seg *openSeg) {
 	if seg != l.seg || seg.frozen {
 		return
 	}
+	l.advanceLocked(seg)
+	if seg.full && seg.acked == len(seg.frames) {
+		switch {
+		case !seg.sealed:
+			seg.sealed = true
+			l.appendFrameLocked(seg, encodeFrame(frameSeal, l.epoch, 0, l.lac, nil), l.lac)
+		case !seg.rolled:
+			seg.rolled = true
+			l.wg.Go(func() { l.roll(seg) })
+		}
+	}
+}
+
+// advanceLocked advances seg.acked and the LAC to the frames W zones hold.
+func (l *Log) advanceLocked(seg *openSeg) {
 	sent := make([]int, len(seg.zs))
 	for i, zs := range seg.zs {
 		sent[i] = zs.sent
@@ -638,16 +667,6 @@ func (l *Log) ackLocked(seg *openSeg) {
 			close(l.changed)
 			l.changed = make(chan struct{})
 			l.scheduleLACLocked()
-		}
-	}
-	if seg.full && seg.acked == len(seg.frames) {
-		switch {
-		case !seg.sealed:
-			seg.sealed = true
-			l.appendFrameLocked(seg, encodeFrame(frameSeal, l.epoch, 0, l.lac, nil), l.lac)
-		case !seg.rolled:
-			seg.rolled = true
-			l.wg.Go(func() { l.roll(seg) })
 		}
 	}
 }
