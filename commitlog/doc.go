@@ -16,6 +16,7 @@
 //
 //	name/epoch/<epoch>           claimed with IfNotExist on a majority by each Open
 //	name/seg/<epoch>-<first>     a segment: frames appended by its writer
+//	                             (on the regional store too, once moved: tier.go)
 //
 // A segment is a sequence of frames (see frame.go): a header naming the
 // segment and the one it follows, data frames of records (each with its first
@@ -38,10 +39,20 @@
 // of the records waiting. A frame is acknowledged when W zones hold it; a slow
 // zone catches up with one larger append and never delays the others. An
 // idle writer publishes the LAC in a frame without records after LACDelay.
-// A segment rolls before MaxSegmentAppends appends (S3 Express takes 10,000
-// per object) or MaxSegmentBytes: the writer waits for every frame to be
-// acknowledged, appends a seal frame, creates the next segment on W zones and
-// then checks that no newer epoch exists before using it.
+//
+// A segment holds at most MaxSegmentAppends frames (each zone takes at most
+// one append per frame, and S3 Express takes 10,000 appends per object) and
+// about MaxSegmentBytes. Once it is half full the writer fixes its last
+// offset, leaving room for each remaining record to cost two frames, and
+// creates the next segment, which starts after it, in the background: on W
+// zones, then checking that no newer epoch exists. The roll, once every
+// frame up to the planned end is acknowledged and a seal frame carrying the
+// LAC is, is then a switch and not a create. A store that refuses an append
+// as one too many for the object (S3 TooManyParts) takes no more appends to
+// that segment; if fewer than W zones can, the segment is cut short: the
+// appends in flight finish, it ends after what W zones hold, the rest is
+// sent again, at the same offsets, in a segment that runs up to the planned
+// end, after which the one created ahead follows.
 //
 // # Fencing and recovery
 //
@@ -58,16 +69,33 @@
 // the last. The old writer's next Append fails with ErrFenced. A segment that
 // a fenced writer created after the recovery listed is never used: its writer
 // checks the epochs after creating a segment, and a segment created before
-// the new epoch existed is seen by the recovery's listing.
+// the new epoch existed is seen by the recovery's listing. A last segment
+// with no record that follows one of the same epoch may have been created
+// ahead of a roll that never came, so its first offset says nothing of where
+// the records end: the recovery fences it and recovers the one before
+// instead, and names that one as its predecessor. A segment at its store's
+// append limit is fenced as it is.
 //
 // # Reading
 //
 // A Reader lists the segments on N-W+1 zones and follows the chain back from
 // the newest one (the first segment of each epoch names the segment its
 // writer recovered, which is how segments of fenced writers are left out).
-// Records of a segment below the first offset of the next segment are
-// committed; in the newest segment, records up to the highest LAC read. It
-// reads from the zone that has answered fastest and falls back to the others
-// when that zone lacks records known to be committed or fails; at the tail it
-// polls every PollInterval.
+// A record is committed, and served, once the reader knows W zones hold it:
+// a LAC read in any frame covers it (the seal frame carries the segment's
+// last; the next segment's frames carry it too), or the reader itself read
+// it from W zones (a zone holds a prefix of the segment's frames, so every
+// record up to the last it showed), or a newer writer's segment follows on
+// the chain (its recovery copied every record below its first offset to W
+// zones before starting it). A record of a segment at or past the next
+// segment's first offset is never served from it. The reader reads a
+// segment from the zone that has answered fastest and falls back to the
+// others when that zone lacks records known to exist or fails; at the tip it
+// reads the W zones that hold the most at once every PollInterval, in the
+// background, so that one slow zone delays neither what it learns nor when.
+//
+// # Moving to the regional store
+//
+// With Options.Regional, sealed segments move there after MoveAfter, and the
+// zonal copies become short markers that still fence; see tier.go.
 package commitlog
