@@ -330,6 +330,20 @@ func (r *Reader) readCur(ctx context.Context) (bool, error) {
 		if r.peekLAC(ctx, order) {
 			return true, nil
 		}
+	} else if !ok && c.seg.end >= r.pos && r.zones[0].mode != modeSlots {
+		// Records known to exist and no zone shows them past where it
+		// was read: the segment may have moved to the regional store
+		// while this reader was in it, its copies now short markers.
+		for _, i := range order {
+			c2, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
+			head, _ := r.zones[i].readPrefix(c2, c.seg.key, 64)
+			cancel()
+			if m, ok := movedIn(head); ok {
+				m.raw = nil
+				c.moved = &m
+				return r.readMoved(ctx)
+			}
+		}
 	}
 	return false, errors.Join(errs...)
 }

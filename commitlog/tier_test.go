@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,12 +23,31 @@ func TestMoveToRegional(t *testing.T) {
 			regional := memZones(t, 1)[0]
 			opts := &Options{MaxSegmentAppends: 10, Regional: regional, MoveAfter: time.Millisecond}
 			l := mustOpen(t, stores, "tier", opts)
+			// No move until a reader is in the middle of the first segment.
+			var allowed atomic.Bool
+			l.mu.Lock()
+			l.moveHook = func(segKey, int) error {
+				if !allowed.Load() {
+					return errors.New("not yet")
+				}
+				return nil
+			}
+			l.mu.Unlock()
 			const n = 100
+			early, _ := NewReader(stores, "tier", 0, opts)
+			defer early.Close()
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
 			for i := range n {
 				if off, err := l.Append(ctx, fmt.Appendf(nil, "%d", i)); err != nil || off != int64(i) {
 					t.Fatalf("append %d: %d, %v", i, off, err)
 				}
+				if i == 2 {
+					// The reader has read part of the first segment.
+					readN(t, rctx, early, 3)
+				}
 			}
+			allowed.Store(true)
 			for i := 0; l.MoveStats().Moved < 3; i++ {
 				if i > 10000 {
 					t.Fatalf("moved %+v", l.MoveStats())
@@ -63,10 +83,15 @@ func TestMoveToRegional(t *testing.T) {
 					}
 				}
 			}
+			// The reader that was in the first segment when it moved reads
+			// on from the regional copy.
+			for i, rec := range readN(t, rctx, early, n-3) {
+				if rec.Offset != int64(i+3) || string(rec.Data) != fmt.Sprint(i+3) {
+					t.Fatalf("early reader, record %d: %d %q", i+3, rec.Offset, rec.Data)
+				}
+			}
 			r, _ := NewReader(stores, "tier", 0, opts)
 			defer r.Close()
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
 			for i, rec := range readN(t, rctx, r, n) {
 				if rec.Offset != int64(i) || string(rec.Data) != fmt.Sprint(i) {
 					t.Fatalf("record %d: %d %q", i, rec.Offset, rec.Data)

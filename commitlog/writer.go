@@ -303,6 +303,9 @@ func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg
 		c, cancel := context.WithTimeout(l.ctx, l.opts.OpTimeout)
 		err := l.createOn(c, z, seg, zs)
 		cancel()
+		if l.ctx.Err() != nil {
+			z.closeStreams(nil) // the writer closed while this create ran
+		}
 		l.mu.Lock()
 		zs.busy = false
 		if err != nil {
