@@ -25,7 +25,8 @@ import (
 //
 // rapid-slots is the bucket-log protocol (one object per append, created with
 // IfNotExist) on a Rapid bucket, the baseline; the others append to open
-// segments. slowzone adds 150 ms to every flush of one zone of three.
+// segments. slowzone adds 150 ms to every flush of one zone of three;
+// rolling rolls segments every 200 frames.
 func BenchmarkAppend(b *testing.B) {
 	rapid := gcsrapidtest.Rapid()
 	cases := []struct {
@@ -39,6 +40,9 @@ func BenchmarkAppend(b *testing.B) {
 		{name: "rapid-1", zones: rapidZones(rapid), n: 1, w: 1},
 		{name: "rapid-2of3", zones: rapidZones(rapid), n: 3, w: 2},
 		{name: "rapid-2of3-slowzone", zones: rapidZones(rapid), n: 3, w: 2, slow: true},
+		// Segments of 200 frames: a roll every ~5000 records, the next
+		// segment created ahead of each.
+		{name: "rapid-2of3-rolling", zones: rapidZones(rapid), n: 3, w: 2, opts: Options{MaxSegmentAppends: 200}},
 		{name: "s3express-2of3", zones: s3Zones("express"), n: 3, w: 2},
 		{name: "azpremium-2of3", zones: azZones(azuritetest.Premium), n: 3, w: 2},
 	}
@@ -127,6 +131,8 @@ func benchAppend(b *testing.B, stores []blob.Store, opts *Options) {
 	b.ReportMetric(ms(quantile(lags, 0.99)), "lag-p99-ms")
 	st := l.Stats()
 	b.ReportMetric(float64(st.Records)/float64(max(st.Frames, 1)), "records/frame")
+	b.ReportMetric(float64(st.Segments), "segments")
+	b.ReportMetric(float64(st.RollWaits), "roll-waits")
 	b.ReportMetric(0, "ns/op")
 	if testing.Verbose() {
 		fmt.Printf("%s: %+v\n", b.Name(), st)

@@ -43,16 +43,17 @@
 // A segment holds at most MaxSegmentAppends frames (each zone takes at most
 // one append per frame, and S3 Express takes 10,000 appends per object) and
 // about MaxSegmentBytes. Once it is half full the writer fixes its last
-// offset, leaving room for each remaining record to cost two frames, and
-// creates the next segment, which starts after it, in the background: on W
-// zones, then checking that no newer epoch exists. The roll, once every
+// offset, leaving room for half the frames left at the records per frame
+// seen so far, and creates the next segment, which starts after it, in the
+// background: on W zones, then checking that no newer epoch exists. The roll, once every
 // frame up to the planned end is acknowledged and a seal frame carrying the
 // LAC is, is then a switch and not a create. A store that refuses an append
 // as one too many for the object (S3 TooManyParts) takes no more appends to
 // that segment; if fewer than W zones can, the segment is cut short: the
 // appends in flight finish, it ends after what W zones hold, the rest is
 // sent again, at the same offsets, in a segment that runs up to the planned
-// end, after which the one created ahead follows.
+// end, after which the one created ahead follows; the same happens when the
+// frames run out before the planned end (the load dropped).
 //
 // # Fencing and recovery
 //

@@ -571,12 +571,15 @@ func (l *Log) appendFrameLocked(seg *openSeg, data []byte, last int64) {
 }
 
 // planRollLocked fixes where seg ends and starts creating the segment after
-// it. The end leaves room for the frames to reach it: each record of the
-// rest of the segment costs at most two frames (its data frame, and a frame
-// publishing the LAC after its acknowledgement).
+// it. The end leaves room for half the frames left, at the records per frame
+// seen so far: the other half covers the frames that only publish the LAC
+// (at most one per data frame) and a drop in load. If the frames still run
+// out first, the segment ends early and one created on the spot carries the
+// records up to the planned end (see roll).
 func (l *Log) planRollLocked(seg *openSeg) {
 	lastCut := seg.frames[len(seg.frames)-1].last
-	room := int64(l.opts.MaxSegmentAppends-len(seg.frames)-2) / 2
+	perFrame := max((lastCut-seg.key.first+1)/int64(max(len(seg.frames)-1, 1)), 1)
+	room := int64(l.opts.MaxSegmentAppends-len(seg.frames)-2) / 2 * perFrame
 	seg.end = lastCut + max(room, 0)
 	if seg.end == lastCut {
 		seg.full = true
