@@ -62,6 +62,18 @@ func newWriterMetrics(l *Log) (*writerMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	rollWaits, err := m.Int64ObservableCounter("zonalblob.commitlog.roll_waits", metric.WithDescription("Rolls that waited for the next segment, created ahead, to exist."))
+	if err != nil {
+		return nil, err
+	}
+	cutShort, err := m.Int64ObservableCounter("zonalblob.commitlog.segments_cut_short", metric.WithDescription("Segments ended early because the stores refused more appends."))
+	if err != nil {
+		return nil, err
+	}
+	moved, err := m.Int64ObservableCounter("zonalblob.commitlog.segments_moved", metric.WithDescription("Sealed segments moved to the regional store."))
+	if err != nil {
+		return nil, err
+	}
 	fenced, err := m.Int64ObservableGauge("zonalblob.commitlog.fenced", metric.WithDescription("1 once a newer writer has fenced this one."))
 	if err != nil {
 		return nil, err
@@ -76,6 +88,9 @@ func newWriterMetrics(l *Log) (*writerMetrics, error) {
 		o.ObserveInt64(frames, st.Frames, wm.attrs)
 		o.ObserveInt64(zoneErrors, st.ZoneErrors, wm.attrs)
 		o.ObserveInt64(segments, st.Segments, wm.attrs)
+		o.ObserveInt64(rollWaits, st.RollWaits, wm.attrs)
+		o.ObserveInt64(cutShort, st.CutShort, wm.attrs)
+		o.ObserveInt64(moved, l.MoveStats().Moved, wm.attrs)
 		f := int64(0)
 		if st.Fenced {
 			f = 1
@@ -83,7 +98,7 @@ func newWriterMetrics(l *Log) (*writerMetrics, error) {
 		o.ObserveInt64(fenced, f, wm.attrs)
 		o.ObserveInt64(lac, l.Committed(), wm.attrs)
 		return nil
-	}, records, frames, zoneErrors, segments, fenced, lac)
+	}, records, frames, zoneErrors, segments, rollWaits, cutShort, moved, fenced, lac)
 	return wm, err
 }
 

@@ -55,13 +55,19 @@ func TestMetrics(t *testing.T) {
 	}
 	st := l.Stats()
 	want := map[string]int64{
-		"zonalblob.commitlog.records":       10,
-		"zonalblob.commitlog.lac":           9,
-		"zonalblob.commitlog.segments":      1,
-		"zonalblob.commitlog.fenced":        0,
-		"zonalblob.commitlog.frames":        st.Frames,
-		"zonalblob.commitlog.frame.records": st.Frames,
-		"zonalblob.commitlog.reader.behind": 10,
+		"zonalblob.commitlog.records":            10,
+		"zonalblob.commitlog.lac":                9,
+		"zonalblob.commitlog.segments":           1,
+		"zonalblob.commitlog.fenced":             0,
+		"zonalblob.commitlog.frames":             st.Frames,
+		"zonalblob.commitlog.frame.records":      st.Frames,
+		"zonalblob.commitlog.reader.behind":      10,
+		"zonalblob.commitlog.roll_waits":         st.RollWaits,
+		"zonalblob.commitlog.segments_cut_short": 0,
+		"zonalblob.commitlog.segments_moved":     0,
+	}
+	if _, ok := got["zonalblob.commitlog.segments_moved"]; !ok {
+		t.Error("no zonalblob.commitlog.segments_moved observed")
 	}
 	for name, v := range want {
 		if got[name] != v {
