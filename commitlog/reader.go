@@ -262,6 +262,25 @@ func (r *Reader) advance() bool {
 	return true
 }
 
+// sealed takes the seal frame of the tip c: its writer sealed it after its
+// last record, last, once every record was on W zones, and went on in the
+// segment that starts after it, of the same epoch. The reader moves there
+// without listing. Should a newer writer have recovered the segment instead
+// (the next one then never used), nothing is served from the unused one and
+// the next listing finds the newer writer's.
+func (r *Reader) sealed(c *cursor, last int64) {
+	c.seg.end = last
+	i := slices.IndexFunc(r.chain, func(s segInfo) bool { return s.key == c.seg.key })
+	if i < 0 {
+		r.relist = true
+		return
+	}
+	r.chain[i].end = last
+	if i+1 == len(r.chain) {
+		r.chain = append(r.chain, segInfo{key: segKey{c.seg.key.epoch, last + 1}, end: -1})
+	}
+}
+
 func (r *Reader) newCursor(s segInfo) *cursor {
 	c := &cursor{seg: s, zonePos: make([]int64, len(r.zones)), buf: map[int64][]byte{}, zoneHigh: make([]int64, len(r.zones))}
 	for i := range c.zoneHigh {
@@ -519,7 +538,13 @@ func (r *Reader) merge(c *cursor, z int, frames []frame, pos int64) {
 			m := f
 			m.raw = nil
 			c.moved = &m
-		case frameSeal, frameFence:
+		case frameSeal:
+			if f.epoch == c.seg.key.epoch && c.seg.end < 0 {
+				r.sealed(c, f.lac)
+			} else {
+				r.relist = true
+			}
+		case frameFence:
 			r.relist = true
 		case frameData:
 			for j, rec := range f.records {
