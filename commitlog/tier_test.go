@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
 )
 
 // TestMoveToRegional: sealed segments move to the regional store, readers
@@ -16,7 +17,9 @@ import (
 // fenced writer's create and appends, and a takeover after the move loses
 // nothing.
 func TestMoveToRegional(t *testing.T) {
-	for _, be := range backends[1:] { // slot directories do not move
+	// Slot directories do not move; Azure Premium block blobs run where
+	// Azurite is installed.
+	for _, be := range append(backends[1:], backend{"append-azpremium", modeAppend, azZones(azuritetest.None)}) {
 		t.Run(be.name, func(t *testing.T) {
 			ctx := context.Background()
 			stores := be.zones(t, 3)
