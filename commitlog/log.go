@@ -46,7 +46,10 @@ type Options struct {
 	// (default 1ms; negative: never, readers then wait for the next append).
 	LACDelay time.Duration
 	// PollInterval is how often a reader at the tail looks for more
-	// (default 2ms).
+	// (default 2ms): each time it reads the tip on W zones, so a reader
+	// idle at the tail makes W/PollInterval reads a second (1000 a second
+	// for W=2 at the default), which a store may bill; raise it where
+	// reader lag matters less than requests.
 	PollInterval time.Duration
 	// RelistInterval is how often a reader at the tail lists segments, to
 	// notice a new writer or a new segment that no frame announced (default 200ms).
