@@ -694,6 +694,9 @@ func (r *Reader) header(ctx context.Context, k segKey) (frame, error) {
 			return h, nil
 		}
 		errs = append(errs, err)
+		if errors.Is(err, errMovedSegment) {
+			break // the header is in the regional copy
+		}
 	}
 	if r.regional != nil {
 		c, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)

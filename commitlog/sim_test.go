@@ -400,7 +400,9 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	// Generous: on a busy machine a reader from 0 of a long log reads
+	// hundreds of moved segments, each a marker and a regional copy.
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	logRecs := make([]Record, 0, end+1)
 	for range end + 1 {

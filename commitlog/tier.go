@@ -233,17 +233,29 @@ func (l *Log) headerOf(ctx context.Context, k segKey) (frame, error) {
 		return h, nil
 	}
 	var errs []error
-	zones := slices.Clone(l.zones)
-	if l.regional != nil {
-		zones = append(zones, l.regional)
-	}
-	for _, z := range zones {
+	read := func(z *zone) (frame, error) {
 		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
+		defer cancel()
 		h, err := z.readHeader(c, k)
-		cancel()
 		if err == nil {
 			h.raw = nil
 			l.headers[k] = h
+		}
+		return h, err
+	}
+	for _, z := range l.zones {
+		h, err := read(z)
+		if err == nil {
+			return h, nil
+		}
+		errs = append(errs, err)
+		if errors.Is(err, errMovedSegment) {
+			break // the header is in the regional copy
+		}
+	}
+	if l.regional != nil {
+		h, err := read(l.regional)
+		if err == nil {
 			return h, nil
 		}
 		errs = append(errs, err)

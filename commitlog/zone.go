@@ -292,11 +292,17 @@ func (z *zone) readHeader(ctx context.Context, k segKey) (frame, error) {
 		return frame{}, err
 	}
 	frames, _, err := decodeFrames(p)
+	if len(frames) > 0 && frames[0].kind == frameMoved {
+		return frame{}, blob.Errorf(driver.OpRead, key, nil, "%w", errMovedSegment)
+	}
 	if err != nil || len(frames) == 0 || frames[0].kind != frameHeader {
 		return frame{}, blob.Errorf(driver.OpRead, key, nil, "%w: no segment header (%v)", errCorrupt, err)
 	}
 	return frames[0], nil
 }
+
+// errMovedSegment: the zone holds a moved marker in place of the segment.
+var errMovedSegment = errors.New("commitlog: segment moved to the regional store")
 
 // listSegments returns the segments this zone holds from key from on (all
 // of them if from is nil), in order.
