@@ -2,7 +2,9 @@ package regional
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -39,7 +41,11 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 }
 
 func open(ctx context.Context, u *url.URL) (*Store, error) {
-	b, err := gcblob.OpenBucket(ctx, u.String())
+	gu, err := gocloudURL(u)
+	if err != nil {
+		return nil, &blob.Error{Op: driver.OpOpen, Kind: blob.ErrInvalidArgument, Err: err}
+	}
+	b, err := gcblob.OpenBucket(ctx, gu.String())
 	if err != nil {
 		return nil, &blob.Error{Op: driver.OpOpen, Kind: blob.ErrInvalidArgument, Err: err}
 	}
@@ -58,6 +64,62 @@ func open(ctx context.Context, u *url.URL) (*Store, error) {
 		opts.BufferedUploads = true
 	}
 	return New(b, opts), nil
+}
+
+// gocloudURL checks u before any I/O and returns the URL to give gocloud:
+// a file: URL must name an absolute directory, and takes temporary files
+// beside the objects by default; a cloud URL must name its bucket (and, for
+// s3://, a region), and its path, if any, becomes the key prefix.
+func gocloudURL(u *url.URL) (*url.URL, error) {
+	gu := *u
+	q := u.Query()
+	switch u.Scheme {
+	case "file":
+		if err := checkFileURL(u); err != nil {
+			return nil, err
+		}
+		// A temporary file in os.TempDir cannot be renamed into a directory
+		// on another file system (a tmpfs, a mounted volume), so every write
+		// there would fail; beside its object it always can.
+		if !q.Has("no_tmp_dir") {
+			q.Set("no_tmp_dir", "true")
+		}
+		gu.RawQuery = q.Encode()
+		return &gu, nil
+	case "mem":
+		if u.Host != "" || u.User != nil {
+			return nil, fmt.Errorf("mem:// takes no bucket name or user (each mem:// store is new and empty); got %q", u.Host)
+		}
+	case "gs", "s3", "azblob":
+		what := "bucket"
+		if u.Scheme == "azblob" {
+			what = "container"
+		}
+		if u.Host == "" {
+			return nil, fmt.Errorf("%s name is required: %s://%s", what, u.Scheme, strings.ToUpper(what))
+		}
+		if u.User != nil {
+			return nil, fmt.Errorf("%s:// URLs carry no credentials; the cloud SDK takes them from the environment", u.Scheme)
+		}
+		if u.Scheme == "s3" && !q.Has("region") && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+			return nil, fmt.Errorf("region is required: s3://%s?region=REGION (or set AWS_REGION)", u.Host)
+		}
+	}
+	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
+		switch {
+		case q.Has("prefix"):
+			return nil, fmt.Errorf("%s:// URL has both a path and ?prefix=; give the prefix once", u.Scheme)
+		case !strings.HasSuffix(p, "/"):
+			return nil, fmt.Errorf("the path %q of a %s:// URL is a key prefix and must end in \"/\" (%s://%s/%s/); to name one object, give its key as the KEY argument", p, u.Scheme, u.Scheme, u.Host, p)
+		}
+		if err := blob.ValidateKey(driver.OpOpen, p); err != nil {
+			return nil, err
+		}
+		q.Set("prefix", p)
+		gu.Path, gu.RawPath = "", ""
+		gu.RawQuery = q.Encode()
+	}
+	return &gu, nil
 }
 
 // Options configure New.
@@ -112,16 +174,7 @@ func (s *Store) check(op, key string) error {
 		return err
 	}
 	if s.opts.fileTree {
-		// A file tree cleans "." segments, so "./a" would silently be the
-		// object "a"; fileblob escapes "../" but not a final "..". Refuse both.
-		for seg := range strings.SplitSeq(key, "/") {
-			if seg == "." {
-				return blob.Errorf(op, key, blob.ErrInvalidKey, `a file:// key cannot have a "." path segment`)
-			}
-		}
-		if key == ".." || strings.HasSuffix(key, "/..") {
-			return blob.Errorf(op, key, blob.ErrInvalidKey, `a file:// key cannot end in a ".." path segment`)
-		}
+		return checkFileKey(op, key)
 	}
 	return nil
 }
@@ -199,7 +252,7 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 	if err := s.check(driver.OpCopy, srcKey); err != nil {
 		return err
 	}
-	if err := blob.ValidateKey(driver.OpCopy, dstKey); err != nil {
+	if err := s.check(driver.OpCopy, dstKey); err != nil {
 		return err
 	}
 	ifNotExist := opts != nil && opts.IfNotExist
