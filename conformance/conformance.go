@@ -583,8 +583,11 @@ func testKeysRoundTripOrRefused(t *testing.T, h Harness, s blob.Store) {
 			t.Errorf("Stat(%.40q).Key = %.40q", k, a.Key)
 		}
 	}
+	// The listing holds exactly the accepted keys, each once and as written.
+	// (Their order is ListOrder's and WeirdKeys' to check: here it would
+	// also depend on how a backend escapes what it cannot store.)
 	want := slices.Sorted(slices.Values(accepted))
-	if got := listKeys(t, s, nil); !slices.Equal(got, want) {
+	if got := slices.Sorted(slices.Values(listKeys(t, s, nil))); !slices.Equal(got, want) {
 		t.Errorf("List =\n%.60q\nwant exactly the accepted keys\n%.60q", got, want)
 	}
 	for _, k := range accepted {

@@ -3,6 +3,7 @@ package regional
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -109,7 +110,11 @@ func checkFileURL(u *url.URL) error {
 	const want = "a file:// URL must be file:///ABSOLUTE/PATH (three slashes, or file://localhost/ABSOLUTE/PATH)"
 	switch {
 	case u.Opaque != "":
-		return fmt.Errorf("%s; got a relative path %q: write file:///%s for an absolute one", want, u.Opaque, strings.TrimPrefix(u.Opaque, "/"))
+		abs, err := filepath.Abs(u.Opaque)
+		if err != nil {
+			abs = "/ABSOLUTE/PATH"
+		}
+		return fmt.Errorf("%s; got the relative path %q (for that directory here, write %s)", want, u.Opaque, (&url.URL{Scheme: "file", Path: abs}).String())
 	case u.User != nil:
 		return fmt.Errorf("%s; got user information before the path", want)
 	case u.OmitHost:
