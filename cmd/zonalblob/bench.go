@@ -101,6 +101,10 @@ Examples:
 				if err := work.Validate(); err != nil {
 					return usagef("cost workload: %v", err)
 				}
+				env := &bench.Env{Load: load, Zero: profile == "zero", Seed: seed}
+				if env.Sizes, err = parseSizes(sizes); err != nil {
+					return usagef("--size: %v", err)
+				}
 				if costOnly {
 					if len(args) > 0 || scenarios != "" || len(urls) > 0 {
 						return usagef("--cost measures nothing; it takes no scenario or URL")
@@ -116,10 +120,7 @@ Examples:
 				if profile != "published" && profile != "zero" {
 					return usagef("--profile %q: want published or zero", profile)
 				}
-				env := &bench.Env{Load: load, Zero: profile == "zero", Seed: seed}
-				if env.Sizes, err = parseSizes(sizes); err != nil {
-					return usagef("--size: %v", err)
-				}
+				env.Load = load
 				names := args
 				if scenarios != "" {
 					names = append(names, strings.Split(scenarios, ",")...)

@@ -162,7 +162,9 @@ func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, std
 func nearestCommand(name string) string {
 	best, bestD := "", 3
 	for _, c := range commands() {
-		if d := editDistance(strings.ToLower(name), c.name); d < bestD && d <= max(1, len(c.name)/2) {
+		d := editDistance(strings.ToLower(name), c.name)
+		close := d <= max(1, len(c.name)/2) || d <= 2 && strings.HasPrefix(strings.ToLower(name), c.name)
+		if d < bestD && close {
 			best, bestD = c.name, d
 		}
 	}
@@ -365,31 +367,43 @@ Naming objects:
 
     zonalblob cat 'file:///tmp/b?create_dir=true' logs/2025/part-0001
 
-  Flags may come before or after the arguments; put "--" before a KEY that
-  begins with "-". Keys are valid UTF-8, 1 to 1024 bytes, without NUL.
+  cp also takes a local PATH for either end: an argument that begins with a URL
+  scheme is a store, anything else a local path. A KEY or PATH ending in "/" is
+  a folder. Flags may come before or after the arguments, one-letter flags
+  combine (-lh), and "--" ends the flags, for a KEY that begins with "-". Keys
+  are valid UTF-8, 1 to 1024 bytes, without NUL; a store may refuse more (a
+  file:// key cannot begin with "/", nor have a path segment over 234 bytes),
+  always before any I/O.
 
 Store URLs (registered schemes: %s):
-  file:///abs/dir           a local directory; add ?create_dir=true to create it
+  file:///abs/dir           a local directory (file:///..., three slashes, or
+                            file://localhost/...); add ?create_dir=true to
+                            create it. Relative forms (file:dir) are refused.
   mem://                    in memory, new and EMPTY on every run: useful only
                             in-process (tests, programs), not across commands.
                             To try put/ls/cat from a shell, use file:///tmp/x.
-  gs://bucket               Google Cloud Storage
-  s3://bucket?region=R      Amazon S3 and compatibles
-  azblob://container        Azure Blob Storage
+  gs://bucket[/prefix/]     Google Cloud Storage
+  s3://bucket[/prefix/]?region=R   Amazon S3 and compatibles
+  azblob://container[/prefix/]     Azure Blob Storage
+  A path in a cloud URL is a key prefix and ends in "/": every KEY is under it.
   Cloud URLs take their credentials from the environment, as the cloud SDKs do.
-  Credentials in a URL (user:password@, key=, token=, sig=...) are never printed.
+  Credentials in a URL (user:password@, key=, token=, sig=..., and in URLs
+  nested in quorum:// and tiered:// URLs) are never printed.
 
 Exit codes:
-  0  success
-  1  the operation failed (I/O error, precondition failed, object exists, ...)
-  2  usage error: bad command, flag, argument, URL or key
-  3  not found: the object (or, for rm, one of the objects) does not exist
+  0    success
+  1    the operation failed (I/O error, precondition failed, object exists, ...)
+  2    usage error: bad command, flag, argument, URL or key
+  3    not found: the object (or, for rm, one of the objects) does not exist
+  130  interrupted (Ctrl-C); the command says how far it got
 
 Examples:
   zonalblob put 'file:///tmp/demo?create_dir=true' hello.txt ./hello.txt
   echo hi | zonalblob put file:///tmp/demo greeting --content-type text/plain
-  zonalblob ls -l file:///tmp/demo
+  zonalblob ls -lh file:///tmp/demo
   zonalblob cat file:///tmp/demo greeting
+  zonalblob cp ./report.csv file:///tmp/demo reports/
+  zonalblob cp -r file:///tmp/demo reports/ ./backup/
   zonalblob cp file:///tmp/demo greeting 's3://bucket?region=eu-west-1' greeting
 `
 
@@ -415,5 +429,5 @@ func writeCommandHelp(w io.Writer, c *command) {
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
-	fmt.Fprintf(w, "\nExit codes: 0 ok, 1 failed, 2 usage error, 3 not found.\n")
+	fmt.Fprintf(w, "\nExit codes: 0 ok, 1 failed, 2 usage error, 3 not found, 130 interrupted.\n")
 }

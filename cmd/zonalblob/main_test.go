@@ -287,7 +287,7 @@ func TestUsageErrors(t *testing.T) {
 		{name: "bad metadata", args: []string{"put", s, "k", "--metadata", "novalue"}, code: exitUsage, stderr: []string{"want key=value"}},
 		{name: "conflicting preconditions", args: []string{"put", s, "k", "--if-not-exist", "--if-generation", "g"}, code: exitUsage, stderr: []string{"exclude each other"}},
 		{name: "zero jobs", args: []string{"cp", "-r", s, "", s, "x/", "--jobs", "0"}, code: exitUsage, stderr: []string{"--jobs must be from 1 to 1024"}},
-		{name: "help", args: []string{"help"}, code: exitOK, stdout: []string{"Commands:", "Exit codes:", "3  not found", "mem://", "file:///tmp/x"}, noError: true},
+		{name: "help", args: []string{"help"}, code: exitOK, stdout: []string{"Commands:", "Exit codes:", "3    not found", "130  interrupted", "mem://", "file:///tmp/x"}, noError: true},
 		{name: "--help", args: []string{"--help"}, code: exitOK, stdout: []string{"Commands:"}, noError: true},
 		{name: "help command", args: []string{"help", "cp"}, code: exitOK, stdout: []string{"Usage: zonalblob cp", "Examples:", "-progress"}, noError: true},
 		{name: "command --help", args: []string{"ls", "--help"}, code: exitOK, stdout: []string{"Usage: zonalblob ls", "-start-after", "Examples:"}, noError: true},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -25,8 +24,9 @@ import (
 const sizeRule = "a size is a whole number of bytes, or a decimal number with a unit B, KiB, MiB, GiB, TiB (powers of 1024) or kB, MB, GB, TB (powers of 1000) that comes to whole bytes, such as 4096, 64KiB or 1.5MiB"
 
 var (
-	decimal   = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
-	sizeUnits = []struct {
+	decimal    = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+	goDuration = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`)
+	sizeUnits  = []struct {
 		suffix string
 		mult   int64
 	}{
@@ -107,11 +107,11 @@ func parseDays(s string, hi time.Duration) (time.Duration, error) {
 	} else {
 		var err error
 		if d, err = time.ParseDuration(s); err != nil {
-			var ne *strconv.NumError
-			if errors.As(err, &ne) || strings.Contains(err.Error(), "invalid duration") {
-				return 0, fmt.Errorf("%q is not a duration: %s", s, rule)
+			if goDuration.MatchString(strings.TrimSpace(s)) {
+				// Well formed, too long for a time.Duration.
+				return 0, fmt.Errorf("%q is out of range: want more than 0 and at most %s", s, daysString(hi))
 			}
-			return 0, fmt.Errorf("%q: %v (%s)", s, err, rule)
+			return 0, fmt.Errorf("%q is not a duration: %s", s, rule)
 		}
 	}
 	if d <= 0 || d > hi {

@@ -157,3 +157,17 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestProgressCountsObjects(t *testing.T) {
+	var buf strings.Builder
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := newProgress(&buf, 700, t0)
+	p.SetObjects(7)
+	for range 3 {
+		p.AddObject()
+		p.Add(100)
+	}
+	if got := p.line(t0.Add(time.Second)); !strings.Contains(got, " 42%  3/7 objects  300 B / 700 B") {
+		t.Errorf("line = %q, want the object count", got)
+	}
+}

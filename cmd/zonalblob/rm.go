@@ -20,7 +20,7 @@ func rmCommand() *command {
 		details: `Deletes each KEY. Every key is checked before anything is deleted, so a
 malformed key deletes nothing. A key that cannot be deleted is reported and the
 others are still deleted; the exit code is then 3 if every failure was a
-missing object, 1 otherwise. A line on stderr sums up what was deleted (-q:
+missing object, 2 if every one was a key the store refuses, 1 otherwise. A line on stderr sums up what was deleted (-q:
 nothing).
 
 With -r each KEY is a prefix: every object under it is deleted. A prefix
@@ -74,6 +74,16 @@ Examples:
 				start := time.Now()
 				if recursive {
 					return removeTree(ctx, s, st, keys, yes, quiet, jobs, start)
+				}
+				// A store may refuse keys that every store would not (file://
+				// refuses "/x"); it does so before any I/O, so asking first
+				// keeps the promise that a malformed key deletes nothing.
+				if len(keys) > 1 {
+					for _, k := range keys {
+						if _, err := st.Stat(ctx, k); errors.Is(err, blob.ErrInvalidKey) {
+							return err
+						}
+					}
 				}
 				var failed failures
 				deleted := 0
@@ -215,10 +225,19 @@ func (f failures) Error() string {
 }
 
 func (f failures) exitCode() int {
-	for _, err := range f {
-		if !errors.Is(err, blob.ErrNotFound) {
-			return exitFailed
+	all := func(kind error) bool {
+		for _, err := range f {
+			if !errors.Is(err, kind) {
+				return false
+			}
 		}
+		return true
 	}
-	return exitNotFound
+	switch {
+	case all(blob.ErrNotFound):
+		return exitNotFound
+	case all(blob.ErrInvalidKey):
+		return exitUsage
+	}
+	return exitFailed
 }
