@@ -134,7 +134,7 @@ func TestBinaryFileURLsRefusedBeforeIO(t *testing.T) {
 		{"user information", "", []string{"ls", "file://me@" + parent}},
 		{"no path", "", []string{"ls", "file://"}},
 		{"cp to relative", "", []string{"cp", "mem://", "a", "file:out", "a"}},
-		{"cp local to relative", "", []string{"cp", "/etc/hostname", "file:out", "a"}},
+		{"cp local to relative", "", []string{"cp", "/dev/null", "file:out", "a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := zbExec(t, proc{stdin: tc.stdin}, tc.args...)
@@ -349,6 +349,18 @@ func TestBinaryCpLocalFiles(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", path, got, err, want)
 		}
 	}
+	// "-" is standard input or output; "." copies the working directory's
+	// contents.
+	mustExec(t, proc{stdin: "piped"}, "cp", "-", s, "io/piped")
+	if got := mustExec(t, proc{}, "cp", "-q", s, "io/piped", "-"); got != "piped" {
+		t.Errorf("cp to - printed %q", got)
+	}
+	mustExec(t, proc{dir: filepath.Join(work, "tree")}, "cp", "-r", ".", s, "dot/")
+	if got := lsR(t, s+"/"); !slices.Contains(got, "dot/sub/2") || !slices.Contains(got, "dot/1") {
+		t.Errorf("cp -r . gave %q", got)
+	}
+	mustExec(t, proc{}, "rm", "-q", s, "io/piped", "dot/1", "dot/sub/2")
+	wantFail(t, zbExec(t, proc{}, "cp", "-r", "-", s, "x/"), exitUsage, `"-" (standard input or output) is one object`)
 	// No temporary file is left beside a download.
 	ents, _ := os.ReadDir(filepath.Join(work, "into"))
 	if len(ents) != 1 {
@@ -600,6 +612,8 @@ func lastFields(out string) []string {
 
 func TestBinaryUsageErrors(t *testing.T) {
 	s := "file://" + t.TempDir()
+	notDir := filepath.Join(t.TempDir(), "file")
+	writeFile(t, notDir, "x")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -620,6 +634,11 @@ func TestBinaryUsageErrors(t *testing.T) {
 		{"bad offset", []string{"cat", s, "k", "--offset", "1e3"}, exitUsage, []string{"-offset"}},
 		{"empty metadata key", []string{"put", s, "k", "--metadata", "=v"}, exitUsage, []string{"want key=value"}},
 		{"unknown parameter", []string{"ls", s + "?bogus=1"}, exitUsage, []string{`"bogus"`}},
+		{"version with an argument", []string{"version", "extra"}, exitUsage, []string{`version: takes no arguments, got "extra"`}},
+		{"nested relative file URL", []string{"ls", "quorum://?w=1&replica=file:relative"}, exitUsage, []string{"quorum replica 0", "file:///ABSOLUTE/PATH"}},
+		{"leading space", []string{"ls", " " + s}, exitUsage, []string{"malformed URL"}},
+		{"not a directory", []string{"ls", "file://" + notDir}, exitUsage, []string{"is not a directory"}},
+		{"invalid UTF-8 prefix", []string{"ls", s, "a\xffb"}, exitUsage, []string{"not valid UTF-8"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantFail(t, zbExec(t, proc{}, tc.args...), tc.code, tc.want...)

@@ -30,7 +30,8 @@ scheme ("file:", "s3:", ...) is a store, anything else a local path (write
   cp ./FILE STORE KEY        upload a local file
   cp STORE KEY ./FILE        download an object to a local file
 
-A destination ending in "/" (a KEY, or a local PATH; or an existing local
+A local PATH of "-" is standard input (as SRC) or output (as DST), without
+-r. A destination ending in "/" (a KEY, or a local PATH; or an existing local
 directory) is a folder: the object keeps its name in it (cp STORE logs/a.txt
 ./out/ writes ./out/a.txt). When both URLs are the same string, the store
 copies by itself (server-side where the backend can). A download is written
@@ -78,7 +79,12 @@ Examples:
 				if err != nil {
 					return err
 				}
+				if recursive && (src.path == "-" || dst.path == "-") {
+					return usagef("-r copies folders; \"-\" (standard input or output) is one object")
+				}
 				c := &copier{
+					stdin:    s.stdin,
+					stdout:   s.stdout,
 					opts:     &blob.CopyOptions{IfNotExist: ifNotExist},
 					progress: showProgress.resolve(isTerminal(s.stderr)),
 					stderr:   s.stderr,
@@ -98,13 +104,6 @@ type end struct {
 }
 
 func (e end) local() bool { return e.url == "" }
-
-func (e end) String() string {
-	if e.local() {
-		return e.path
-	}
-	return fmt.Sprintf("%s %q", blob.Redact(e.url), shortArg(e.key))
-}
 
 // parseEnds reads SRC and DST from the positional arguments.
 func parseEnds(args []string) (src, dst end, err error) {
@@ -143,6 +142,8 @@ func parseEnds(args []string) (src, dst end, err error) {
 }
 
 type copier struct {
+	stdin    io.Reader
+	stdout   io.Writer
 	opts     *blob.CopyOptions
 	progress bool
 	stderr   io.Writer
@@ -261,9 +262,11 @@ func (c *copier) plan(ctx context.Context, src, dst end, recursive bool) ([]item
 		if !fi.IsDir() {
 			return nil, usagef("%s is not a directory; copy a file without -r", root)
 		}
+		// "." and ".." copy their contents, as rsync does: their names are
+		// no folder's.
 		base := ""
-		if !strings.HasSuffix(root, "/") {
-			base = filepath.Base(filepath.Clean(root)) + "/"
+		if b := filepath.Base(filepath.Clean(root)); !strings.HasSuffix(root, "/") && b != "." && b != ".." && b != "/" {
+			base = b + "/"
 		}
 		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -327,7 +330,13 @@ func (c *copier) plan(ctx context.Context, src, dst end, recursive bool) ([]item
 func (c *copier) planOne(ctx context.Context, src, dst end) (item, error) {
 	it := item{}
 	var name string
-	if src.local() {
+	switch {
+	case src.local() && src.path == "-":
+		it.from, it.size = "-", -1
+		if dst.key == "" || strings.HasSuffix(dst.key, "/") {
+			return it, usagef("from standard input, name the destination object (not a folder)")
+		}
+	case src.local():
 		fi, err := os.Stat(src.path)
 		if err != nil {
 			return it, err
@@ -336,7 +345,7 @@ func (c *copier) planOne(ctx context.Context, src, dst end) (item, error) {
 			return it, usagef("%s is a directory: add -r to copy what is in it", src.path)
 		}
 		it.from, it.size, name = src.path, fi.Size(), filepath.Base(src.path)
-	} else {
+	default:
 		a, err := c.src.Stat(ctx, src.key)
 		if errors.Is(err, blob.ErrNotFound) {
 			if n := c.countUnder(ctx, folderPrefix(src.key)); n > 0 {
@@ -353,7 +362,7 @@ func (c *copier) planOne(ctx context.Context, src, dst end) (item, error) {
 	}
 	if dst.local() {
 		to := dst.path
-		if fi, err := os.Stat(to); strings.HasSuffix(to, "/") || err == nil && fi.IsDir() {
+		if fi, err := os.Stat(to); to != "-" && (strings.HasSuffix(to, "/") || err == nil && fi.IsDir()) {
 			if name == "" {
 				return it, usagef("cannot name a local file after the object %q", src.key)
 			}
@@ -401,13 +410,17 @@ func localPath(dir, rel string) (string, error) {
 func (c *copier) copyOne(ctx context.Context, it item) (int64, error) {
 	switch {
 	case c.src == nil: // upload
-		f, err := openLocalFile(it.from)
-		if err != nil {
-			return 0, err
+		var in io.Reader = c.stdin
+		if it.from != "-" {
+			f, err := openLocalFile(it.from)
+			if err != nil {
+				return 0, err
+			}
+			defer f.Close()
+			in = f
 		}
-		defer f.Close()
-		cr := &countingReader{r: meter(interruptible(ctx, f), c.p)}
-		err = blob.WriteFrom(ctx, c.dst, it.to, cr, &blob.WriterOptions{If: ifNotExist(c.opts)})
+		cr := &countingReader{r: meter(interruptible(ctx, in), c.p)}
+		err := blob.WriteFrom(ctx, c.dst, it.to, cr, &blob.WriterOptions{If: ifNotExist(c.opts)})
 		return cr.n, err
 	case c.dst == nil: // download
 		return c.download(ctx, it)
@@ -432,6 +445,14 @@ func ifNotExist(o *blob.CopyOptions) blob.Condition {
 // download writes an object to a temporary file beside the target, then
 // renames it into place.
 func (c *copier) download(ctx context.Context, it item) (int64, error) {
+	if it.to == "-" {
+		r, err := c.src.NewRangeReader(ctx, it.from, 0, -1)
+		if err != nil {
+			return 0, err
+		}
+		defer r.Close()
+		return io.Copy(c.stdout, meter(r, c.p))
+	}
 	if c.opts.IfNotExist {
 		if _, err := os.Lstat(it.to); err == nil {
 			return 0, fmt.Errorf("%s: %w", it.to, blob.ErrExists)

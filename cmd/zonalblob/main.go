@@ -208,7 +208,7 @@ func (c *command) run(ctx context.Context, s streams, args []string) int {
 	}
 	err = act(ctx, s, pos)
 	var intr interrupted
-	if errors.As(context.Cause(ctx), &intr) {
+	if err != nil && errors.As(context.Cause(ctx), &intr) {
 		// Whatever the action made of its cancelled context, say that the
 		// user stopped it, and how far it got.
 		msg := "interrupted"
@@ -250,6 +250,8 @@ func (c *command) checkArgs(pos []string) error {
 	switch {
 	case len(pos) < c.minArgs:
 		return fmt.Errorf("missing %s", strings.Join(c.argNames()[len(pos):c.minArgs], " and "))
+	case c.maxArgs == 0 && len(pos) > 0:
+		return fmt.Errorf("takes no arguments, got %q", shortArg(pos[0]))
 	case c.maxArgs >= 0 && len(pos) > c.maxArgs:
 		return fmt.Errorf("too many arguments (%d, at most %d): want %s", len(pos), c.maxArgs, c.synopsis)
 	}
