@@ -545,7 +545,8 @@ func edgeKeys() []struct {
 
 func testKeysRoundTripOrRefused(t *testing.T, h Harness, s blob.Store) {
 	ctx := ctxT(t)
-	var accepted []string
+	var accepted, refused []string
+	defer func() { t.Logf("refused before I/O: %.24q", refused) }()
 	content := map[string]string{}
 	for i, c := range edgeKeys() {
 		data := fmt.Sprintf("key %d", i)
@@ -565,6 +566,7 @@ func testKeysRoundTripOrRefused(t *testing.T, h Harness, s blob.Store) {
 			wantErr(t, fmt.Sprintf("NewRangeReader(%.40q) of a refused key", c.key), err, blob.ErrInvalidKey)
 			err = s.Delete(ctx, c.key, nil)
 			wantErr(t, fmt.Sprintf("Delete(%.40q) of a refused key", c.key), err, blob.ErrInvalidKey)
+			refused = append(refused, c.key)
 			continue
 		}
 		accepted = append(accepted, c.key)
