@@ -22,13 +22,30 @@ func openLocalFile(path string) (*os.File, error) {
 }
 
 // interruptible returns r, made to fail at once when ctx ends if r is a file
-// (a terminal, a pipe): a read blocked on one would otherwise outlive Ctrl-C.
+// whose reads can block (a terminal, a pipe, a FIFO): such a read would
+// otherwise outlive Ctrl-C.
 func interruptible(ctx context.Context, r io.Reader) io.Reader {
-	if f, ok := r.(*os.File); ok {
+	f, ok := r.(*os.File)
+	if !ok {
+		return r
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		return f
+	}
+	if err := f.SetReadDeadline(time.Time{}); err == nil {
 		stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
 		return &stopOnEOF{r: f, stop: stop}
 	}
-	return r
+	// A blocking descriptor (standard input from a pipe or a terminal) has
+	// no deadline: read it from a goroutine, so that the copy can give up
+	// when ctx ends while that read still waits.
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(pw, f)
+		pw.CloseWithError(err)
+	}()
+	context.AfterFunc(ctx, func() { pr.CloseWithError(context.Cause(ctx)) })
+	return pr
 }
 
 type stopOnEOF struct {
