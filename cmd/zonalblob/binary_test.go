@@ -229,11 +229,15 @@ func TestBinaryPutAcrossFileSystems(t *testing.T) {
 		}
 		return uint64(st.Dev)
 	}
+	// The first pair that differs: the test's own temporary directory for
+	// the store whenever it is one of them.
 	var storeParent, tmp string
+pairs:
 	for _, a := range cands {
 		for _, b := range cands {
 			if dev(a) != dev(b) {
 				storeParent, tmp = a, b
+				break pairs
 			}
 		}
 	}
@@ -428,6 +432,22 @@ func TestBinaryCpFolderSemanticsBetweenStores(t *testing.T) {
 	}
 }
 
+// waitFor polls ready until it holds, failing the test if the started
+// command ends first; it returns the channel that receives cmd.Wait's error.
+func waitFor(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, ready func() bool) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for !ready() {
+		select {
+		case err := <-done:
+			t.Fatalf("the command ended before it was interrupted: %v\n%s", err, stderr)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return done
+}
+
 // Ctrl-C in the middle of a copy: exit 130, a count, and only whole objects
 // in the store. The fifth file is a FIFO that never ends, so the copy is
 // stopped exactly there, whatever the machine's speed.
@@ -454,7 +474,7 @@ func TestBinaryInterruptedCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the four files before the FIFO are stored.
-	for {
+	done := waitFor(t, cmd, &stderr, func() bool {
 		ents, _ := os.ReadDir(dstDir)
 		n := 0
 		for _, e := range ents {
@@ -462,15 +482,12 @@ func TestBinaryInterruptedCopy(t *testing.T) {
 				n++
 			}
 		}
-		if n == 4 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 4
+	})
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	err = cmd.Wait()
+	err = <-done
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != exitInterrupted {
 		t.Errorf("exit %v, want %d; stderr:\n%s", err, exitInterrupted, stderr.String())
@@ -502,18 +519,15 @@ func TestBinaryInterruptedPut(t *testing.T) {
 	if _, err := stdin.Write([]byte("partial")); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	done := waitFor(t, cmd, &stderr, func() bool {
 		ents, _ := os.ReadDir(dir)
-		if len(ents) > 0 && strings.HasSuffix(ents[0].Name(), ".tmp") {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(ents) > 0 && strings.HasSuffix(ents[0].Name(), ".tmp")
+	})
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
 	// The pipe stays open: the command must not wait for its end.
-	err = cmd.Wait()
+	err = <-done
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInterrupted {
 		t.Errorf("exit %v, want %d", err, exitInterrupted)
 	}

@@ -111,7 +111,9 @@ func TestBinaryNoSecretInAnyOutput(t *testing.T) {
 			{"ls", u, "a", "b"},
 			{"ls", u, "--frob=" + u},
 			{"ls", u, "--help"},
+			{"help", u},
 			{"lss", u},
+			{u},
 		}
 	}
 	for i, u := range urls {
