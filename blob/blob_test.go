@@ -109,6 +109,8 @@ func TestRedact(t *testing.T) {
 		// An endpoint's user information, with or without a scheme.
 		{"gcsrapid://b?endpoint=u%3ASECRET%40127.0.0.1%3A1", "gcsrapid://b?endpoint=REDACTED%40127.0.0.1%3A1"},
 		{"s3express://b?endpoint=http%3A%2F%2Fu%3ASECRET%40h", "s3express://b?endpoint=http%3A%2F%2FREDACTED%40h"},
+		{"s3://b?region=r#token=SECRET", "s3://b?region=r#REDACTED"},
+		{"quorum://?replica=file%3A%2F%2F%2Ft%23SECRET", "quorum://?replica=file%3A%2F%2F%2Ft%23REDACTED"},
 	}
 	for _, c := range cases {
 		if got := blob.Redact(c.in); got != c.want {

@@ -64,6 +64,9 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		}
 		return nil, Errorf("open", "", ErrInvalidArgument, "malformed URL %s: %v", Redact(rawURL), err)
 	}
+	if u.Fragment != "" || strings.HasSuffix(rawURL, "#") {
+		return nil, Errorf("open", "", ErrInvalidArgument, "URL %s has a #fragment, which no store reads (escape a # in a parameter as %%23)", Redact(rawURL))
+	}
 	if u.Scheme == "" {
 		return nil, Errorf("open", "", ErrInvalidArgument, "URL %s has no scheme; registered schemes: %s", Redact(rawURL), strings.Join(Schemes(), ", "))
 	}
@@ -103,10 +106,14 @@ const maxNesting = 8
 // sig, password, ...); the user information of any other value of the form
 // user:password@host (an endpoint); and, recursively, the same parts of every
 // URL nested in a query value (quorum's replica=, tiered's hot= and cold=,
-// endpoints). A query that does not parse is hidden whole.
+// endpoints). A query that does not parse, and a #fragment, are hidden whole.
 func Redact(rawURL string) string { return redactURL(rawURL, 0) }
 
 func redactURL(raw string, depth int) string {
+	// No store reads a fragment (Open refuses one), so none is shown.
+	if i := strings.IndexByte(raw, '#'); i >= 0 && i < len(raw)-1 {
+		return redactURL(raw[:i], depth) + "#REDACTED"
+	}
 	base, query, hasQuery := strings.Cut(raw, "?")
 	base = redactAuthority(base)
 	if !hasQuery {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	gcblob "gocloud.dev/blob"
@@ -78,10 +79,32 @@ func gocloudURL(u *url.URL) (*url.URL, error) {
 		if err := checkFileURL(u); err != nil {
 			return nil, err
 		}
+		// fileblob takes any non-empty value of these as true, so that
+		// create_dir=false would create the directory and a bare
+		// ?create_dir would not: read them as the booleans they look like.
+		for _, name := range []string{"create_dir", "no_tmp_dir"} {
+			if !q.Has(name) {
+				continue
+			}
+			v := q.Get(name)
+			on, err := strconv.ParseBool(v)
+			if v == "" {
+				on, err = true, nil
+			}
+			if err != nil || len(q[name]) > 1 {
+				return nil, fmt.Errorf("parameter %s: %q is not true or false (given once)", name, v)
+			}
+			if on {
+				q.Set(name, "true")
+			} else {
+				q.Del(name)
+			}
+		}
 		// A temporary file in os.TempDir cannot be renamed into a directory
 		// on another file system (a tmpfs, a mounted volume), so every write
-		// there would fail; beside its object it always can.
-		if !q.Has("no_tmp_dir") {
+		// there would fail; beside its object it always can. no_tmp_dir=false
+		// asks for fileblob's own default.
+		if !u.Query().Has("no_tmp_dir") {
 			q.Set("no_tmp_dir", "true")
 		}
 		gu.RawQuery = q.Encode()

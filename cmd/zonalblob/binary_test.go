@@ -144,9 +144,9 @@ func TestBinaryFileURLsRefusedBeforeIO(t *testing.T) {
 			}
 		})
 	}
-	// Both absolute forms work.
-	dir := t.TempDir()
-	mustExec(t, proc{stdin: "v"}, "put", "file://"+dir, "k")
+	// Both absolute forms work, and a bare ?create_dir creates.
+	dir := filepath.Join(t.TempDir(), "new")
+	mustExec(t, proc{stdin: "v"}, "put", "file://"+dir+"?create_dir", "k")
 	if got := mustExec(t, proc{}, "cat", "file://localhost"+dir, "k"); got != "v" {
 		t.Errorf("file://localhost reads %q", got)
 	}
@@ -629,6 +629,12 @@ func TestBinaryUsageErrors(t *testing.T) {
 	s := "file://" + t.TempDir()
 	notDir := filepath.Join(t.TempDir(), "file")
 	writeFile(t, notDir, "x")
+	missing := filepath.Join(t.TempDir(), "missing")
+	defer func() {
+		if _, err := os.Stat(missing); err == nil {
+			t.Errorf("create_dir=false or =maybe created %s", missing)
+		}
+	}()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -649,6 +655,9 @@ func TestBinaryUsageErrors(t *testing.T) {
 		{"bad offset", []string{"cat", s, "k", "--offset", "1e3"}, exitUsage, []string{"-offset"}},
 		{"empty metadata key", []string{"put", s, "k", "--metadata", "=v"}, exitUsage, []string{"want key=value"}},
 		{"unknown parameter", []string{"ls", s + "?bogus=1"}, exitUsage, []string{`"bogus"`}},
+		{"fragment", []string{"ls", s + "#frag"}, exitUsage, []string{"#fragment, which no store reads"}},
+		{"create_dir=false", []string{"ls", "file://" + missing + "?create_dir=false"}, exitUsage, []string{"no such file"}},
+		{"create_dir not a boolean", []string{"ls", "file://" + missing + "?create_dir=maybe"}, exitUsage, []string{`create_dir: "maybe" is not true or false`}},
 		{"version with an argument", []string{"version", "extra"}, exitUsage, []string{`version: takes no arguments, got "extra"`}},
 		{"nested relative file URL", []string{"ls", "quorum://?w=1&replica=file:relative"}, exitUsage, []string{"quorum replica 0", "file:///ABSOLUTE/PATH"}},
 		{"leading space", []string{"ls", " " + s}, exitUsage, []string{"malformed URL"}},

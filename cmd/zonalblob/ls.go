@@ -77,20 +77,22 @@ Examples:
 					return err
 				}
 				defer st.Close()
-				objs, err := listAll(ctx, st, o)
-				if err != nil {
-					return err
-				}
-				// "ls logs" where logs/ is a directory lists the directory.
-				if o.Delimiter == "/" && o.Prefix != "" && !strings.HasSuffix(o.Prefix, "/") &&
-					len(objs) == 1 && objs[0].IsDir && objs[0].Key == o.Prefix+"/" {
-					o.Prefix += "/"
-					if objs, err = listAll(ctx, st, o); err != nil {
+				p := listPrinter{s: s, long: long, human: human, json: asJSON}
+				// "ls logs" where logs/ is a directory lists the directory:
+				// look at the first two entries before printing any.
+				if o.Delimiter == "/" && o.Prefix != "" && !strings.HasSuffix(o.Prefix, "/") {
+					page, err := st.List(ctx, &blob.ListOptions{Prefix: o.Prefix, Delimiter: "/", StartAfter: o.StartAfter, PageSize: 2})
+					if err != nil {
 						return err
 					}
+					if len(page.Objects) == 1 && page.NextPageToken == "" && page.Objects[0].IsDir && page.Objects[0].Key == o.Prefix+"/" {
+						o.Prefix += "/"
+					}
 				}
-				p := listPrinter{s: s, long: long, human: human, json: asJSON}
-				for _, obj := range objs {
+				for obj, err := range blob.All(ctx, st, &o) {
+					if err != nil {
+						return err
+					}
 					if err := p.print(obj); err != nil {
 						return err
 					}
@@ -99,17 +101,6 @@ Examples:
 			}
 		},
 	}
-}
-
-func listAll(ctx context.Context, st blob.Store, o blob.ListOptions) ([]blob.ListObject, error) {
-	var out []blob.ListObject
-	for obj, err := range blob.All(ctx, st, &o) {
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, obj)
-	}
-	return out, nil
 }
 
 type listPrinter struct {
