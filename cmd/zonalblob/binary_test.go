@@ -596,6 +596,9 @@ func TestBinaryRmAndDu(t *testing.T) {
 		t.Errorf("du -sh logs = %q", got)
 	}
 
+	// A folder is not an object, and the error says which it is.
+	wantFail(t, zbExec(t, proc{}, "stat", s, "logs"), exitNotFound, "not found", `("logs" is a folder: list it with ls STORE logs/)`)
+	wantFail(t, zbExec(t, proc{}, "cat", s, "logs/"), exitNotFound, "not found", `("logs/" is a folder`)
 	r := zbExec(t, proc{}, "rm", "-r", s, "logs")
 	wantFail(t, r, exitUsage, `rm -r would delete 3 objects (37 bytes) under "logs/"; add --yes`)
 	if got := lsR(t, s); len(got) != 5 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -195,4 +196,17 @@ func formatTime(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// folderHint adds to a missing object's error that key names a folder, when
+// it does: "logs" is not an object, but logs/ holds some.
+func folderHint(ctx context.Context, st blob.Store, key string, err error) error {
+	if !errors.Is(err, blob.ErrNotFound) {
+		return err
+	}
+	page, lerr := st.List(ctx, &blob.ListOptions{Prefix: folderPrefix(key), PageSize: 1})
+	if lerr != nil || len(page.Objects) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%q is a folder: list it with ls STORE %s)", err, key, folderPrefix(key))
 }
