@@ -516,6 +516,32 @@ func testWeirdKeys(t *testing.T, h Harness, s blob.Store) {
 			t.Errorf("Delete(%q): %v", k, err)
 		}
 	}
+	if h.Caps.FileTree {
+		testFileAndFolder(t, s)
+	}
+}
+
+// testFileAndFolder: a directory tree cannot hold "a" and "a/b" at once.
+// Whichever comes second is refused with ErrInvalidKey (not an unclassified
+// file system error), and the first is left as it was.
+func testFileAndFolder(t *testing.T, s blob.Store) {
+	for _, pair := range [][2]string{{"tree", "tree/in"}, {"nest/in", "nest"}} {
+		first, second := pair[0], pair[1]
+		mustPut(t, s, first, []byte("first"), nil)
+		err := blob.Put(ctxT(t), s, second, []byte("second"), nil)
+		if !errors.Is(err, blob.ErrInvalidKey) {
+			t.Errorf("Put(%q) beside %q = %v, want ErrInvalidKey", second, first, err)
+		}
+		if got := string(mustRead(t, s, first)); got != "first" {
+			t.Errorf("%q after the refused Put(%q) = %q, want %q", first, second, got, "first")
+		}
+		if _, err := s.Stat(ctxT(t), second); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("Stat(%q) after it was refused = %v, want ErrNotFound", second, err)
+		}
+		if err := s.Delete(ctxT(t), first, nil); err != nil {
+			t.Errorf("Delete(%q): %v", first, err)
+		}
+	}
 }
 
 // edgeKeys are keys the contract accepts that backends are known to alias,

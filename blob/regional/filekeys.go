@@ -1,12 +1,14 @@
 package regional
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/zonalblob/zonalblob/blob"
 )
@@ -125,4 +127,19 @@ func checkFileURL(u *url.URL) error {
 		return fmt.Errorf("%s; got no path", want)
 	}
 	return nil
+}
+
+// fileConflict names the one way a valid file:// key can still fail: a file
+// system cannot hold a file and a directory of one name, so "a" and "a/b"
+// cannot both be objects of a file:// store (on a bucket they can). fileblob
+// reports it as an unclassified rename or mkdir error naming local paths; the
+// caller gets ErrInvalidKey and the rule instead. Other errors pass through.
+func fileConflict(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) {
+		return blob.Errorf(op, key, blob.ErrInvalidKey, `a file:// store cannot hold both a key and keys below it ("a" and "a/b"): a file system cannot have a file and a directory of one name`)
+	}
+	return err
 }
