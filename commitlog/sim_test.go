@@ -19,12 +19,13 @@ import (
 	"github.com/zonalblob/zonalblob/blob/latency"
 )
 
-// The simulation's size. The default run is short; the long one is
+// The simulation's size. The default run is short; the long one, with
+// segments moving to the regional store, is
 //
-//	go test ./commitlog -run TestSimulation -sim.appends 20000 -sim.seeds 5 -timeout 100m
+//	go test ./commitlog -run TestSimulation -sim.appends 13000 -sim.seeds 4 -sim.backends append-s3express,stream-gcsrapid -timeout 55m
 //
-// (100,000 appends per backend; one seed of 100,000 also works but each takeover
-// lists every segment, so a single very long log is slower than five.)
+// (104,000 appends; each takeover lists every segment, so several seeds of
+// a shorter log run faster than one long log).
 var (
 	simAppends = flag.Int("sim.appends", 600, "appends per seed and backend in TestSimulation")
 	simSeeds   = flag.Int("sim.seeds", 2, "seeds per backend in TestSimulation")
