@@ -93,7 +93,9 @@
 // segment from the zone that has answered fastest and falls back to the
 // others when that zone lacks records known to exist or fails; at the tip it
 // reads the W zones that hold the most at once every PollInterval, in the
-// background, so that one slow zone delays neither what it learns nor when.
+// background, so that one slow zone delays neither what it learns nor when;
+// a reader that finds nothing new backs off up to MaxPollInterval, since
+// every read of the tip is a billed request.
 //
 // # Moving to the regional store
 //

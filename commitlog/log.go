@@ -45,12 +45,18 @@ type Options struct {
 	// last-add-confirmed, so that readers can serve the last records
 	// (default 1ms; negative: never, readers then wait for the next append).
 	LACDelay time.Duration
-	// PollInterval is how often a reader at the tail looks for more
-	// (default 2ms): each time it reads the tip on W zones, so a reader
-	// idle at the tail makes W/PollInterval reads a second (1000 a second
-	// for W=2 at the default), which a store may bill; raise it where
-	// reader lag matters less than requests.
+	// PollInterval is how often a reader at the tail looks for more while
+	// records keep arriving (default 2ms): each time it reads the tip on W
+	// zones, so a busy reader makes up to W/PollInterval reads a second
+	// (1000 a second for W=2 at the default), which a store bills.
 	PollInterval time.Duration
+	// MaxPollInterval bounds how far a reader that finds nothing new backs
+	// off (default 50ms, never below PollInterval): its interval is an
+	// eighth of the time since it last found a record, so a reader idle at
+	// the tail makes W/MaxPollInterval reads a second (40 for W=2 at the
+	// defaults, not 1000), and the first record after a pause waits at most
+	// MaxPollInterval longer to be seen. Set it to PollInterval for no backoff.
+	MaxPollInterval time.Duration
 	// RelistInterval is how often a reader at the tail lists segments, to
 	// notice a new writer or a new segment that no frame announced (default 200ms).
 	RelistInterval time.Duration
@@ -106,6 +112,10 @@ func (o *Options) withDefaults(n int) (Options, error) {
 	if r.PollInterval <= 0 {
 		r.PollInterval = 2 * time.Millisecond
 	}
+	if r.MaxPollInterval <= 0 {
+		r.MaxPollInterval = 50 * time.Millisecond
+	}
+	r.MaxPollInterval = max(r.MaxPollInterval, r.PollInterval)
 	if r.RelistInterval <= 0 {
 		r.RelistInterval = 200 * time.Millisecond
 	}

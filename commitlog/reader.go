@@ -49,6 +49,9 @@ type Reader struct {
 	inflight int
 	launched time.Time
 	launches int
+	// quietSince is when the reader last found a record (zero while it
+	// finds them): the poll interval grows with the time since.
+	quietSince time.Time
 
 	mu      sync.Mutex
 	stats   ReaderStats
@@ -164,6 +167,7 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 	idle := time.Time{}
 	for {
 		if rec, ok := r.take(); ok {
+			r.quietSince = time.Time{}
 			return rec, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -177,14 +181,14 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 				if errors.Is(err, ErrTruncated) {
 					return Record{}, err
 				}
-				if err := sleep(ctx, r.opts.PollInterval); err != nil {
+				if err := sleep(ctx, r.pollInterval()); err != nil {
 					return Record{}, err
 				}
 				continue
 			}
 			if r.cur == nil { // no segment yet
 				r.count(func(s *ReaderStats) { s.Polls++ })
-				if err := sleep(ctx, r.opts.PollInterval); err != nil {
+				if err := sleep(ctx, r.pollInterval()); err != nil {
 					return Record{}, err
 				}
 				idle = time.Now()
@@ -201,6 +205,7 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 			}
 			if progressed {
 				idle = time.Time{}
+				r.quietSince = time.Time{}
 			} else if idle.IsZero() {
 				idle = time.Now()
 			}
@@ -215,13 +220,14 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 		}
 		if progressed {
 			idle = time.Time{}
+			r.quietSince = time.Time{}
 			continue
 		}
 		if idle.IsZero() {
 			idle = time.Now()
 		}
 		r.count(func(s *ReaderStats) { s.Polls++ })
-		if err := sleep(ctx, r.opts.PollInterval); err != nil {
+		if err := sleep(ctx, r.pollInterval()); err != nil {
 			return Record{}, err
 		}
 	}
@@ -429,13 +435,14 @@ type tailRead struct {
 	took   time.Duration
 }
 
-// pollTail reads the tip: it starts a read if none is in flight, or if the
-// last started PollInterval ago and fewer than maxTailReads are in flight,
-// and takes what the reads return until one is due. It reports whether a
+// pollTail reads the tip: it starts a read if the last started a poll
+// interval ago (see pollInterval) and fewer than maxTailReads are in
+// flight, and takes what the reads return until one is due. It reports whether a
 // record became available.
 func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 	c := r.cur
-	if r.inflight == 0 || (r.inflight < r.maxInflight() && time.Since(r.launched) >= r.opts.PollInterval) {
+	every := r.pollInterval()
+	if r.inflight < r.maxInflight() && time.Since(r.launched) >= every {
 		r.launched = time.Now()
 		r.launches++
 		for _, z := range r.tailZones() {
@@ -451,7 +458,7 @@ func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 			}()
 		}
 	}
-	wait := time.NewTimer(max(r.opts.PollInterval-time.Since(r.launched), 0))
+	wait := time.NewTimer(max(every-time.Since(r.launched), 0))
 	defer wait.Stop()
 	select {
 	case res := <-r.results:
@@ -478,6 +485,18 @@ func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
+}
+
+// pollInterval is how long the reader waits between looks at the tail:
+// PollInterval while records arrive, then an eighth of the time since the
+// last one, up to MaxPollInterval, so that a reader idle at the tail does
+// not read the tip hundreds of times a second for nothing.
+func (r *Reader) pollInterval() time.Duration {
+	if r.quietSince.IsZero() {
+		r.quietSince = time.Now()
+		return r.opts.PollInterval
+	}
+	return min(max(time.Since(r.quietSince)/8, r.opts.PollInterval), r.opts.MaxPollInterval)
 }
 
 // maxInflight bounds the reads of the tip in flight at once.
