@@ -290,7 +290,6 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 		} else if rerr != nil {
 			return none, 0, rerr // recovery will find hot gone and keep the copy
 		}
-		s.recent.add(key)
 		s.stats.moved.Add(1)
 		s.stats.bytes.Add(a.Size)
 		return moved, a.Size, nil

@@ -10,7 +10,7 @@
 // URL parameters (hot and cold are URLs of registered schemes, query-escaped;
 // unknown parameters are an error): hot, cold, after (0 moves at once),
 // interval, concurrency, max_objects_per_second, max_bytes_per_second,
-// move_timeout, remember, manual. The scheme is registered on blob.Open and
+// move_timeout, manual. The scheme is registered on blob.Open and
 // on gocloud's blob.DefaultURLMux.
 //
 // # Operations
@@ -19,8 +19,9 @@
 // the hot store's Create (its names are new, so cold need not be asked): the
 // write path costs what the hot store costs. Writes with IfNotExist or
 // IfGenerationMatch also consult cold (one cold Stat) and are committed
-// under a per-key lock. Reads and Stat try hot, then cold; a key this Store
-// moved recently is asked of both at once. List merges both tiers, hot's
+// under a per-key lock. Reads and Stat try hot, then cold, asking cold only
+// after hot's miss (so no read returns a version older than one acknowledged
+// before it began). List merges both tiers, hot's
 // attributes winning; objects listed from cold only have an empty Generation
 // (Stat has it). Delete removes the key from both tiers. An object keeps its
 // generation when it moves (the cold copy records it in metadata key

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/quorum"
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
@@ -143,4 +144,18 @@ func listKeys(t *testing.T, s blob.Store) []string {
 		out = append(out, o.Key)
 	}
 	return out
+}
+
+// newQuorum returns a quorum store over replicas with its background work
+// (probes, anti-entropy) slowed out of a test's way. Its reads are majority
+// reads, the quorum's linearizable mode: a tiered store's reads are as
+// linearizable as its hot store's.
+func newQuorum(t *testing.T, replicas []blob.Store) blob.Store {
+	t.Helper()
+	q, err := quorum.New(replicas, quorum.Options{Consistency: quorum.ReadMajority, ProbeInterval: time.Hour, AntiEntropyInterval: -1, CloseTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return nopClose{q}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"maps"
-	"sync"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -26,7 +25,6 @@ const (
 	DefaultAfter       = 5 * time.Minute
 	DefaultConcurrency = 4
 	DefaultMoveTimeout = time.Minute
-	DefaultRemember    = 10000
 )
 
 // DefaultInterval is the time between the compactor's passes when
@@ -57,10 +55,6 @@ type Options struct {
 	MaxBytesPerSecond   float64
 	// MoveTimeout bounds one move (default DefaultMoveTimeout).
 	MoveTimeout time.Duration
-	// Remember is how many recently moved keys are remembered, so that their
-	// reads ask both tiers at once instead of paying a hot miss first
-	// (default DefaultRemember; negative turns it off).
-	Remember int
 	// Manual turns the background compactor off: moves happen only in
 	// CompactOnce.
 	Manual bool
@@ -87,9 +81,6 @@ func (o Options) withDefaults() Options {
 	if o.MoveTimeout <= 0 {
 		o.MoveTimeout = DefaultMoveTimeout
 	}
-	if o.Remember == 0 {
-		o.Remember = DefaultRemember
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -107,7 +98,6 @@ type Store struct {
 	opts      Options
 
 	locks   keyLocks
-	recent  recentSet
 	life    driver.Lifecycle
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -138,7 +128,6 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		done:    make(chan struct{}),
 		limiter: newPacer(opts.MaxObjectsPerSecond, opts.MaxBytesPerSecond),
 	}
-	s.recent.init(opts.Remember)
 	if opts.Manual {
 		close(s.done)
 	} else {
@@ -162,14 +151,15 @@ func (s *Store) check(op, key string) error {
 }
 
 // NewRangeReader reads from hot and, if hot does not have key, from cold.
-// Hot is asked first because cold is written before hot is deleted: a reader
-// that misses in hot after a move finds the object in cold.
+// Hot is asked first, and cold only once hot has answered: cold is written
+// before hot is deleted, so a reader that misses in hot after a move finds
+// the object in cold, and a cold read that begins after hot's miss sees every
+// move that deleted from hot before it. (Asking cold at the same time as hot
+// would not: a cold answer given before a newer version's move completed, and
+// a hot miss after it, would serve the older version.)
 func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
 	if err := s.check(driver.OpRead, key); err != nil {
 		return nil, err
-	}
-	if s.recent.has(key) {
-		return s.readBoth(ctx, key, offset, length)
 	}
 	r, err := s.hot.NewRangeReader(ctx, key, offset, length)
 	if err == nil {
@@ -187,49 +177,6 @@ func (s *Store) readCold(ctx context.Context, key string, offset, length int64) 
 		return nil, err
 	}
 	return &coldReader{Reader: r}, nil
-}
-
-// readBoth asks both tiers at once for a key this Store moved recently: it is
-// most likely cold, and a hot miss first would add a round trip. Hot still
-// wins when it answers, since a newer version may have been written there.
-func (s *Store) readBoth(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
-	cctx, cancel := context.WithCancel(ctx)
-	type result struct {
-		r   blob.Reader
-		err error
-	}
-	coldc := make(chan result, 1)
-	go func() {
-		r, err := s.readCold(cctx, key, offset, length)
-		coldc <- result{r, err}
-	}()
-	r, err := s.hot.NewRangeReader(ctx, key, offset, length)
-	if err == nil || !errors.Is(err, blob.ErrNotFound) {
-		cancel()
-		go func() {
-			if c := <-coldc; c.r != nil {
-				c.r.Close()
-			}
-		}()
-		return r, err
-	}
-	c := <-coldc
-	if c.err != nil {
-		cancel()
-		return nil, c.err
-	}
-	return &cancelReader{Reader: c.r, cancel: cancel}, nil
-}
-
-type cancelReader struct {
-	blob.Reader
-	cancel context.CancelFunc
-}
-
-func (r *cancelReader) Close() error {
-	err := r.Reader.Close()
-	r.cancel()
-	return err
 }
 
 // fallbackReader covers a hot store that reports a missing key only on the
@@ -530,7 +477,6 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		return &blob.Error{Op: driver.OpDelete, Key: key, Err: err}
 	}
 	defer unlock()
-	s.recent.forget(key)
 	if opts != nil && opts.IfGenerationMatch != "" {
 		return s.deleteIfGeneration(ctx, key, opts.IfGenerationMatch)
 	}
@@ -627,61 +573,6 @@ func (s *Store) Close() error {
 	s.cancel()
 	<-s.done
 	return errors.Join(s.hot.Close(), s.cold.Close())
-}
-
-// recentSet remembers the last n keys moved to cold, oldest forgotten first.
-type recentSet struct {
-	mu   sync.Mutex
-	n    int
-	m    map[string]struct{}
-	ring []string
-	next int
-}
-
-func (r *recentSet) init(n int) {
-	if n > 0 {
-		r.n = n
-		r.m = make(map[string]struct{}, min(n, 1024))
-	}
-}
-
-func (r *recentSet) add(key string) {
-	if r.n == 0 {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.m[key]; ok {
-		return
-	}
-	if len(r.ring) < r.n {
-		r.ring = append(r.ring, key)
-	} else {
-		delete(r.m, r.ring[r.next])
-		r.ring[r.next] = key
-		r.next = (r.next + 1) % r.n
-	}
-	r.m[key] = struct{}{}
-}
-
-func (r *recentSet) has(key string) bool {
-	if r.n == 0 {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.m[key]
-	return ok
-}
-
-// forget drops key from the map; its ring slot is reused in turn.
-func (r *recentSet) forget(key string) {
-	if r.n == 0 {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.m, key)
 }
 
 var _ io.Closer = (*Store)(nil)

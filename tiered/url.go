@@ -20,7 +20,7 @@ func init() { blob.RegisterWithGocloud(Scheme, Open) }
 //
 // hot and cold are URLs of registered schemes, query-escaped. Other
 // parameters: interval, concurrency, max_objects_per_second,
-// max_bytes_per_second, move_timeout, remember, manual (see Options).
+// max_bytes_per_second, move_timeout, manual (see Options).
 // Unknown parameters are an error.
 func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	q := driver.NewQuery(u)
@@ -33,7 +33,6 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 		MaxObjectsPerSecond: float64(q.Int("max_objects_per_second", 0)),
 		MaxBytesPerSecond:   float64(q.Int("max_bytes_per_second", 0)),
 		MoveTimeout:         q.Duration("move_timeout", 0),
-		Remember:            q.Int("remember", 0),
 		Manual:              q.Bool("manual", false),
 	}
 	if err := q.Err(); err != nil {
