@@ -57,22 +57,23 @@ func TestEstimateArithmetic(t *testing.T) {
 	}
 }
 
-// S3 Express charges per byte uploaded and retrieved above 512 KiB of each
-// request: 1 MiB objects at 1 GiB/s are charged for half their bytes.
+// S3 Express charges per byte uploaded and retrieved on every byte of every
+// request, as the FAQ's example prices 10 KB requests: 1 MiB objects at 1
+// GiB/s are charged for all of their bytes, and so are 10 KiB ones.
 func TestEstimateTransferCharges(t *testing.T) {
 	w := cost.Workload{WritesPerSecond: 1024, ObjectBytes: 1 << 20, Retention: 24 * time.Hour, After: time.Minute, Replicas: 1}
 	allHot, tier := cost.Estimate(w, cost.S3ExpressOneZone, cost.S3Standard)
-	const gibPerMonth = 730 * 3600 / 2 // 1 GiB/s, half of it above 512 KiB
+	const gibPerMonth = 730 * 3600 // 1 GiB/s
 	if want := gibPerMonth * 0.0032; math.Abs(allHot.Transfer-want) > 1e-6 {
 		t.Errorf("all-hot transfer %.4f, want %.4f", allHot.Transfer, want)
 	}
 	if want := gibPerMonth * (0.0032 + 0.0006); math.Abs(tier.Transfer-want) > 1e-6 {
 		t.Errorf("tiered transfer %.4f, want %.4f (upload, plus the compactor's read)", tier.Transfer, want)
 	}
-	// Objects at or under the free threshold pay no transfer at all.
-	w.ObjectBytes = 512 << 10
-	if allHot, tier := cost.Estimate(w, cost.S3ExpressOneZone, cost.S3Standard); allHot.Transfer != 0 || tier.Transfer != 0 {
-		t.Errorf("512 KiB objects: transfer %v all hot, %v tiered, want 0", allHot.Transfer, tier.Transfer)
+	// The FAQ's example: 1,000,000 PUTs of 10 KB cost $0.03 of upload.
+	w = cost.Workload{WritesPerSecond: 1e6 / (730 * 3600), ObjectBytes: 10 << 10, Retention: 24 * time.Hour, After: time.Minute, Replicas: 1}
+	if allHot, _ := cost.Estimate(w, cost.S3ExpressOneZone, cost.S3Standard); math.Abs(allHot.Transfer-10.0/1048576*1e6*0.0032) > 1e-9 {
+		t.Errorf("1,000,000 writes of 10 KiB: transfer %v, want the FAQ's %v", allHot.Transfer, 10.0/1048576*1e6*0.0032)
 	}
 }
 
@@ -97,8 +98,8 @@ func TestLayouts(t *testing.T) {
 	if e := byLayout[cost.RegionalOnly]; !near(e.Storage, writes*0.023) || !near(e.Total()-e.Storage, writes*0.005/1000) {
 		t.Errorf("regional only: %+v", e.Cost)
 	}
-	// S3 Express charges per GiB above 512 KiB on upload.
-	upload := 0.00113/1000 + float64(1<<30-512<<10)/(1<<30)*0.0032
+	// S3 Express charges per GiB uploaded, on every byte.
+	upload := 0.00113/1000 + 0.0032
 	if e := byLayout[cost.OneZonal]; !near(e.Storage, writes*0.11) || !near(e.Requests+e.Transfer, writes*upload) {
 		t.Errorf("one zonal bucket: %+v, want requests and transfer %v", e.Cost, writes*upload)
 	}

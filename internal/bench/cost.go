@@ -20,10 +20,10 @@ func WritePrices(w io.Writer) error {
 		for _, p := range []cost.Price{pair.Zonal, pair.Regional} {
 			write, read := dollars(p.WritePer1000), dollars(p.ReadPer1000)
 			if p.UploadPerGiB > 0 {
-				write += fmt.Sprintf(" +%s/GiB above %s", dollars(p.UploadPerGiB), SizeString(int(p.TransferFreeBytes)))
-				read += fmt.Sprintf(" +%s/GiB above %s", dollars(p.RetrievalPerGiB), SizeString(int(p.TransferFreeBytes)))
+				write += fmt.Sprintf(" +%s/GiB", dollars(p.UploadPerGiB))
+				read += fmt.Sprintf(" +%s/GiB", dollars(p.RetrievalPerGiB))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Cloud, p.Class, dollars(p.StoragePerGiBMonth), write, read, p.Source)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s (read %s)\n", p.Cloud, p.Class, dollars(p.StoragePerGiBMonth), write, read, p.Source, p.Read)
 			if p.Assumption != "" {
 				notes = append(notes, fmt.Sprintf("%s: %s", p.Name(), p.Assumption))
 			}
