@@ -136,7 +136,11 @@ func (s *Store) recoverMarkers(ctx context.Context) {
 			}
 			return
 		}
-		if err := s.recoverMarker(ctx, obj); err != nil && ctx.Err() == nil {
+		recover := s.recoverMarker
+		if strings.HasPrefix(obj.Key, batchPrefix) {
+			recover = s.recoverBatch
+		}
+		if err := recover(ctx, obj); err != nil && ctx.Err() == nil {
 			s.fail(err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -25,6 +27,16 @@ const (
 	DefaultAfter       = 5 * time.Minute
 	DefaultConcurrency = 4
 	DefaultMoveTimeout = time.Minute
+	// DefaultPackMaxObjects and DefaultPackMaxBytes bound a pack. At 1000
+	// objects a pack costs one regional write, one Stat and a listing share
+	// per thousand objects moved (package cost prices it); 256 MiB keeps a
+	// pack move's memory and a rewrite's read modest.
+	DefaultPackMaxObjects = 1000
+	DefaultPackMaxBytes   = 256 << 20
+	// DefaultPackMinLive is the share of a pack's bytes still live below
+	// which the pack is rewritten without its dead entries.
+	DefaultPackMinLive  = 0.5
+	DefaultMaxClockSkew = time.Minute
 )
 
 // DefaultInterval is the time between the compactor's passes when
@@ -58,6 +70,22 @@ type Options struct {
 	// Manual turns the background compactor off: moves happen only in
 	// CompactOnce.
 	Manual bool
+	// PackMaxObjects bounds the objects moved into one pack (default
+	// DefaultPackMaxObjects); negative moves every object on its own, to a
+	// cold object of its own name. Do not turn packs off over a cold store
+	// that holds packs: their objects would no longer be found.
+	PackMaxObjects int
+	// PackMaxBytes bounds a pack's bytes (default DefaultPackMaxBytes); an
+	// object larger than it is moved on its own.
+	PackMaxBytes int64
+	// PackMinLive is the live share of a pack's bytes below which the
+	// compactor rewrites it (default DefaultPackMinLive).
+	PackMinLive float64
+	// MaxClockSkew bounds how far apart the clocks of processes sharing the
+	// tiers are (default DefaultMaxClockSkew): packs and tombstones are
+	// named by time, and readers list the pack log from a little before
+	// their last listing.
+	MaxClockSkew time.Duration
 	// Now is the clock used for ages (default time.Now); tests move it.
 	Now func() time.Time
 	// Owner names this process in move markers (default: random per Store).
@@ -66,6 +94,15 @@ type Options struct {
 	// had (a stable, unique name such as a pod name) so it finishes its
 	// crashed moves on its first pass; never give two live processes one Owner.
 	Owner string
+}
+
+// validate reports options no Store can take.
+func (o Options) validate() error {
+	if o.After < 0 || o.Interval < 0 || o.MaxObjectsPerSecond < 0 || o.MaxBytesPerSecond < 0 ||
+		o.PackMaxBytes < 0 || o.PackMinLive < 0 || o.PackMinLive > 1 || o.MaxClockSkew < 0 || o.MoveTimeout < 0 {
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative option, or PackMinLive above 1")
+	}
+	return nil
 }
 
 func (o Options) withDefaults() Options {
@@ -84,6 +121,18 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.PackMaxObjects == 0 {
+		o.PackMaxObjects = DefaultPackMaxObjects
+	}
+	if o.PackMaxBytes <= 0 {
+		o.PackMaxBytes = DefaultPackMaxBytes
+	}
+	if o.PackMinLive == 0 {
+		o.PackMinLive = DefaultPackMinLive
+	}
+	if o.MaxClockSkew <= 0 {
+		o.MaxClockSkew = DefaultMaxClockSkew
+	}
 	if o.Owner == "" {
 		o.Owner = newOwner()
 	}
@@ -98,12 +147,16 @@ type Store struct {
 	opts      Options
 
 	locks   keyLocks
+	cat     *catalog
 	life    driver.Lifecycle
 	cancel  context.CancelFunc
 	done    chan struct{}
 	limiter *pacer
 
 	stats statsCounters
+
+	batchMu sync.Mutex
+	batches map[string]bool // markers of this Store's pack moves in flight
 }
 
 var (
@@ -117,8 +170,8 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 	if hot == nil || cold == nil {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: hot and cold stores are required")
 	}
-	if opts.After < 0 || opts.Interval < 0 || opts.MaxObjectsPerSecond < 0 || opts.MaxBytesPerSecond < 0 {
-		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative option")
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -127,7 +180,9 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		cancel:  cancel,
 		done:    make(chan struct{}),
 		limiter: newPacer(opts.MaxObjectsPerSecond, opts.MaxBytesPerSecond),
+		batches: map[string]bool{},
 	}
+	s.cat = newCatalog(s)
 	if opts.Manual {
 		close(s.done)
 	} else {
@@ -171,7 +226,34 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	return s.readCold(ctx, key, offset, length)
 }
 
+// readCold reads key from cold, after hot missed: from the pack that serves
+// it, if one does, else from the cold object of its name. The catalog is
+// brought up to date first, so a pack whose objects left hot before the miss
+// is seen.
 func (s *Store) readCold(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
+	if s.packing() {
+		since := time.Now()
+		for attempt := 0; ; attempt++ {
+			if err := s.cat.sync(ctx, since); err != nil {
+				return nil, err
+			}
+			p, ok := s.cat.lookup(key)
+			if !ok {
+				break
+			}
+			r, err := s.readPacked(ctx, p, offset, length)
+			if errors.Is(err, blob.ErrNotFound) && attempt == 0 {
+				// The pack was rewritten and removed: its successor was
+				// committed before, and a full listing finds it.
+				if err := s.cat.refreshFull(ctx); err != nil {
+					return nil, err
+				}
+				since = time.Time{}
+				continue
+			}
+			return r, err
+		}
+	}
 	r, err := s.cold.NewRangeReader(ctx, key, offset, length)
 	if err != nil {
 		return nil, err
@@ -315,7 +397,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	}
 	defer unlock()
 	if opts.If.NotExist() {
-		if _, err := s.cold.Stat(ctx, key); err == nil {
+		if _, err := s.coldStat(ctx, key); err == nil {
 			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrExists}
 		} else if !errors.Is(err, blob.ErrNotFound) {
 			return err
@@ -333,8 +415,8 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	case !errors.Is(err, blob.ErrNotFound):
 		return err
 	}
-	ca, err := s.cold.Stat(ctx, key)
-	if errors.Is(err, blob.ErrNotFound) || (err == nil && fromCold(ca).Generation != want) {
+	ca, err := s.coldStat(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) || (err == nil && ca.Generation != want) {
 		return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 	}
 	if err != nil {
@@ -361,7 +443,22 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	if err == nil || !errors.Is(err, blob.ErrNotFound) {
 		return a, err
 	}
-	a, err = s.cold.Stat(ctx, key)
+	return s.coldStat(ctx, key)
+}
+
+// coldStat returns the attributes of key's version in cold, after hot
+// missed: the pack entry's, or the cold object's.
+func (s *Store) coldStat(ctx context.Context, key string) (*blob.Attributes, error) {
+	if s.packing() {
+		if err := s.cat.sync(ctx, time.Now()); err != nil {
+			return nil, err
+		}
+		if p, ok := s.cat.lookup(key); ok {
+			a := *p.entry.Attrs
+			return &a, nil
+		}
+	}
+	a, err := s.cold.Stat(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -405,19 +502,31 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	}
 }
 
-// listOnce merges one page of each tier. bound, when not empty, is the last
-// key a tier listed before it cut its page: entries after it are unknown for
-// that tier, so the merged page stops there.
+// listOnce merges one page of each tier (and of the keys packs serve). bound,
+// when not empty, is the last key a source listed before it cut its page:
+// entries after it are unknown for that source, so the merged page stops
+// there.
 func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *blob.ListPage, bound string, err error) {
 	hp, err := s.hot.List(ctx, inner)
 	if err != nil {
 		return nil, "", err
 	}
+	// Packs, then cold's own objects, are listed after hot, for the reason
+	// reads ask them after hot.
+	pp := &blob.ListPage{}
+	if s.packing() {
+		if err := s.cat.sync(ctx, time.Now()); err != nil {
+			return nil, "", err
+		}
+		pp = s.packedPage(inner)
+	}
 	cp, err := s.cold.List(ctx, inner)
 	if err != nil {
 		return nil, "", err
 	}
-	for _, p := range []*blob.ListPage{hp, cp} {
+	// In order of precedence: hot's attributes win, then a pack's.
+	sources := []*blob.ListPage{hp, pp, cp}
+	for _, p := range sources {
 		if p.NextPageToken != "" && len(p.Objects) > 0 {
 			if last := p.Objects[len(p.Objects)-1].Key; bound == "" || last < bound {
 				bound = last
@@ -425,19 +534,27 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 		}
 	}
 	size := inner.PageSize
-	page = &blob.ListPage{Objects: make([]blob.ListObject, 0, min(size, len(hp.Objects)+len(cp.Objects)))}
-	h, c := hp.Objects, cp.Objects
+	page = &blob.ListPage{Objects: make([]blob.ListObject, 0, min(size, len(hp.Objects)+len(pp.Objects)+len(cp.Objects)))}
+	lists := [][]blob.ListObject{hp.Objects, pp.Objects, cp.Objects}
 	more := false
-	for len(h) > 0 || len(c) > 0 {
-		var next blob.ListObject
-		switch {
-		case len(c) == 0 || (len(h) > 0 && h[0].Key < c[0].Key):
-			next, h = h[0], h[1:]
-		case len(h) == 0 || c[0].Key < h[0].Key:
-			next, c = c[0], c[1:]
+	for {
+		first := -1
+		for i, l := range lists {
+			if len(l) > 0 && (first < 0 || l[0].Key < lists[first][0].Key) {
+				first = i
+			}
+		}
+		if first < 0 {
+			break
+		}
+		next := lists[first][0]
+		for i, l := range lists {
+			if len(l) > 0 && l[0].Key == next.Key {
+				lists[i] = l[1:]
+			}
+		}
+		if first > 0 {
 			next.Generation = ""
-		default:
-			next, h, c = h[0], h[1:], c[1:]
 		}
 		if bound != "" && next.Key > bound {
 			more = true
@@ -461,6 +578,34 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 	return page, bound, nil
 }
 
+// packedPage lists, like a store's List, the keys packs serve: a page of at
+// most inner.PageSize entries after inner.StartAfter, common prefixes
+// grouped at inner.Delimiter.
+func (s *Store) packedPage(inner *blob.ListOptions) *blob.ListPage {
+	page := &blob.ListPage{}
+	for _, p := range s.cat.keys(inner.Prefix, inner.StartAfter) {
+		o := blob.ListObject{Key: p.entry.Key, Size: p.entry.Len, ModTime: p.entry.Attrs.ModTime, MD5: p.entry.Attrs.MD5}
+		if inner.Delimiter != "" {
+			rest := strings.TrimPrefix(o.Key, inner.Prefix)
+			if i := strings.Index(rest, inner.Delimiter); i >= 0 {
+				o = blob.ListObject{Key: inner.Prefix + rest[:i+len(inner.Delimiter)], IsDir: true}
+				if n := len(page.Objects); n > 0 && page.Objects[n-1].Key == o.Key {
+					continue
+				}
+				if o.Key <= inner.StartAfter {
+					continue
+				}
+			}
+		}
+		if len(page.Objects) == inner.PageSize {
+			page.NextPageToken = driver.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
+			break
+		}
+		page.Objects = append(page.Objects, o)
+	}
+	return page
+}
+
 // Delete removes key from both tiers, under the key's lock so that this
 // process's compactor is not moving it meanwhile. Cold is deleted first, so a
 // reader never sees an older cold version once hot's is gone. Hot is deleted
@@ -480,12 +625,18 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if opts != nil && opts.IfGenerationMatch != "" {
 		return s.deleteIfGeneration(ctx, key, opts.IfGenerationMatch)
 	}
-	found := false
+	// Versions packs serve go first, like cold's object: once hot's version
+	// is gone, no reader may find an older one.
+	found, err := s.killPacked(ctx, key)
+	if err != nil {
+		return err
+	}
 	if err := s.cold.Delete(ctx, key, nil); err == nil {
 		found = true
 	} else if !errors.Is(err, blob.ErrNotFound) {
 		return err
 	}
+	deleted := false
 	for range 10 {
 		a, err := s.hot.Stat(ctx, key)
 		if errors.Is(err, blob.ErrNotFound) {
@@ -496,7 +647,15 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: a.Generation})
 		switch {
 		case err == nil:
-			return s.noteDelete(ctx, key, a.Generation)
+			if err := s.noteDelete(ctx, key, a.Generation); err != nil {
+				return err
+			}
+			if s.packing() {
+				if err := s.killMarked(ctx, key); err != nil {
+					return err
+				}
+			}
+			deleted = true
 		case errors.Is(err, blob.ErrNotFound):
 		case errors.Is(err, blob.ErrPrecondition):
 			continue // overwritten meanwhile: delete the new version
@@ -505,7 +664,16 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		}
 		break
 	}
-	return s.deleteColdAgain(ctx, key, found)
+	// A pack move elsewhere may have moved a version out of hot since the
+	// first look at the packs.
+	again, err := s.killPacked(ctx, key)
+	if err != nil {
+		return err
+	}
+	if deleted {
+		return nil
+	}
+	return s.deleteColdAgain(ctx, key, found || again)
 }
 
 // deleteColdAgain ends a Delete that found hot empty: a compactor elsewhere
@@ -529,18 +697,32 @@ func (s *Store) deleteIfGeneration(ctx context.Context, key, want string) error 
 		if a.Generation != want {
 			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 		}
-		// What cold holds is an older version, shadowed by hot's: it goes too.
+		// What cold and packs hold are older versions, shadowed by hot's:
+		// they go too, first.
+		if _, err := s.killPacked(ctx, key); err != nil {
+			return err
+		}
 		if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
 			return err
 		}
 		err := s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: want})
 		switch {
 		case err == nil:
-			return s.noteDelete(ctx, key, want)
+			if err := s.noteDelete(ctx, key, want); err != nil {
+				return err
+			}
+			if s.packing() {
+				return s.killMarked(ctx, key)
+			}
+			return nil
 		case errors.Is(err, blob.ErrNotFound):
 			// Moved to cold by another process since the Stat: it is the
 			// generation asked for, and its copy goes.
-			if err := s.deleteColdAgain(ctx, key, false); errors.Is(err, blob.ErrNotFound) {
+			packed, err := s.killPacked(ctx, key)
+			if err != nil {
+				return err
+			}
+			if err := s.deleteColdAgain(ctx, key, packed); errors.Is(err, blob.ErrNotFound) {
 				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
 			} else if err != nil {
 				return err
@@ -550,6 +732,23 @@ func (s *Store) deleteIfGeneration(ctx context.Context, key, want string) error 
 		return err
 	case !errors.Is(err, blob.ErrNotFound):
 		return err
+	}
+	if s.packing() {
+		if err := s.cat.sync(ctx, time.Now()); err != nil {
+			return err
+		}
+		if p, ok := s.cat.lookup(key); ok {
+			if p.entry.Attrs.Generation != want {
+				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+			}
+			if err := s.writeTombstone(ctx, s.cat.live(key)); err != nil {
+				return err
+			}
+			if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return err
+			}
+			return nil
+		}
 	}
 	ca, err := s.cold.Stat(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {

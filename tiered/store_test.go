@@ -21,7 +21,8 @@ import (
 
 func TestOpenURL(t *testing.T) {
 	ctx := context.Background()
-	good := "tiered://?" + url.Values{"hot": {"mem://"}, "cold": {"mem://"}, "after": {"5m"}, "concurrency": {"2"}, "manual": {"true"}}.Encode()
+	good := "tiered://?" + url.Values{"hot": {"mem://"}, "cold": {"mem://"}, "after": {"5m"}, "concurrency": {"2"}, "manual": {"true"},
+		"pack_max_objects": {"500"}, "pack_max_bytes": {"64MiB"}, "pack_min_live_percent": {"40"}, "max_clock_skew": {"30s"}}.Encode()
 	s, err := blob.Open(ctx, good)
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +50,11 @@ func TestOpenURL(t *testing.T) {
 		"host":              "tiered://somewhere?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F",
 		"bad inner param":   "tiered://?hot=mem%3A%2F%2F%3Fnope%3D1&cold=mem%3A%2F%2F",
 		"negative interval": "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&interval=-1s",
+		"zero pack bound":   "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&pack_max_objects=0",
+		"bad pack size":     "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&pack_max_bytes=lots",
+		"live over 100":     "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&pack_min_live_percent=150",
+		"live zero":         "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&pack_min_live_percent=0",
+		"negative skew":     "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&max_clock_skew=-1s",
 	} {
 		if s, err := blob.Open(ctx, u); !errors.Is(err, blob.ErrInvalidArgument) {
 			t.Errorf("%s: Open(%s) = %v, want ErrInvalidArgument", name, u, err)
@@ -88,7 +94,7 @@ func TestFinalizesBeforeMoving(t *testing.T) {
 		}
 	}}
 	// Not through manual(): nopClose would hide Finalize.
-	s, err := tiered.New(f, coldH, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1})
+	s, err := tiered.New(f, coldH, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, PackMaxObjects: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +227,7 @@ func TestConcurrencyAndRateBounds(t *testing.T) {
 		// Longer than the 5 ms between starts, so the bound is what limits.
 		coldF.AddLatency(fault.OpCommit, latency.Fixed(20*time.Millisecond))
 		c := &inFlight{Store: coldF}
-		s, err := tiered.New(nopClose{hot}, nopClose{c}, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 3, MaxObjectsPerSecond: 200})
+		s, err := tiered.New(nopClose{hot}, nopClose{c}, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 3, MaxObjectsPerSecond: 200, PackMaxObjects: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
