@@ -125,9 +125,12 @@ func dataStart(indexLen int) int64 { return int64(packHeaderSize + indexLen) }
 type catalog struct {
 	s *Store
 
-	mu        sync.Mutex // serializes refreshes
-	refreshed time.Time  // start of the last complete refresh
-	full      time.Time  // start of the last complete full refresh
+	// turn holds a token while a refresh runs: refreshes are serialized, and
+	// a caller waiting for one gives up with its context. (A channel, not a
+	// mutex: a wait on it is one the runtime, and synctest, can see.)
+	turn      chan struct{}
+	refreshed time.Time // start of the last complete refresh
+	full      time.Time // start of the last complete full refresh
 
 	state sync.RWMutex
 	packs map[string]*loadedPack // by log name
@@ -149,7 +152,7 @@ type entryRef struct {
 }
 
 func newCatalog(s *Store) *catalog {
-	return &catalog{s: s, packs: map[string]*loadedPack{}, tombs: map[string][]kill{}, kills: map[kill]int{}, byKey: map[string][]entryRef{}}
+	return &catalog{s: s, turn: make(chan struct{}, 1), packs: map[string]*loadedPack{}, tombs: map[string][]kill{}, kills: map[kill]int{}, byKey: map[string][]entryRef{}}
 }
 
 // window is how far before a refresh's start the next refresh lists again: a
@@ -162,8 +165,10 @@ func (c *catalog) window() time.Duration { return 2*c.s.opts.MoveTimeout + c.s.o
 // since: if no refresh has started after since, one runs (concurrent callers
 // share it).
 func (c *catalog) sync(ctx context.Context, since time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.lock(ctx); err != nil {
+		return err
+	}
+	defer c.unlock()
 	if c.refreshed.After(since) {
 		return nil
 	}
@@ -172,10 +177,23 @@ func (c *catalog) sync(ctx context.Context, since time.Time) error {
 
 // refreshFull relists the whole log, dropping packs that were removed.
 func (c *catalog) refreshFull(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.lock(ctx); err != nil {
+		return err
+	}
+	defer c.unlock()
 	return c.refreshLocked(ctx, true)
 }
+
+func (c *catalog) lock(ctx context.Context) error {
+	select {
+	case c.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *catalog) unlock() { <-c.turn }
 
 func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 	start := time.Now()

@@ -292,13 +292,19 @@ func TestLinearizable(t *testing.T) {
 	}
 	t.Logf("seed %d (replay: go test ./tiered -run TestLinearizable -tiered.linseed=%d)", seed, seed)
 	for _, hotKind := range []string{"mem", "quorum"} {
-		t.Run(hotKind, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runLinearizable(t, seed, hotKind) })
-		})
+		for _, packs := range []int{-1, 3} {
+			name := hotKind + "/objects"
+			if packs > 0 {
+				name = hotKind + "/packs"
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { runLinearizable(t, seed, hotKind, packs) })
+			})
+		}
 	}
 }
 
-func runLinearizable(t *testing.T, seed uint64, hotKind string) {
+func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int) {
 	const processes = 3
 	slowRead := latency.Dist{P50: time.Millisecond, P99: 6 * time.Millisecond}
 	var replicas []*fault.Store
@@ -329,7 +335,7 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string) {
 	}
 	var stores []*tiered.Store
 	for range processes {
-		stores = append(stores, manual(t, hotFor(), cold))
+		stores = append(stores, manualWith(t, hotFor(), cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: 50 * time.Millisecond, MaxClockSkew: time.Millisecond}))
 	}
 	h := &history{}
 	keys := []string{"a", "b", "c"}
@@ -388,7 +394,7 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string) {
 	for _, r := range replicas {
 		delayed += r.Stats()[fault.OpRead].Delays
 	}
-	t.Logf("%d operations %v; %d objects moved; %d hot reads slowed", len(h.ops), h.count, moved.Load(), delayed)
+	t.Logf("%d operations %v; %d objects moved, %d packs; %d hot reads slowed", len(h.ops), h.count, moved.Load(), stores[0].Stats().Packs, delayed)
 	for _, e := range h.errs {
 		t.Logf("outcome unknown: %s", e)
 	}

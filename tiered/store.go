@@ -230,14 +230,54 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 // it, if one does, else from the cold object of its name. The catalog is
 // brought up to date first, so a pack whose objects left hot before the miss
 // is seen.
+//
+// Where the catalog already knows a pack that serves key, that pack is read
+// while the catalog is brought up to date, and the read is kept if the
+// catalog still names the same entry afterwards: a pack's bytes never
+// change, so it is the read that would have followed. A packed read then
+// costs about one cold round trip after hot's miss, not two.
 func (s *Store) readCold(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
 	if s.packing() {
 		since := time.Now()
+		type result struct {
+			r   blob.Reader
+			err error
+		}
+		var spec chan result
+		guess, guessed := s.cat.lookup(key)
+		sctx, cancel := context.WithCancel(ctx)
+		if guessed {
+			spec = make(chan result, 1)
+			go func() {
+				r, err := s.readPacked(sctx, guess, offset, length)
+				spec <- result{r, err}
+			}()
+		}
+		discard := func() {
+			if spec != nil {
+				if res := <-spec; res.r != nil {
+					res.r.Close()
+				}
+				spec = nil
+			}
+		}
 		for attempt := 0; ; attempt++ {
 			if err := s.cat.sync(ctx, since); err != nil {
+				cancel()
+				discard()
 				return nil, err
 			}
 			p, ok := s.cat.lookup(key)
+			if spec != nil {
+				if ok && p.pack == guess.pack && p.entry.Off == guess.entry.Off {
+					res := <-spec
+					spec = nil
+					if res.err == nil {
+						return &cancelReader{Reader: res.r, cancel: cancel}, nil
+					}
+				}
+				discard()
+			}
 			if !ok {
 				break
 			}
@@ -246,19 +286,34 @@ func (s *Store) readCold(ctx context.Context, key string, offset, length int64) 
 				// The pack was rewritten and removed: its successor was
 				// committed before, and a full listing finds it.
 				if err := s.cat.refreshFull(ctx); err != nil {
+					cancel()
 					return nil, err
 				}
 				since = time.Time{}
 				continue
 			}
+			cancel()
 			return r, err
 		}
+		cancel()
 	}
 	r, err := s.cold.NewRangeReader(ctx, key, offset, length)
 	if err != nil {
 		return nil, err
 	}
 	return &coldReader{Reader: r}, nil
+}
+
+// cancelReader cancels the context of a read when it is closed.
+type cancelReader struct {
+	blob.Reader
+	cancel context.CancelFunc
+}
+
+func (r *cancelReader) Close() error {
+	err := r.Reader.Close()
+	r.cancel()
+	return err
 }
 
 // fallbackReader covers a hot store that reports a missing key only on the
