@@ -337,6 +337,21 @@ func (c *catalog) killedLocked(e packEntry, pack string) bool {
 	return c.kills[kill{Key: e.Key, Gen: e.Attrs.Generation}] > 0 || c.kills[kill{Key: e.Key, Pack: pack}] > 0
 }
 
+// keepLocked reports whether a rewrite of pack must keep entry e: it is not
+// killed, and no newer pack holds a copy of it (a rewrite that crashed after
+// its new pack landed leaves such copies; the newest is always kept).
+func (c *catalog) keepLocked(e packEntry, pack string) bool {
+	if c.killedLocked(e, pack) {
+		return false
+	}
+	for _, r := range c.byKey[e.Key] {
+		if r.pack > pack && c.packs[r.pack].index.Entries[r.i].Attrs.Generation == e.Attrs.Generation {
+			return false
+		}
+	}
+	return true
+}
+
 // packed is a live entry of a key: the version packs serve.
 type packed struct {
 	pack  *loadedPack
@@ -400,7 +415,8 @@ func (c *catalog) keys(prefix, after string) []packed {
 	return out
 }
 
-// liveFraction returns the share of a pack's data bytes that are still live.
+// liveFraction returns the share of a pack's data bytes that a rewrite
+// would keep.
 func (c *catalog) liveFraction(lp *loadedPack) float64 {
 	c.state.RLock()
 	defer c.state.RUnlock()
@@ -409,7 +425,7 @@ func (c *catalog) liveFraction(lp *loadedPack) float64 {
 	}
 	var live int64
 	for _, e := range lp.index.Entries {
-		if !c.killedLocked(e, lp.name) {
+		if c.keepLocked(e, lp.name) {
 			live += e.Len
 		}
 	}

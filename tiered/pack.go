@@ -417,7 +417,7 @@ func (s *Store) rewritePack(ctx context.Context, lp *loadedPack) error {
 	s.cat.state.RLock()
 	var live []packEntry
 	for _, e := range lp.index.Entries {
-		if !s.cat.killedLocked(e, lp.name) {
+		if s.cat.keepLocked(e, lp.name) {
 			live = append(live, e)
 		}
 	}
