@@ -136,11 +136,21 @@ func (s *Store) recoverMarkers(ctx context.Context) {
 			}
 			return
 		}
-		recover := s.recoverMarker
-		if strings.HasPrefix(obj.Key, batchPrefix) {
-			recover = s.recoverBatch
+		if err := s.recoverMarker(ctx, obj); err != nil && ctx.Err() == nil {
+			s.fail(err)
 		}
-		if err := recover(ctx, obj); err != nil && ctx.Err() == nil {
+	}
+	if !s.packing() {
+		return
+	}
+	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
+		if err != nil {
+			if ctx.Err() == nil {
+				s.fail(err)
+			}
+			return
+		}
+		if err := s.recoverBatch(ctx, obj); err != nil && ctx.Err() == nil {
 			s.fail(err)
 		}
 	}

@@ -16,11 +16,13 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 )
 
-// batchPrefix starts the names of a pack move's marker in hot.
+// batchPrefix starts the names of a pack move's marker in cold.
 const batchPrefix = markerPrefix + "batch/"
 
-// batchMarker is a pack move's durable intent, written to hot before the
-// move looks at its objects and deleted when it ends. A user's Delete that
+// batchMarker is a pack move's durable intent, written to cold before the
+// move looks at its objects and deleted when it ends. It lives in cold, not
+// in hot: one regional write (deletes are free) instead of a write on every
+// hot replica and, over a quorum, a tombstone written to remove it. A user's Delete that
 // deleted a version of one of its keys from hot finds it and kills what the
 // pack holds of that key (killMarked), so the pack, if it lands, cannot
 // serve it.
@@ -50,7 +52,7 @@ type packItem struct {
 //
 //  1. Take each key's lock (busy keys are left for the next pass) and
 //     finalize where hot needs it.
-//  2. Write one marker (hot, IfNotExist) naming the pack and the keys.
+//  2. Write one marker (cold, IfNotExist) naming the pack and the keys.
 //  3. Stat and read each object: its generation g, attributes and bytes (the
 //     bytes must match the Stat's size and MD5).
 //  4. Bring the catalog up to date: older versions of the keys that packs
@@ -114,7 +116,7 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 		delete(s.batches, mk)
 		s.batchMu.Unlock()
 	}()
-	if err := blob.Put(ctx, s.hot, mk, mb, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
+	if err := blob.Put(ctx, s.cold, mk, mb, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
 		return 0, 0, err
 	}
 	done := func(err error) (int, int64, error) {
@@ -283,7 +285,7 @@ func (s *Store) readForPack(ctx context.Context, o blob.ListObject) (*packItem, 
 
 // dropBatchMarker removes a pack move's marker.
 func (s *Store) dropBatchMarker(ctx context.Context, mk string) error {
-	err := s.hot.Delete(ctx, mk, nil)
+	err := s.cold.Delete(ctx, mk, nil)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil
 	}
@@ -294,7 +296,7 @@ func (s *Store) dropBatchMarker(ctx context.Context, mk string) error {
 // so: whatever the move left is safe as it is (see movePack), and a user who
 // deleted one of its keys meanwhile killed the version when they found it.
 func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject) error {
-	b, err := blob.ReadAll(ctx, s.hot, obj.Key)
+	b, err := blob.ReadAll(ctx, s.cold, obj.Key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil
 	} else if err != nil {
@@ -325,11 +327,11 @@ func (s *Store) activeBatch(mk string) bool {
 // overwritten (and shadowed) since the move read it.
 func (s *Store) killMarked(ctx context.Context, key string) error {
 	var ks []kill
-	for obj, err := range blob.All(ctx, s.hot, &blob.ListOptions{Prefix: batchPrefix}) {
+	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
 		if err != nil {
 			return err
 		}
-		b, err := blob.ReadAll(ctx, s.hot, obj.Key)
+		b, err := blob.ReadAll(ctx, s.cold, obj.Key)
 		if errors.Is(err, blob.ErrNotFound) {
 			continue
 		} else if err != nil {

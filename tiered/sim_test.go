@@ -115,6 +115,9 @@ func runSimulation(t *testing.T, seed uint64, packObjects int) {
 		if step%50 == 0 {
 			s.checkAll("step " + fmt.Sprint(step))
 		}
+		if step > 0 && step%10000 == 0 {
+			t.Logf("step %d: %d violations so far", step, len(s.violations))
+		}
 	}
 	// With faults and users gone, one pass moves everything and the model
 	// still holds.

@@ -661,13 +661,21 @@ func (s *Store) packedPage(inner *blob.ListOptions) *blob.ListPage {
 	return page
 }
 
-// Delete removes key from both tiers, under the key's lock so that this
-// process's compactor is not moving it meanwhile. Cold is deleted first, so a
-// reader never sees an older cold version once hot's is gone. Hot is deleted
-// at the generation it has (Stat, then a conditional delete), so that a move
-// of that generation by a compactor in another process can be told through
-// its marker (noteDelete). If hot no longer had the object, such a compactor
-// may have moved it between the two deletes, so cold is deleted once more.
+// Delete removes key, under the key's lock so that this process's
+// compactor is not moving it meanwhile. It takes effect at one instant, the
+// removal of the version readers see:
+//
+//   - If hot has the key (generation g), older versions in cold and in
+//     packs are removed first (hot shadows them, so no reader notices), then
+//     g is deleted from hot on condition of its generation; a newer version
+//     written meanwhile is deleted instead (the loop), and a g moved out of
+//     hot meanwhile by a compactor in another process is removed where it
+//     went (deleteMoved). A deleted g is reported to a move of it under way
+//     in another process: through its marker (noteDelete, killMarked).
+//   - If hot does not, the version readers see is cold's: the cold object is
+//     deleted, then the version packs serve (which a reader prefers) is
+//     killed. Nothing in hot is touched: it was written after the Delete
+//     began to take effect.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
@@ -677,66 +685,102 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		return &blob.Error{Op: driver.OpDelete, Key: key, Err: err}
 	}
 	defer unlock()
-	if opts != nil && opts.IfGenerationMatch != "" {
-		return s.deleteIfGeneration(ctx, key, opts.IfGenerationMatch)
+	want := ""
+	if opts != nil {
+		want = opts.IfGenerationMatch
 	}
-	// Versions packs serve go first, like cold's object: once hot's version
-	// is gone, no reader may find an older one.
-	found, err := s.killPacked(ctx, key)
-	if err != nil {
-		return err
-	}
-	if err := s.cold.Delete(ctx, key, nil); err == nil {
-		found = true
-	} else if !errors.Is(err, blob.ErrNotFound) {
-		return err
-	}
-	deleted := false
 	for range 10 {
 		a, err := s.hot.Stat(ctx, key)
 		if errors.Is(err, blob.ErrNotFound) {
-			break
+			return s.deleteCold(ctx, key, want)
 		} else if err != nil {
 			return err
 		}
-		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: a.Generation})
+		g := a.Generation
+		if want != "" && g != want {
+			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+		}
+		if _, err := s.killPacked(ctx, key); err != nil {
+			return err
+		}
+		if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g})
 		switch {
 		case err == nil:
-			if err := s.noteDelete(ctx, key, a.Generation); err != nil {
+			if err := s.noteDelete(ctx, key, g); err != nil {
 				return err
 			}
 			if s.packing() {
-				if err := s.killMarked(ctx, key); err != nil {
-					return err
-				}
+				return s.killMarked(ctx, key)
 			}
-			deleted = true
-		case errors.Is(err, blob.ErrNotFound):
+			return nil
 		case errors.Is(err, blob.ErrPrecondition):
+			if want != "" {
+				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
+			}
 			continue // overwritten meanwhile: delete the new version
+		case errors.Is(err, blob.ErrNotFound):
+			return s.deleteMoved(ctx, key, g, want != "")
 		default:
 			return err
 		}
-		break
 	}
-	// A pack move elsewhere may have moved a version out of hot since the
-	// first look at the packs.
-	again, err := s.killPacked(ctx, key)
-	if err != nil {
-		return err
-	}
-	if deleted {
-		return nil
-	}
-	return s.deleteColdAgain(ctx, key, found || again)
+	return blob.Errorf(driver.OpDelete, key, nil, "tiered: key kept changing")
 }
 
-// deleteColdAgain ends a Delete that found hot empty: a compactor elsewhere
-// may have copied the object to cold after the first cold delete.
-func (s *Store) deleteColdAgain(ctx context.Context, key string, found bool) error {
+// deleteCold deletes the version of key that cold holds (hot has none): the
+// cold object first, then the version packs serve, which readers prefer to
+// it. With want, only if that version is generation want.
+func (s *Store) deleteCold(ctx context.Context, key, want string) error {
+	var live []kill
+	if s.packing() {
+		if err := s.cat.sync(ctx, time.Now()); err != nil {
+			return err
+		}
+		live = s.cat.live(key)
+	}
+	var serving string
+	if p, ok := s.cat.lookup(key); ok && s.packing() {
+		serving = p.entry.Attrs.Generation
+	}
+	found := false
+	if serving == "" {
+		ca, err := s.cold.Stat(ctx, key)
+		if errors.Is(err, blob.ErrNotFound) {
+			if want != "" {
+				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
+			}
+			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
+		} else if err != nil {
+			return err
+		}
+		if want != "" && fromCold(ca).Generation != want {
+			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+		}
+		err = s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
+			// Deleted or replaced meanwhile, by another process.
+			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound, Err: err}
+		}
+		return err
+	}
+	if want != "" && serving != want {
+		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+	}
 	if err := s.cold.Delete(ctx, key, nil); err == nil {
 		found = true
 	} else if !errors.Is(err, blob.ErrNotFound) {
+		return err
+	}
+	if len(live) > 0 {
+		found = true
+	}
+	if err := s.writeTombstone(ctx, live); err != nil {
 		return err
 	}
 	if !found {
@@ -745,77 +789,42 @@ func (s *Store) deleteColdAgain(ctx context.Context, key string, found bool) err
 	return nil
 }
 
-func (s *Store) deleteIfGeneration(ctx context.Context, key, want string) error {
-	a, err := s.hot.Stat(ctx, key)
-	switch {
-	case err == nil:
-		if a.Generation != want {
-			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
-		}
-		// What cold and packs hold are older versions, shadowed by hot's:
-		// they go too, first.
-		if _, err := s.killPacked(ctx, key); err != nil {
-			return err
-		}
-		if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return err
-		}
-		err := s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: want})
-		switch {
-		case err == nil:
-			if err := s.noteDelete(ctx, key, want); err != nil {
-				return err
-			}
-			if s.packing() {
-				return s.killMarked(ctx, key)
-			}
-			return nil
-		case errors.Is(err, blob.ErrNotFound):
-			// Moved to cold by another process since the Stat: it is the
-			// generation asked for, and its copy goes.
-			packed, err := s.killPacked(ctx, key)
-			if err != nil {
-				return err
-			}
-			if err := s.deleteColdAgain(ctx, key, packed); errors.Is(err, blob.ErrNotFound) {
-				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
-			} else if err != nil {
-				return err
-			}
-			return nil
-		}
-		return err
-	case !errors.Is(err, blob.ErrNotFound):
-		return err
-	}
+// deleteMoved deletes generation g of key, which a compactor in another
+// process moved out of hot after this Delete saw it there: from the pack
+// that took it, or the cold object it became. If neither holds it, another
+// Delete removed it first.
+func (s *Store) deleteMoved(ctx context.Context, key, g string, conditional bool) error {
+	found := false
 	if s.packing() {
 		if err := s.cat.sync(ctx, time.Now()); err != nil {
 			return err
 		}
-		if p, ok := s.cat.lookup(key); ok {
-			if p.entry.Attrs.Generation != want {
-				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+		for _, k := range s.cat.live(key) {
+			if k.Gen == g {
+				if err := s.writeTombstone(ctx, []kill{k}); err != nil {
+					return err
+				}
+				found = true
 			}
-			if err := s.writeTombstone(ctx, s.cat.live(key)); err != nil {
-				return err
-			}
-			if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				return err
-			}
-			return nil
 		}
 	}
-	ca, err := s.cold.Stat(ctx, key)
-	if errors.Is(err, blob.ErrNotFound) {
-		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
-	}
-	if err != nil {
+	if ca, err := s.cold.Stat(ctx, key); err == nil && fromCold(ca).Generation == g {
+		err := s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		if err == nil {
+			found = true
+		} else if !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, blob.ErrPrecondition) {
+			return err
+		}
+	} else if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return err
 	}
-	if fromCold(ca).Generation != want {
+	if found {
+		return nil
+	}
+	if conditional {
 		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 	}
-	return s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+	return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
 }
 
 // Close stops the compactor, waits for the moves in flight to end, and
