@@ -38,8 +38,8 @@ const (
 	packMagic      = "zbpack1 "
 	packHeaderSize = 20
 	// indexPeek is what a first read of a pack asks for: the header and, for
-	// packs of up to a few hundred objects, the whole index.
-	indexPeek = 256 << 10
+	// packs of up to a few thousand objects, the whole index.
+	indexPeek = 1 << 20
 )
 
 // packEntry is one object in a pack: where its bytes are (Off from the start

@@ -49,9 +49,13 @@ func WriteEstimates(out io.Writer, w cost.Workload) error {
 	fmt.Fprintf(out, "Workload: %g writes/s of %s, kept %s, compacted after %s, quorum of %d zones: %.0f writes a month, %.0f GiB stored at steady state.\n\n",
 		w.WritesPerSecond, SizeString(int(w.ObjectBytes)), Days(w.Retention), Days(w.After), w.Replicas, w.WritesPerMonth(), w.StoredGiB())
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "backend\tlayout\tstorage/month\trequests/month\ttotal/month\t")
+	fmt.Fprintln(tw, "backend\tlayout\tstorage/month\trequests/month\ttotal/month\tof which compactor\t")
 	for _, e := range cost.Layouts(w) {
-		fmt.Fprintf(tw, "%s\t%s\t$%.0f\t$%.0f\t$%.0f\t\n", e.Zonal.Cloud, layoutName(e, w), e.Storage, e.Requests+e.Transfer, e.Total())
+		compactor := ""
+		if e.Layout == cost.Tiered {
+			compactor = fmt.Sprintf("$%.0f (%.0f%%)", e.Compactor, 100*e.Compactor/e.Total())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t$%.0f\t$%.0f\t$%.0f\t%s\t\n", e.Zonal.Cloud, layoutName(e, w), e.Storage, e.Requests+e.Transfer, e.Total(), compactor)
 	}
 	return tw.Flush()
 }
@@ -65,7 +69,7 @@ func layoutName(e cost.LayoutCost, w cost.Workload) string {
 	case cost.ZonalQuorum:
 		return fmt.Sprintf("quorum of %d zonal, no tiering", w.Replicas)
 	case cost.Tiered:
-		return fmt.Sprintf("tiered: quorum of %d zonal for %s, then regional", w.Replicas, Days(w.After))
+		return fmt.Sprintf("tiered: quorum of %d zonal for %s, then regional packs", w.Replicas, Days(w.After))
 	}
 	return fmt.Sprintf("layout %d", e.Layout)
 }

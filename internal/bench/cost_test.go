@@ -40,7 +40,7 @@ func TestWriteEstimates(t *testing.T) {
 		"S3       regional only: Standard ",
 		"S3       one zonal bucket: Express One Zone ",
 		"S3       quorum of 3 zonal, no tiering ",
-		"S3       tiered: quorum of 3 zonal for 1h, then regional ",
+		"S3       tiered: quorum of 3 zonal for 1h, then regional packs ",
 		"GCS      regional only: Standard (regional) ",
 		"Azure    one zonal bucket: Premium block blob (LRS) ",
 	} {
