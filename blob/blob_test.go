@@ -3,6 +3,7 @@ package blob_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -102,11 +103,39 @@ func TestRedact(t *testing.T) {
 		{"weird://u:p@h/%zz?token=t", "weird://REDACTED@h/%zz?token=REDACTED"},
 		{"file:///tmp/a@b", "file:///tmp/a@b"},
 		{"x://h?a=%zz&token=t", "x://h?REDACTED"},
+		// Nested store URLs are redacted at every level.
+		{"quorum://?w=1&replica=azpremium%3A%2F%2Fc%3Faccount%3Da%26key%3DSECRET", "quorum://?replica=azpremium%3A%2F%2Fc%3Faccount%3Da%26key%3DREDACTED&w=1"},
+		{"tiered://?hot=s3%3A%2F%2Fu%3ASECRET%40b&cold=mem%3A%2F%2F", "tiered://?cold=mem%3A%2F%2F&hot=s3%3A%2F%2FREDACTED%40b"},
+		// An endpoint's user information, with or without a scheme.
+		{"gcsrapid://b?endpoint=u%3ASECRET%40127.0.0.1%3A1", "gcsrapid://b?endpoint=REDACTED%40127.0.0.1%3A1"},
+		{"s3express://b?endpoint=http%3A%2F%2Fu%3ASECRET%40h", "s3express://b?endpoint=http%3A%2F%2FREDACTED%40h"},
+		{"s3://b?region=r#token=SECRET", "s3://b?region=r#REDACTED"},
+		{"quorum://?replica=file%3A%2F%2F%2Ft%23SECRET", "quorum://?replica=file%3A%2F%2F%2Ft%23REDACTED"},
 	}
 	for _, c := range cases {
 		if got := blob.Redact(c.in); got != c.want {
 			t.Errorf("Redact(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+func TestSecretsFollowNesting(t *testing.T) {
+	inner := "azpremium://c?account=acct&key=" + url.QueryEscape("K3Y/with+chars")
+	middle := "tiered://?hot=" + url.QueryEscape(inner) + "&cold=" + url.QueryEscape("s3://AKID:PASSW0RD@b?region=r")
+	outer := "quorum://?w=1&replica=" + url.QueryEscape(middle) + "&replica=" + url.QueryEscape("gcsrapid://b?endpoint=u:EPSECRET@h:1")
+	secrets := blob.Secrets(outer)
+	text := "dial " + outer + " failed; key K3Y/with+chars, " + url.QueryEscape("K3Y/with+chars") + ", user AKID:PASSW0RD, endpoint u:EPSECRET@h:1"
+	got := blob.RedactSecrets(text, secrets)
+	for _, s := range []string{"K3Y", "PASSW0RD", "EPSECRET"} {
+		if strings.Contains(got, s) {
+			t.Errorf("RedactSecrets left %q in %s", s, got)
+		}
+		if strings.Contains(blob.Redact(outer), s) {
+			t.Errorf("Redact left %q in %s", s, blob.Redact(outer))
+		}
+	}
+	if !strings.Contains(got, "acct") || !strings.Contains(got, "region") {
+		t.Errorf("RedactSecrets removed harmless text: %s", got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Test for them with errors.Is; a Store returns them wrapped in
@@ -73,11 +74,19 @@ func Errorf(op, key string, kind error, format string, args ...any) error {
 	return &Error{Op: op, Key: key, Kind: kind, Err: fmt.Errorf(format, args...)}
 }
 
-// shortKey keeps error messages readable for very long keys.
+// shortKey keeps error messages readable for very long keys: their start,
+// their end and their length.
 func shortKey(k string) string {
-	const max = 128
+	const max, head, tail = 96, 48, 16
 	if len(k) <= max {
 		return k
 	}
-	return k[:max] + fmt.Sprintf("...(%d bytes)", len(k))
+	h, t := head, len(k)-tail
+	for h > 0 && !utf8.RuneStart(k[h]) {
+		h--
+	}
+	for t < len(k) && !utf8.RuneStart(k[t]) {
+		t++
+	}
+	return fmt.Sprintf("%s...(%d bytes)...%s", k[:h], len(k), k[t:])
 }

@@ -55,10 +55,27 @@ func (o gocloudOpener) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.B
 	if err != nil {
 		return nil, redactError(err, u.String())
 	}
-	return Bucket(s), nil
+	// The store's later errors (an SDK quoting its endpoint, say) are redacted
+	// too: gocloud prints them in its own.
+	return gcblob.NewBucket(&gocloudDriver{s: s, secrets: Secrets(u.String())}), nil
 }
 
-type gocloudDriver struct{ s Store }
+type gocloudDriver struct {
+	s       Store
+	secrets []string // of the URL the store was opened with
+}
+
+// redact hides the store's URL credentials from err's message.
+func (d *gocloudDriver) redact(err error) error {
+	if err == nil || len(d.secrets) == 0 {
+		return err
+	}
+	msg := err.Error()
+	if red := RedactSecrets(msg, d.secrets); red != msg {
+		return &redactedError{msg: red, err: err}
+	}
+	return err
+}
 
 var _ driver.Bucket = (*gocloudDriver)(nil)
 
@@ -79,7 +96,7 @@ func (d *gocloudDriver) ErrorAs(err error, i any) bool { return errors.As(err, i
 func (d *gocloudDriver) Attributes(ctx context.Context, key string) (*driver.Attributes, error) {
 	a, err := d.s.Stat(ctx, escapeGocloudKey(key))
 	if err != nil {
-		return nil, err
+		return nil, d.redact(err)
 	}
 	return &driver.Attributes{
 		CacheControl:       a.CacheControl,
@@ -110,7 +127,7 @@ func (d *gocloudDriver) ListPaged(ctx context.Context, opts *driver.ListOptions)
 		PageToken: string(opts.PageToken),
 	})
 	if err != nil {
-		return nil, err
+		return nil, d.redact(err)
 	}
 	out := &driver.ListPage{Objects: make([]*driver.ListObject, len(page.Objects))}
 	for i, o := range page.Objects {
@@ -130,16 +147,25 @@ func (d *gocloudDriver) NewRangeReader(ctx context.Context, key string, offset, 
 	}
 	r, err := d.s.NewRangeReader(ctx, escapeGocloudKey(key), offset, length)
 	if err != nil {
-		return nil, err
+		return nil, d.redact(err)
 	}
-	return gocloudReader{r}, nil
+	return gocloudReader{r, d}, nil
 }
 
-type gocloudReader struct{ r Reader }
+type gocloudReader struct {
+	r Reader
+	d *gocloudDriver
+}
 
-func (r gocloudReader) Read(p []byte) (int, error) { return r.r.Read(p) }
-func (r gocloudReader) Close() error               { return r.r.Close() }
-func (r gocloudReader) As(any) bool                { return false }
+func (r gocloudReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = r.d.redact(err)
+	}
+	return n, err
+}
+func (r gocloudReader) Close() error { return r.d.redact(r.r.Close()) }
+func (r gocloudReader) As(any) bool  { return false }
 func (r gocloudReader) Attributes() *driver.ReaderAttributes {
 	a := r.r.Attributes()
 	return &driver.ReaderAttributes{ContentType: a.ContentType, ModTime: a.ModTime, Size: a.Size}
@@ -151,7 +177,7 @@ func (d *gocloudDriver) NewTypedWriter(ctx context.Context, key, contentType str
 			return nil, err
 		}
 	}
-	return d.s.NewWriter(ctx, escapeGocloudKey(key), &WriterOptions{
+	w, err := d.s.NewWriter(ctx, escapeGocloudKey(key), &WriterOptions{
 		ContentType:        contentType,
 		CacheControl:       opts.CacheControl,
 		ContentDisposition: opts.ContentDisposition,
@@ -161,7 +187,22 @@ func (d *gocloudDriver) NewTypedWriter(ctx context.Context, key, contentType str
 		ContentMD5:         opts.ContentMD5,
 		If:                 gocloudCondition(opts.IfNotExist),
 	})
+	if err != nil {
+		return nil, d.redact(err)
+	}
+	return gocloudWriter{w, d}, nil
 }
+
+type gocloudWriter struct {
+	w Writer
+	d *gocloudDriver
+}
+
+func (w gocloudWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	return n, w.d.redact(err)
+}
+func (w gocloudWriter) Close() error { return w.d.redact(w.w.Close()) }
 
 func (d *gocloudDriver) Copy(ctx context.Context, dstKey, srcKey string, opts *driver.CopyOptions) error {
 	if opts != nil && opts.BeforeCopy != nil {
@@ -169,7 +210,7 @@ func (d *gocloudDriver) Copy(ctx context.Context, dstKey, srcKey string, opts *d
 			return err
 		}
 	}
-	return Copy(ctx, d.s, escapeGocloudKey(dstKey), escapeGocloudKey(srcKey), nil)
+	return d.redact(Copy(ctx, d.s, escapeGocloudKey(dstKey), escapeGocloudKey(srcKey), nil))
 }
 
 func (d *gocloudDriver) Delete(ctx context.Context, key string, opts *driver.DeleteOptions) error {
@@ -178,14 +219,14 @@ func (d *gocloudDriver) Delete(ctx context.Context, key string, opts *driver.Del
 			return err
 		}
 	}
-	return d.s.Delete(ctx, escapeGocloudKey(key), nil)
+	return d.redact(d.s.Delete(ctx, escapeGocloudKey(key), nil))
 }
 
 func (d *gocloudDriver) SignedURL(ctx context.Context, key string, opts *driver.SignedURLOptions) (string, error) {
 	return "", &Error{Op: "signed URL", Key: key, Kind: ErrUnsupported}
 }
 
-func (d *gocloudDriver) Close() error { return d.s.Close() }
+func (d *gocloudDriver) Close() error { return d.redact(d.s.Close()) }
 
 // Compile-time check that the bridge reader satisfies gocloud's interface.
 var _ driver.Reader = gocloudReader{}

@@ -64,6 +64,9 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		}
 		return nil, Errorf("open", "", ErrInvalidArgument, "malformed URL %s: %v", Redact(rawURL), err)
 	}
+	if u.Fragment != "" || strings.HasSuffix(rawURL, "#") {
+		return nil, Errorf("open", "", ErrInvalidArgument, "URL %s has a #fragment, which no store reads (escape a # in a parameter as %%23)", Redact(rawURL))
+	}
 	if u.Scheme == "" {
 		return nil, Errorf("open", "", ErrInvalidArgument, "URL %s has no scheme; registered schemes: %s", Redact(rawURL), strings.Join(Schemes(), ", "))
 	}
@@ -94,20 +97,25 @@ func isSensitiveParam(name string) bool {
 	return false
 }
 
-// Redact returns rawURL safe to print: user information and the values of
-// credential-like query parameters are replaced by "REDACTED". An unparseable
-// URL loses its whole query.
-func Redact(rawURL string) string {
-	base, query, hasQuery := strings.Cut(rawURL, "?")
-	if i := strings.Index(base, "://"); i >= 0 {
-		authority := base[i+3:]
-		if k := strings.IndexByte(authority, '/'); k >= 0 {
-			authority = authority[:k]
-		}
-		if j := strings.LastIndex(authority, "@"); j >= 0 {
-			base = base[:i+3] + "REDACTED@" + base[i+3+j+1:]
-		}
+// maxNesting bounds how deep redaction follows URLs nested in query values; a
+// value nested deeper is hidden whole.
+const maxNesting = 8
+
+// Redact returns rawURL safe to print. It replaces with "REDACTED": user
+// information; the values of credential-like query parameters (key, token,
+// sig, password, ...); the user information of any other value of the form
+// user:password@host (an endpoint); and, recursively, the same parts of every
+// URL nested in a query value (quorum's replica=, tiered's hot= and cold=,
+// endpoints). A query that does not parse, and a #fragment, are hidden whole.
+func Redact(rawURL string) string { return redactURL(rawURL, 0) }
+
+func redactURL(raw string, depth int) string {
+	// No store reads a fragment (Open refuses one), so none is shown.
+	if i := strings.IndexByte(raw, '#'); i >= 0 && i < len(raw)-1 {
+		return redactURL(raw[:i], depth) + "#REDACTED"
 	}
+	base, query, hasQuery := strings.Cut(raw, "?")
+	base = redactAuthority(base)
 	if !hasQuery {
 		return base
 	}
@@ -117,11 +125,11 @@ func Redact(rawURL string) string {
 	}
 	changed := false
 	for k, vs := range q {
-		if isSensitiveParam(k) {
-			for i := range vs {
-				vs[i] = "REDACTED"
+		for i, v := range vs {
+			if nv := redactValue(k, v, depth); nv != v {
+				vs[i] = nv
+				changed = true
 			}
-			changed = true
 		}
 	}
 	if !changed {
@@ -130,40 +138,134 @@ func Redact(rawURL string) string {
 	return base + "?" + q.Encode()
 }
 
-// secrets returns the credential strings found in rawURL, longest first.
-func secrets(rawURL string) []string {
+// redactAuthority hides the user information of "scheme://user:pw@host/...".
+func redactAuthority(base string) string {
+	i := strings.Index(base, "://")
+	if i < 0 {
+		return base
+	}
+	authority := base[i+3:]
+	if k := strings.IndexByte(authority, '/'); k >= 0 {
+		authority = authority[:k]
+	}
+	if j := strings.LastIndex(authority, "@"); j >= 0 {
+		return base[:i+3] + "REDACTED@" + base[i+3+j+1:]
+	}
+	return base
+}
+
+func redactValue(name, v string, depth int) string {
+	switch {
+	case isSensitiveParam(name):
+		return "REDACTED"
+	case !looksLikeURL(v) && strings.Contains(v, "@"):
+		// host:port with user information, as in endpoint=u:p@h:443.
+		return "REDACTED" + v[strings.LastIndex(v, "@"):]
+	case !looksLikeURL(v):
+		return v
+	case depth >= maxNesting:
+		return "REDACTED"
+	}
+	return redactURL(v, depth+1)
+}
+
+// looksLikeURL reports whether a query value may be a URL with credentials of
+// its own: anything with "://" or a query.
+func looksLikeURL(v string) bool {
+	return strings.Contains(v, "://") || strings.Contains(v, "?")
+}
+
+// Secrets returns the credential strings of rawURL, longest first: what
+// Redact hides, at every level of nesting, each both as written in the URL and
+// decoded. Use it with RedactSecrets to clean free text (an SDK's error, a
+// log line) that might quote them.
+func Secrets(rawURL string) []string {
 	var out []string
-	if u, err := url.Parse(rawURL); err == nil {
-		if u.User != nil {
-			out = append(out, u.User.String(), u.User.Username())
-			if p, ok := u.User.Password(); ok {
-				out = append(out, p)
-			}
+	collectSecrets(rawURL, 0, &out)
+	out = slices.DeleteFunc(out, func(s string) bool { return len(s) < minSecretLen })
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return slices.Compact(out)
+}
+
+// minSecretLen: shorter strings are not replaced in free text, where they
+// would match everywhere; Redact still hides them in URLs.
+const minSecretLen = 3
+
+func collectSecrets(raw string, depth int, out *[]string) {
+	base, query, _ := strings.Cut(raw, "?")
+	if i := strings.Index(base, "://"); i >= 0 {
+		authority := base[i+3:]
+		if k := strings.IndexByte(authority, '/'); k >= 0 {
+			authority = authority[:k]
 		}
-		for k, vs := range u.Query() {
-			if isSensitiveParam(k) {
-				out = append(out, vs...)
-			}
+		if j := strings.LastIndex(authority, "@"); j >= 0 {
+			addUserinfo(authority[:j], out)
 		}
 	}
-	out = slices.DeleteFunc(out, func(s string) bool { return len(s) < 3 })
-	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
-	return out
+	for pair := range strings.SplitSeq(query, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		kd, vd := unescapeOr(k), unescapeOr(v)
+		switch {
+		case isSensitiveParam(kd):
+			*out = append(*out, v, vd)
+		case depth >= maxNesting:
+			*out = append(*out, v, vd)
+		case looksLikeURL(vd):
+			collectSecrets(vd, depth+1, out)
+		case strings.Contains(vd, "@"):
+			addUserinfo(vd[:strings.LastIndex(vd, "@")], out)
+		}
+	}
+}
+
+func addUserinfo(ui string, out *[]string) {
+	*out = append(*out, ui, unescapeOr(ui))
+	user, pw, ok := strings.Cut(ui, ":")
+	*out = append(*out, user, unescapeOr(user))
+	if ok {
+		*out = append(*out, pw, unescapeOr(pw))
+	}
+}
+
+func unescapeOr(s string) string {
+	if d, err := url.QueryUnescape(s); err == nil {
+		return d
+	}
+	return s
+}
+
+// RedactSecrets replaces every occurrence in text of each secret (as
+// returned by Secrets), whether raw or escaped once or twice as a query or
+// path component would be, by "REDACTED".
+func RedactSecrets(text string, secrets []string) string {
+	for _, s := range secrets {
+		if len(s) < minSecretLen {
+			continue
+		}
+		q := url.QueryEscape(s)
+		for _, form := range []string{s, q, url.PathEscape(s), url.QueryEscape(q), strings.ReplaceAll(q, "+", "%20")} {
+			text = strings.ReplaceAll(text, form, "REDACTED")
+		}
+	}
+	return text
 }
 
 // redactError hides the credentials of rawURL from err's message while keeping
 // err reachable with errors.Is and errors.As.
 func redactError(err error, rawURL string) error {
-	ss := secrets(rawURL)
+	ss := Secrets(rawURL)
 	if len(ss) == 0 {
 		return err
 	}
 	msg := err.Error()
-	for _, s := range ss {
-		msg = strings.ReplaceAll(msg, s, "REDACTED")
-		msg = strings.ReplaceAll(msg, url.QueryEscape(s), "REDACTED")
+	red := RedactSecrets(msg, ss)
+	if red == msg {
+		return err
 	}
-	return &redactedError{msg: msg, err: err}
+	return &redactedError{msg: red, err: err}
 }
 
 type redactedError struct {

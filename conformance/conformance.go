@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{"Missing", testMissing},
 		{"InvalidKeys", testInvalidKeys},
 		{"WeirdKeys", testWeirdKeys},
+		{"KeysRoundTripOrRefused", testKeysRoundTripOrRefused},
 		{"ListOrder", testListOrder},
 		{"ListPrefixDelimiter", testListPrefixDelimiter},
 		{"ListStartAfter", testListStartAfter},
@@ -514,6 +515,116 @@ func testWeirdKeys(t *testing.T, h Harness, s blob.Store) {
 		if err := s.Delete(ctxT(t), k, nil); err != nil {
 			t.Errorf("Delete(%q): %v", k, err)
 		}
+	}
+	if h.Caps.FileTree {
+		testFileAndFolder(t, s)
+	}
+}
+
+// testFileAndFolder: a directory tree cannot hold "a" and "a/b" at once.
+// Whichever comes second is refused with ErrInvalidKey (not an unclassified
+// file system error), and the first is left as it was.
+func testFileAndFolder(t *testing.T, s blob.Store) {
+	for _, pair := range [][2]string{{"tree", "tree/in"}, {"nest/in", "nest"}} {
+		first, second := pair[0], pair[1]
+		mustPut(t, s, first, []byte("first"), nil)
+		err := blob.Put(ctxT(t), s, second, []byte("second"), nil)
+		if !errors.Is(err, blob.ErrInvalidKey) {
+			t.Errorf("Put(%q) beside %q = %v, want ErrInvalidKey", second, first, err)
+		}
+		if got := string(mustRead(t, s, first)); got != "first" {
+			t.Errorf("%q after the refused Put(%q) = %q, want %q", first, second, got, "first")
+		}
+		if _, err := s.Stat(ctxT(t), second); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("Stat(%q) after it was refused = %v, want ErrNotFound", second, err)
+		}
+		if err := s.Delete(ctxT(t), first, nil); err != nil {
+			t.Errorf("Delete(%q): %v", first, err)
+		}
+	}
+}
+
+// edgeKeys are keys the contract accepts that backends are known to alias,
+// mangle or fail on: each must round-trip exactly or be refused before any
+// I/O with ErrInvalidKey. Those marked ordinary must be accepted everywhere.
+func edgeKeys() []struct {
+	key      string
+	ordinary bool
+} {
+	return []struct {
+		key      string
+		ordinary bool
+	}{
+		{"x", true}, {"/x", false}, {"//x", false}, {"y", true}, {"//y", false}, {"/", false},
+		{"a/", false}, {"a//", false}, {"a/b/", false}, {"sub/x", true},
+		{strings.Repeat("k", blob.MaxKeyLen), false},
+		{strings.Repeat("é", blob.MaxKeyLen/2), false},
+		{strings.Repeat("\x01", blob.MaxKeyLen), false},
+		{strings.Repeat("seg/", blob.MaxKeyLen/4-1) + "end", false},
+		{"obj.attrs", false}, {"obj.18f3a2b4c5d6e7f8.tmp", false}, {"obj.tmp", true},
+		{"__0x2f__", false}, {"a__0x41__b", false}, {"_0x", true},
+		{"...", false}, {"a/.../b", false}, {" lead", true}, {"trail ", true},
+		{"zero\u200bwidth", true}, {"nbsp\u00a0", true}, {"e\u0301", true}, {"\u00e9", true},
+		{"del\x7f", false}, {"bell\x07", false}, {"nl\nkey", false}, {"cr\rkey", false},
+	}
+}
+
+func testKeysRoundTripOrRefused(t *testing.T, h Harness, s blob.Store) {
+	ctx := ctxT(t)
+	var accepted, refused []string
+	defer func() { t.Logf("refused before I/O: %.24q", refused) }()
+	content := map[string]string{}
+	for i, c := range edgeKeys() {
+		data := fmt.Sprintf("key %d", i)
+		err := blob.Put(ctx, s, c.key, []byte(data), nil)
+		if err != nil {
+			if c.ordinary || !errors.Is(err, blob.ErrInvalidKey) {
+				t.Errorf("Put(%.40q, %d bytes): %v; want it stored, or refused with ErrInvalidKey", c.key, len(c.key), err)
+				continue
+			}
+			if n := len(err.Error()); n > 600 {
+				t.Errorf("refusing a %d-byte key takes a %d-byte message; long keys must be shortened", len(c.key), n)
+			}
+			// A refused key is refused by every operation, before I/O.
+			_, err = s.Stat(ctx, c.key)
+			wantErr(t, fmt.Sprintf("Stat(%.40q) of a refused key", c.key), err, blob.ErrInvalidKey)
+			_, err = s.NewRangeReader(ctx, c.key, 0, -1)
+			wantErr(t, fmt.Sprintf("NewRangeReader(%.40q) of a refused key", c.key), err, blob.ErrInvalidKey)
+			err = s.Delete(ctx, c.key, nil)
+			wantErr(t, fmt.Sprintf("Delete(%.40q) of a refused key", c.key), err, blob.ErrInvalidKey)
+			refused = append(refused, c.key)
+			continue
+		}
+		accepted = append(accepted, c.key)
+		content[c.key] = data
+	}
+	// Every accepted key holds what was written to it, and only it: no two
+	// keys share an object.
+	for _, k := range accepted {
+		if got := string(mustRead(t, s, k)); got != content[k] {
+			t.Errorf("key %.40q (%d bytes) reads %q, want %q: another key aliased it", k, len(k), got, content[k])
+		}
+		a, err := s.Stat(ctx, k)
+		if err != nil {
+			t.Errorf("Stat(%.40q): %v", k, err)
+		} else if a.Key != k {
+			t.Errorf("Stat(%.40q).Key = %.40q", k, a.Key)
+		}
+	}
+	// The listing holds exactly the accepted keys, each once and as written.
+	// (Their order is ListOrder's and WeirdKeys' to check: here it would
+	// also depend on how a backend escapes what it cannot store.)
+	want := slices.Sorted(slices.Values(accepted))
+	if got := slices.Sorted(slices.Values(listKeys(t, s, nil))); !slices.Equal(got, want) {
+		t.Errorf("List =\n%.60q\nwant exactly the accepted keys\n%.60q", got, want)
+	}
+	for _, k := range accepted {
+		if err := s.Delete(ctx, k, nil); err != nil {
+			t.Errorf("Delete(%.40q): %v", k, err)
+		}
+	}
+	if got := listKeys(t, s, nil); len(got) != 0 {
+		t.Errorf("after deleting every key, List = %.60q", got)
 	}
 }
 

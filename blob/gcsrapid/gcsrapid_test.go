@@ -322,8 +322,15 @@ func TestOpenURLValidation(t *testing.T) {
 		{"gcsrapid://b?retries=x", "not an integer"},
 		{"gcsrapid://b?max_item_age=soon", "not a duration"},
 		{"gcsrapid://b?pool_size=64&grpc_conn_pool=2", "grpc_conn_pool=2"},
+		{"gcsrapid://b?endpoint=u%3AEPSECRET%40127.0.0.1%3A1", "without a scheme, path or credentials"},
+		{"gcsrapid://b?endpoint=http%3A%2F%2F127.0.0.1%3A1", "without a scheme"},
+		{"gcsrapid://b?endpoint=127.0.0.1", "HOST:PORT"},
+		{"gcsrapid://b?endpoint=127.0.0.1%3A99999", "port must be"},
 	} {
 		_, err := blob.Open(ctx, c.url)
+		if err != nil && strings.Contains(err.Error(), "EPSECRET") {
+			t.Errorf("Open: the error shows the endpoint's password: %v", err)
+		}
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, blob.ErrInvalidArgument) {
 			t.Errorf("Open(%q) = %v, want an invalid-argument error mentioning %q", c.url, err, c.want)
 		}

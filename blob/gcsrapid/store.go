@@ -2,8 +2,10 @@ package gcsrapid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -222,6 +224,9 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if err := q.Err(); err != nil {
 		return nil, err
 	}
+	if err := checkEndpoint(endpoint); err != nil {
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: endpoint: %v", err)
+	}
 	opts.setDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -257,6 +262,27 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	s.ownsClient = true
 	s.reportConnectivity(ctx, tr)
 	return s, nil
+}
+
+// checkEndpoint refuses an endpoint that is not host:port, before any dial:
+// the plaintext emulator connection takes no credentials, and gRPC would
+// quote anything else, user information included, in its dial errors. The
+// refusal never quotes the value.
+func checkEndpoint(endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	if strings.Contains(endpoint, "@") || strings.Contains(endpoint, "/") {
+		return errors.New("must be HOST:PORT of an emulator, without a scheme, path or credentials")
+	}
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil || host == "" {
+		return errors.New("must be HOST:PORT of an emulator")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return errors.New("port must be a number from 1 to 65535")
+	}
+	return nil
 }
 
 // EmulatorOptions are the client options for a plaintext, unauthenticated

@@ -4,21 +4,35 @@
 // URLs are gocloud's own, registered on blob.Open by importing this package:
 //
 //	mem://                         an in-memory bucket, new and empty on every Open
-//	file:///abs/dir                a directory (created if missing; ?create_dir etc. as gocloud's fileblob)
-//	gs://bucket                    Google Cloud Storage (gocloud's gcsblob)
-//	s3://bucket?region=...         Amazon S3 and compatibles (gocloud's s3blob)
-//	azblob://container             Azure Blob Storage (gocloud's azureblob)
+//	file:///abs/dir                a directory (?create_dir etc. as gocloud's fileblob)
+//	gs://bucket[/prefix/]          Google Cloud Storage (gocloud's gcsblob)
+//	s3://bucket[/prefix/]?region=  Amazon S3 and compatibles (gocloud's s3blob)
+//	azblob://container[/prefix/]   Azure Blob Storage (gocloud's azureblob)
+//
+// Every URL is checked before any I/O: a file: URL must be file:///ABSOLUTE
+// (or file://localhost/ABSOLUTE), never relative or with another host; a
+// cloud URL must name its bucket, and s3:// its region (or AWS_REGION); a
+// path in a cloud URL is the key prefix and must end in "/". A file://
+// store keeps temporary files beside their objects (fileblob's no_tmp_dir,
+// the default here), so a directory on another file system than TMPDIR
+// takes writes.
 //
 // Query parameters are those of the gocloud driver, which rejects unknown ones.
 //
 // Guarantees beyond what gocloud gives: keys are validated before any I/O;
-// List is in byte order and honours StartAfter on every backend; IfNotExist
+// List is in byte order and honours StartAfter on every backend (except, on
+// s3://, gs:// and azblob://, for keys holding a character gocloud's driver
+// hex-escapes, such as a control character, or "\" "#" "%" "?" on azblob://:
+// such a key round-trips but lists where its escaped form sorts); IfNotExist
 // races have at most one winner; and on mem:// and file:// buckets generation
 // preconditions (IfGenerationMatch on writes and deletes) are enforced under a
 // lock held by this process, with a generation token kept in the object's
 // metadata (key "zonalblob-generation", hidden from Attributes). On file://
-// those guarantees hold among the Stores of one process only, and keys with a
-// "." path segment or a final ".." are refused (the file system would alias them). On cloud buckets
+// those guarantees hold among the Stores of one process only, and the keys a
+// file tree would alias or cannot hold are refused with ErrInvalidKey before
+// any I/O (see checkFileKey: a leading "/", a "." segment, a final "..", a
+// final ".attrs" or temporary-file name, a segment over 234 bytes once
+// escaped), so that every key accepted round-trips exactly. On cloud buckets
 // the generation is the backend's ETag and generation preconditions are not
 // supported yet (ErrUnsupported).
 package regional

@@ -1,6 +1,9 @@
 package regional
 
 import (
+	"errors"
+	"syscall"
+
 	"gocloud.dev/gcerrors"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -8,6 +11,11 @@ import (
 
 // classify maps a gocloud error to our sentinels by its gcerrors code.
 func classify(err error) error {
+	if errors.Is(err, syscall.ENOTDIR) {
+		// file://: a path through an object ("a/b" when "a" is an object)
+		// names no object. Writes name the conflict before this.
+		return blob.ErrNotFound
+	}
 	switch gcerrors.Code(err) {
 	case gcerrors.NotFound:
 		return blob.ErrNotFound

@@ -69,6 +69,11 @@ func (s *Store) listSorted(ctx context.Context, o *blob.ListOptions) (*blob.List
 		if err != nil {
 			return nil, driver.WrapError(driver.OpList, o.Prefix, err, classify)
 		}
+		if s.opts.fileTree && tempName.MatchString(obj.Key) {
+			// A write in progress (or one a crash cut short): no key can
+			// have this form, see checkFileKey.
+			continue
+		}
 		all = append(all, blob.ListObject{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime, MD5: obj.MD5})
 	}
 	return driver.Paginate(all, o)

@@ -2,8 +2,11 @@ package regional
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	gcblob "gocloud.dev/blob"
@@ -39,7 +42,11 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 }
 
 func open(ctx context.Context, u *url.URL) (*Store, error) {
-	b, err := gcblob.OpenBucket(ctx, u.String())
+	gu, err := gocloudURL(u)
+	if err != nil {
+		return nil, &blob.Error{Op: driver.OpOpen, Kind: blob.ErrInvalidArgument, Err: err}
+	}
+	b, err := gcblob.OpenBucket(ctx, gu.String())
 	if err != nil {
 		return nil, &blob.Error{Op: driver.OpOpen, Kind: blob.ErrInvalidArgument, Err: err}
 	}
@@ -58,6 +65,84 @@ func open(ctx context.Context, u *url.URL) (*Store, error) {
 		opts.BufferedUploads = true
 	}
 	return New(b, opts), nil
+}
+
+// gocloudURL checks u before any I/O and returns the URL to give gocloud:
+// a file: URL must name an absolute directory, and takes temporary files
+// beside the objects by default; a cloud URL must name its bucket (and, for
+// s3://, a region), and its path, if any, becomes the key prefix.
+func gocloudURL(u *url.URL) (*url.URL, error) {
+	gu := *u
+	q := u.Query()
+	switch u.Scheme {
+	case "file":
+		if err := checkFileURL(u); err != nil {
+			return nil, err
+		}
+		// fileblob takes any non-empty value of these as true, so that
+		// create_dir=false would create the directory and a bare
+		// ?create_dir would not: read them as the booleans they look like.
+		for _, name := range []string{"create_dir", "no_tmp_dir"} {
+			if !q.Has(name) {
+				continue
+			}
+			v := q.Get(name)
+			on, err := strconv.ParseBool(v)
+			if v == "" {
+				on, err = true, nil
+			}
+			if err != nil || len(q[name]) > 1 {
+				return nil, fmt.Errorf("parameter %s: %q is not true or false (given once)", name, v)
+			}
+			if on {
+				q.Set(name, "true")
+			} else {
+				q.Del(name)
+			}
+		}
+		// A temporary file in os.TempDir cannot be renamed into a directory
+		// on another file system (a tmpfs, a mounted volume), so every write
+		// there would fail; beside its object it always can. no_tmp_dir=false
+		// asks for fileblob's own default.
+		if !u.Query().Has("no_tmp_dir") {
+			q.Set("no_tmp_dir", "true")
+		}
+		gu.RawQuery = q.Encode()
+		return &gu, nil
+	case "mem":
+		if u.Host != "" || u.User != nil {
+			return nil, fmt.Errorf("mem:// takes no bucket name or user (each mem:// store is new and empty); got %q", u.Host)
+		}
+	case "gs", "s3", "azblob":
+		what := "bucket"
+		if u.Scheme == "azblob" {
+			what = "container"
+		}
+		if u.Host == "" {
+			return nil, fmt.Errorf("%s name is required: %s://%s", what, u.Scheme, strings.ToUpper(what))
+		}
+		if u.User != nil {
+			return nil, fmt.Errorf("%s:// URLs carry no credentials; the cloud SDK takes them from the environment", u.Scheme)
+		}
+		if u.Scheme == "s3" && !q.Has("region") && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+			return nil, fmt.Errorf("region is required: s3://%s?region=REGION (or set AWS_REGION)", u.Host)
+		}
+	}
+	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
+		switch {
+		case q.Has("prefix"):
+			return nil, fmt.Errorf("%s:// URL has both a path and ?prefix=; give the prefix once", u.Scheme)
+		case !strings.HasSuffix(p, "/"):
+			return nil, fmt.Errorf("the path %q of a %s:// URL is a key prefix and must end in \"/\" (%s://%s/%s/); to name one object, give its key as the KEY argument", p, u.Scheme, u.Scheme, u.Host, p)
+		}
+		if err := blob.ValidateKey(driver.OpOpen, p); err != nil {
+			return nil, err
+		}
+		q.Set("prefix", p)
+		gu.Path, gu.RawPath = "", ""
+		gu.RawQuery = q.Encode()
+	}
+	return &gu, nil
 }
 
 // Options configure New.
@@ -112,16 +197,7 @@ func (s *Store) check(op, key string) error {
 		return err
 	}
 	if s.opts.fileTree {
-		// A file tree cleans "." segments, so "./a" would silently be the
-		// object "a"; fileblob escapes "../" but not a final "..". Refuse both.
-		for seg := range strings.SplitSeq(key, "/") {
-			if seg == "." {
-				return blob.Errorf(op, key, blob.ErrInvalidKey, `a file:// key cannot have a "." path segment`)
-			}
-		}
-		if key == ".." || strings.HasSuffix(key, "/..") {
-			return blob.Errorf(op, key, blob.ErrInvalidKey, `a file:// key cannot end in a ".." path segment`)
-		}
+		return checkFileKey(op, key)
 	}
 	return nil
 }
@@ -199,7 +275,7 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 	if err := s.check(driver.OpCopy, srcKey); err != nil {
 		return err
 	}
-	if err := blob.ValidateKey(driver.OpCopy, dstKey); err != nil {
+	if err := s.check(driver.OpCopy, dstKey); err != nil {
 		return err
 	}
 	ifNotExist := opts != nil && opts.IfNotExist

@@ -54,7 +54,7 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 	w, err := s.b.NewWriter(wctx, key, wo)
 	if err != nil {
 		cancel()
-		return nil, driver.WrapError(driver.OpWrite, key, err, classify)
+		return nil, s.writeError(key, err, classify)
 	}
 	return &writer{s: s, w: w, ctx: ctx, cancel: cancel, key: key, cond: o.If}, nil
 }
@@ -109,7 +109,7 @@ func (w *uploadWriter) Close() error {
 		}
 	}
 	err := w.s.b.Upload(w.ctx, w.key, bytes.NewReader(w.buf.Bytes()), &wo)
-	return driver.WrapError(driver.OpWrite, w.key, err, driver.ClassifyWrite(classify, w.cond))
+	return w.s.writeError(w.key, err, driver.ClassifyWrite(classify, w.cond))
 }
 
 // writer streams a write through gocloud's writer.
@@ -162,7 +162,7 @@ func (w *writer) Close() error {
 			return err
 		}
 	}
-	return driver.WrapError(driver.OpWrite, w.key, w.w.Close(), driver.ClassifyWrite(classify, w.cond))
+	return w.s.writeError(w.key, w.w.Close(), driver.ClassifyWrite(classify, w.cond))
 }
 
 // abort makes gocloud discard what was written: a writer whose context is
@@ -170,4 +170,15 @@ func (w *writer) Close() error {
 func (w *writer) abort() {
 	w.cancel()
 	w.w.Close()
+}
+
+// writeError wraps a failed write, naming a file tree's file/directory
+// conflict for what it is.
+func (s *Store) writeError(key string, err error, classify func(error) error) error {
+	if s.opts.fileTree {
+		if c := fileConflict(driver.OpWrite, key, err); c != err {
+			return c
+		}
+	}
+	return driver.WrapError(driver.OpWrite, key, err, classify)
 }

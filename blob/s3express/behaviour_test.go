@@ -464,6 +464,7 @@ func TestOpenURL(t *testing.T) {
 		{"s3express://logs--use1-az4--x-s3/extra?region=us-east-1", "s3express://BUCKET"},
 		{"s3express://logs--use1-az4--x-s3?region=us-east-1&endpoint=127.0.0.1:9", "endpoint must be"},
 		{"s3express://AKIDX:topsecret99@logs--use1-az4--x-s3?region=us-east-1", "credentials do not belong"},
+		{"s3express://logs--use1-az4--x-s3?region=us-east-1&endpoint=http%3A%2F%2FAKIDX%3Atopsecret99%40127.0.0.1%3A9", "must not carry credentials"},
 	} {
 		_, err := blob.Open(ctx, c.url)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, blob.ErrInvalidArgument) {

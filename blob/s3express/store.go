@@ -199,6 +199,9 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
 			return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: endpoint must be an http(s) URL, got %q", blob.Redact(endpoint))
 		}
+		if e.User != nil || e.RawQuery != "" {
+			return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: endpoint %q must not carry credentials or a query; the SDK's credential chain supplies them", blob.Redact(endpoint))
+		}
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region), config.WithHTTPClient(sharedTransport()))
 	if err != nil {

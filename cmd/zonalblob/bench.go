@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -76,12 +75,11 @@ Examples:
 			var seed uint64
 			var showProgress autoBool
 			var costOnly bool
-			var costSize, costRetention, costHot string
 			work := cost.DefaultWorkload()
 			fs.StringVar(&scenarios, "scenario", "", "comma-separated `scenarios` to run (default: all)")
 			fs.Var(&urls, "url", "run Put and Create against the store at `URL` instead of the emulators (repeatable)")
 			fs.StringVar(&mode, "mode", string(load.Mode), "load `mode`: open (fixed rate) or closed (workers back to back)")
-			fs.Float64Var(&load.Rate, "rate", load.Rate, "offered operations per second in open loop")
+			fs.Var(rateFlag{&load.Rate, 0, 1e6}, "rate", "offered operations per second in open loop (up to 1000000)")
 			fs.DurationVar(&load.Duration, "duration", load.Duration, "measured time per row")
 			fs.DurationVar(&load.Warmup, "warmup", load.Warmup, "unmeasured time per row before it")
 			fs.StringVar(&sizes, "size", "10,1MiB", "comma-separated object `sizes` (bytes, or with KiB/MiB)")
@@ -93,15 +91,19 @@ Examples:
 			fs.StringVar(&out, "out", "bench-out", "`directory` for "+benchTable+", "+benchPlot+" and "+benchJSON)
 			fs.Var(&showProgress, "progress", "draw a progress bar (default: when stderr is a terminal)")
 			fs.BoolVar(&costOnly, "cost", false, "print only the prices and the monthly cost estimate, measure nothing")
-			fs.Float64Var(&work.WritesPerSecond, "cost-writes", work.WritesPerSecond, "cost estimate: writes per second")
-			fs.StringVar(&costSize, "cost-size", bench.SizeString(int(work.ObjectBytes)), "cost estimate: object `size`")
-			fs.StringVar(&costRetention, "cost-retention", bench.Days(work.Retention), "cost estimate: how long objects are kept (`duration`, or days as 30d)")
-			fs.StringVar(&costHot, "cost-hot", bench.Days(work.After), "cost estimate: how long objects stay zonal before compaction (`duration`)")
-			fs.IntVar(&work.Replicas, "cost-replicas", work.Replicas, "cost estimate: zonal buckets of the quorum")
+			fs.Var(rateFlag{&work.WritesPerSecond, 0, maxCostWrites}, "cost-writes", "cost estimate: writes per second (more than 0, up to 10000000)")
+			fs.Var(sizeFlag{&work.ObjectBytes, 1, maxCostSize}, "cost-size", "cost estimate: object `size`, 1 byte to 5TiB (4096, 64KiB, 1.5MiB)")
+			fs.Var(daysFlag{&work.Retention, maxCostDays}, "cost-retention", "cost estimate: how long objects are kept (`duration`, or days as 30d; up to 36500d)")
+			fs.Var(daysFlag{&work.After, maxCostDays}, "cost-hot", "cost estimate: how long objects stay zonal before compaction (`duration`, at most the retention)")
+			fs.Var(intFlag{&work.Replicas, 1, 16}, "cost-replicas", "cost estimate: zonal buckets of the quorum, 1 to 16")
 			return func(ctx context.Context, s streams, args []string) error {
 				var err error
-				if work, err = parseWorkload(work, costSize, costRetention, costHot); err != nil {
-					return usagef("%v", err)
+				if err := work.Validate(); err != nil {
+					return usagef("cost workload: %v", err)
+				}
+				env := &bench.Env{Load: load, Zero: profile == "zero", Seed: seed}
+				if env.Sizes, err = parseSizes(sizes); err != nil {
+					return usagef("--size: %v", err)
 				}
 				if costOnly {
 					if len(args) > 0 || scenarios != "" || len(urls) > 0 {
@@ -118,10 +120,7 @@ Examples:
 				if profile != "published" && profile != "zero" {
 					return usagef("--profile %q: want published or zero", profile)
 				}
-				env := &bench.Env{Load: load, Zero: profile == "zero", Seed: seed}
-				if env.Sizes, err = parseSizes(sizes); err != nil {
-					return usagef("--size: %v", err)
-				}
+				env.Load = load
 				names := args
 				if scenarios != "" {
 					names = append(names, strings.Split(scenarios, ",")...)
@@ -156,8 +155,10 @@ Examples:
 				if err := writeCost(&table, work); err != nil {
 					return err
 				}
-				s.stdout.Write(table.Bytes())
-				if err := writeBenchFiles(out, rep, table.Bytes(), len(urls) > 0); err != nil {
+				// A store's error in the report may quote its URL's credentials.
+				report := []byte(redactText(table.String(), s.args))
+				s.stdout.Write(report)
+				if err := writeBenchFiles(out, rep, report, len(urls) > 0, s.args); err != nil {
 					return err
 				}
 				fmt.Fprintf(s.stdout, "\nWrote %s, %s and %s in %.1fs.\n",
@@ -180,26 +181,15 @@ func scenarioList() string {
 	return b.String()
 }
 
-// parseSizes parses "10,64KiB,1MiB".
+// parseSizes parses "10,64KiB,1MiB": sizes from 0 to 64MiB.
 func parseSizes(list string) ([]int, error) {
 	var sizes []int
-	for _, f := range strings.Split(list, ",") {
-		f = strings.TrimSpace(f)
-		mult := 1
-		for _, u := range []struct {
-			suffix string
-			mult   int
-		}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"B", 1}} {
-			if v, ok := strings.CutSuffix(f, u.suffix); ok {
-				f, mult = v, u.mult
-				break
-			}
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := parseSize(f, 0, 64<<20)
+		if err != nil {
+			return nil, err
 		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 0 || n*mult > 64<<20 {
-			return nil, fmt.Errorf("%q is not a size up to 64MiB (bytes, or with a KiB or MiB suffix)", f)
-		}
-		sizes = append(sizes, n*mult)
+		sizes = append(sizes, int(n))
 	}
 	return sizes, nil
 }
@@ -259,7 +249,7 @@ func writeBenchReport(w io.Writer, rep *bench.Report, live bool) error {
 }
 
 // writeBenchFiles writes the table, the plot and the JSON into dir.
-func writeBenchFiles(dir string, rep *bench.Report, table []byte, live bool) error {
+func writeBenchFiles(dir string, rep *bench.Report, table []byte, live bool, args []string) error {
 	md := append([]byte(nil), table...)
 	md = fmt.Appendf(md, "\n![write latency CDF per scenario](%s)\n", benchPlot)
 	if err := os.WriteFile(filepath.Join(dir, benchTable), md, 0o644); err != nil {
@@ -282,26 +272,16 @@ func writeBenchFiles(dir string, rep *bench.Report, table []byte, live bool) err
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, benchJSON), append(js, '\n'), 0o644)
+	return os.WriteFile(filepath.Join(dir, benchJSON), append([]byte(redactText(string(js), args)), '\n'), 0o644)
 }
 
-func parseWorkload(w cost.Workload, size, retention, hot string) (cost.Workload, error) {
-	sizes, err := parseSizes(size)
-	if err != nil || len(sizes) != 1 {
-		return w, fmt.Errorf("--cost-size %q: want one size", size)
-	}
-	w.ObjectBytes = int64(sizes[0])
-	if w.Retention, err = bench.ParseDays(retention); err != nil {
-		return w, fmt.Errorf("--cost-retention: %v", err)
-	}
-	if w.After, err = bench.ParseDays(hot); err != nil {
-		return w, fmt.Errorf("--cost-hot: %v", err)
-	}
-	if err := w.Validate(); err != nil {
-		return w, fmt.Errorf("cost workload: %v", err)
-	}
-	return w, nil
-}
+// The cost estimate's ranges: beyond them the figures mean nothing (and
+// would overflow the printed table).
+const (
+	maxCostWrites = 1e7
+	maxCostSize   = 5 << 40 // the largest object S3, GCS and Azure store
+	maxCostDays   = 36500 * 24 * time.Hour
+)
 
 // writeCost writes the price table and the monthly estimate for w.
 func writeCost(out io.Writer, w cost.Workload) error {

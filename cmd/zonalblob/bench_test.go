@@ -162,7 +162,8 @@ func TestBenchUsageErrors(t *testing.T) {
 	}{
 		{[]string{"bench", "nosuch"}, `unknown scenario "nosuch"`},
 		{[]string{"bench", "--scenario", "gcsrapid,nosuch"}, `unknown scenario "nosuch"`},
-		{[]string{"bench", "--rate", "0"}, "rate 0"},
+		{[]string{"bench", "--rate", "0"}, `invalid value "0" for flag -rate: "0" is out of range`},
+		{[]string{"bench", "--rate", "NaN"}, `-rate: "NaN" is not a decimal number`},
 		{[]string{"bench", "--duration", "0s"}, "duration"},
 		{[]string{"bench", "--duration", "soon"}, "invalid value"},
 		{[]string{"bench", "--concurrency", "0"}, "concurrency 0"},
@@ -172,10 +173,10 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "--mode", "half"}, "--mode"},
 		{[]string{"bench", "--url", "mem://", "gcsrapid"}, "takes no scenario"},
 		{[]string{"bench", "--nosuchflag"}, "flag provided but not defined"},
-		{[]string{"bench", "--cost-size", "big"}, "--cost-size"},
-		{[]string{"bench", "--cost-retention", "xd"}, "--cost-retention"},
+		{[]string{"bench", "--cost-size", "big"}, `-cost-size: "big" is not a size: a size is a whole number of bytes`},
+		{[]string{"bench", "--cost-retention", "xd"}, `-cost-retention: "xd" is not a duration`},
 		{[]string{"bench", "--cost-hot", "60d"}, "hot window"},
-		{[]string{"bench", "--cost-replicas", "0"}, "replicas 0"},
+		{[]string{"bench", "--cost-replicas", "0"}, `-cost-replicas: "0" is not a whole number from 1 to 16`},
 		{[]string{"bench", "--cost", "s3"}, "--cost measures nothing"},
 	} {
 		r := zb(t, "", append(tc.args, "--out", dir)...)

@@ -42,7 +42,7 @@ Examples:
 				defer st.Close()
 				r, err := st.NewRangeReader(ctx, args[1], offset, length)
 				if err != nil {
-					return err
+					return folderHint(ctx, st, args[1], err)
 				}
 				defer r.Close()
 				_, err = io.Copy(s.stdout, r)

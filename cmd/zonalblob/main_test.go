@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zonalblob/zonalblob/blob"
 )
 
 type result struct {
@@ -119,9 +121,12 @@ func TestLs(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"all", nil, "a/1\na/2\na/3\nb\nc/x/y\n"},
+		{"one level", nil, "a/\nb\nc/\n"},
+		{"recursive", []string{"-r"}, "a/1\na/2\na/3\nb\nc/x/y\n"},
 		{"prefix", []string{"--prefix", "a/"}, "a/1\na/2\na/3\n"},
-		{"start after", []string{"--start-after", "a/2"}, "a/3\nb\nc/x/y\n"},
+		{"prefix argument", []string{"a/"}, "a/1\na/2\na/3\n"},
+		{"folder without slash", []string{"a"}, "a/1\na/2\na/3\n"},
+		{"start after", []string{"-r", "--start-after", "a/2"}, "a/3\nb\nc/x/y\n"},
 		{"delimiter", []string{"--delimiter", "/"}, "a/\nb\nc/\n"},
 		{"prefix and delimiter", []string{"--prefix", "c/", "--delimiter", "/"}, "c/x/\n"},
 		{"nothing matches", []string{"--prefix", "zzz"}, ""},
@@ -133,9 +138,9 @@ func TestLs(t *testing.T) {
 		})
 	}
 
-	long := mustZB(t, "", "ls", "-l", s, "--delimiter", "/")
+	long := mustZB(t, "", "ls", "-l", s)
 	lines := strings.Split(strings.TrimSuffix(long, "\n"), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		t.Fatalf("ls -l printed %d lines:\n%s", len(lines), long)
 	}
 	if f := strings.Fields(lines[0]); len(f) != 2 || f[0] != "DIR" || f[1] != "a/" {
@@ -144,7 +149,10 @@ func TestLs(t *testing.T) {
 	if f := strings.Fields(lines[1]); len(f) != 3 || f[0] != "6" || !strings.HasSuffix(f[1], "Z") || f[2] != "b" {
 		t.Errorf("ls -l object line = %q, want size, UTC time, key", lines[1])
 	}
-	if got := mustZB(t, "", "ls", "--long", s, "--prefix", "b"); got != lines[1]+"\n" {
+	if lines[3] != "TOTAL: 1 object, 6 bytes" {
+		t.Errorf("ls -l total line = %q", lines[3])
+	}
+	if got := mustZB(t, "", "ls", "--long", s, "--prefix", "b"); got != lines[1]+"\nTOTAL: 1 object, 6 bytes\n" {
 		t.Errorf("--long = %q, want the -l line %q", got, lines[1])
 	}
 }
@@ -193,7 +201,7 @@ func TestCp(t *testing.T) {
 			mustZB(t, "x"+k, "put", rsrc, k)
 		}
 		mustZB(t, "", "cp", "-r", rsrc, "logs/", rdst, "backup/", "--jobs", "2")
-		if got, want := mustZB(t, "", "ls", rdst), "backup/1\nbackup/2\nbackup/sub/3\n"; got != want {
+		if got, want := mustZB(t, "", "ls", "-r", rdst), "backup/1\nbackup/2\nbackup/sub/3\n"; got != want {
 			t.Errorf("after cp -r, ls =\n%s\nwant\n%s", got, want)
 		}
 		if got := mustZB(t, "", "cat", rdst, "backup/sub/3"); got != "xlogs/sub/3" {
@@ -202,7 +210,7 @@ func TestCp(t *testing.T) {
 		// An empty destination prefix mirrors the keys.
 		mirror := fileStore(t)
 		mustZB(t, "", "cp", "--recursive", rsrc, "", mirror, "")
-		if got, want := mustZB(t, "", "ls", mirror), "logs/1\nlogs/2\nlogs/sub/3\nother\n"; got != want {
+		if got, want := mustZB(t, "", "ls", "-r", mirror), "logs/1\nlogs/2\nlogs/sub/3\nother\n"; got != want {
 			t.Errorf("mirror ls =\n%s\nwant\n%s", got, want)
 		}
 		wantFail(t, zb(t, "", "cp", "-r", rsrc, "nothing/", rdst, "x/"), exitNotFound, "no objects under prefix")
@@ -265,21 +273,21 @@ func TestUsageErrors(t *testing.T) {
 		noError bool // help goes to stdout and is not an error
 	}{
 		{name: "no arguments", args: nil, code: exitUsage, stderr: []string{"no command given", "Usage:", "Exit codes:"}},
-		{name: "unknown command", args: []string{"frobnicate"}, code: exitUsage, stderr: []string{`unknown command "frobnicate"`, "Commands:", "  ls "}},
-		{name: "ls without store", args: []string{"ls"}, code: exitUsage, stderr: []string{"ls: missing arguments", "usage: zonalblob ls STORE"}},
-		{name: "cat without key", args: []string{"cat", s}, code: exitUsage, stderr: []string{"missing arguments"}},
-		{name: "stat without key", args: []string{"stat", s}, code: exitUsage, stderr: []string{"missing arguments"}},
-		{name: "put without key", args: []string{"put", s}, code: exitUsage, stderr: []string{"missing arguments"}},
-		{name: "cp with three", args: []string{"cp", s, "a", s}, code: exitUsage, stderr: []string{"missing arguments", "SRC_STORE SRC_KEY DST_STORE DST_KEY"}},
-		{name: "rm without key", args: []string{"rm", s}, code: exitUsage, stderr: []string{"missing arguments"}},
+		{name: "unknown command", args: []string{"frobnicate"}, code: exitUsage, stderr: []string{`unknown command "frobnicate"; run 'zonalblob help'`}},
+		{name: "ls without store", args: []string{"ls"}, code: exitUsage, stderr: []string{"ls: missing STORE\n", "usage: zonalblob ls STORE"}},
+		{name: "cat without key", args: []string{"cat", s}, code: exitUsage, stderr: []string{"cat: missing KEY\n"}},
+		{name: "stat without key", args: []string{"stat", s}, code: exitUsage, stderr: []string{"stat: missing KEY\n"}},
+		{name: "put without key", args: []string{"put", s}, code: exitUsage, stderr: []string{"put: missing KEY\n"}},
+		{name: "cp with three", args: []string{"cp", s, "a", s}, code: exitUsage, stderr: []string{"missing DST KEY after the store"}},
+		{name: "rm without key", args: []string{"rm", s}, code: exitUsage, stderr: []string{"rm: missing KEY\n"}},
 		{name: "too many", args: []string{"cat", s, "a", "b"}, code: exitUsage, stderr: []string{"too many arguments"}},
 		{name: "unknown flag", args: []string{"ls", s, "--frob"}, code: exitUsage, stderr: []string{"flag provided but not defined: -frob"}},
 		{name: "bad flag value", args: []string{"cat", s, "k", "--offset", "x"}, code: exitUsage, stderr: []string{"--offset"}},
 		{name: "negative offset", args: []string{"cat", s, "k", "--offset", "-1"}, code: exitUsage, stderr: []string{"--offset must not be negative"}},
 		{name: "bad metadata", args: []string{"put", s, "k", "--metadata", "novalue"}, code: exitUsage, stderr: []string{"want key=value"}},
 		{name: "conflicting preconditions", args: []string{"put", s, "k", "--if-not-exist", "--if-generation", "g"}, code: exitUsage, stderr: []string{"exclude each other"}},
-		{name: "zero jobs", args: []string{"cp", "-r", s, "", s, "x/", "--jobs", "0"}, code: exitUsage, stderr: []string{"--jobs must be at least 1"}},
-		{name: "help", args: []string{"help"}, code: exitOK, stdout: []string{"Commands:", "Exit codes:", "3  not found", "mem://", "file:///tmp/x"}, noError: true},
+		{name: "zero jobs", args: []string{"cp", "-r", s, "", s, "x/", "--jobs", "0"}, code: exitUsage, stderr: []string{"--jobs must be from 1 to 1024"}},
+		{name: "help", args: []string{"help"}, code: exitOK, stdout: []string{"Commands:", "Exit codes:", "3    not found", "130  interrupted", "mem://", "file:///tmp/x"}, noError: true},
 		{name: "--help", args: []string{"--help"}, code: exitOK, stdout: []string{"Commands:"}, noError: true},
 		{name: "help command", args: []string{"help", "cp"}, code: exitOK, stdout: []string{"Usage: zonalblob cp", "Examples:", "-progress"}, noError: true},
 		{name: "command --help", args: []string{"ls", "--help"}, code: exitOK, stdout: []string{"Usage: zonalblob ls", "-start-after", "Examples:"}, noError: true},
@@ -373,18 +381,18 @@ func TestCredentialsNeverPrinted(t *testing.T) {
 
 // redactedForLog keeps test failure messages themselves free of the secrets.
 func redactedForLog(u string) string {
-	return newRedactor([]string{u}).redact(u)
+	return blob.Redact(u)
 }
 
 func TestRedactorHidesSecretsInAnyMessage(t *testing.T) {
-	r := newRedactor([]string{
+	secrets := argSecrets([]string{
 		"file:///tmp/x",
 		"not a url",
 		"s3://AKIDUSER:p%40ss%2Fword@bucket?region=us-east-1&secret_access_key=S3CR3T%2BKEY&endpoint=http://h",
 	})
 	// Drivers may echo credentials raw, query-escaped or path-escaped.
 	msg := "dial as AKIDUSER with p@ss/word, p%40ss%2Fword or p@ss%2Fword; key S3CR3T+KEY or S3CR3T%2BKEY; region us-east-1 via http://h"
-	got := r.redact(msg)
+	got := blob.RedactSecrets(msg, secrets)
 	for _, s := range []string{"AKIDUSER", "p@ss", "ss/word", "S3CR3T"} {
 		if strings.Contains(got, s) {
 			t.Errorf("redact left %q in %q", s, got)

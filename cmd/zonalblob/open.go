@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"regexp"
 
 	"github.com/zonalblob/zonalblob/blob"
 )
@@ -19,10 +20,17 @@ func openStore(ctx context.Context, rawURL string) (blob.Store, error) {
 		return st, nil
 	}
 	hint := ""
-	if u, perr := url.Parse(rawURL); perr == nil && u.Scheme == "file" && !u.Query().Has("create_dir") {
+	if u, perr := url.Parse(rawURL); perr == nil && u.Scheme == "file" && u.Opaque == "" && !u.OmitHost &&
+		(u.Host == "" || u.Host == "localhost") && !u.Query().Has("create_dir") {
 		if _, serr := os.Stat(u.Path); errors.Is(serr, fs.ErrNotExist) {
 			hint = " (add ?create_dir=true to the URL to create the directory)"
 		}
 	}
 	return nil, fmt.Errorf("cannot open %s: %w%s", blob.Redact(rawURL), err, hint)
 }
+
+// schemePrefix is how a store URL begins; anything else is a local path
+// (write ./name:with:colons for a local file whose name looks like a URL).
+var schemePrefix = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
+
+func isStoreURL(arg string) bool { return schemePrefix.MatchString(arg) }

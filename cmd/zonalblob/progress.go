@@ -28,6 +28,8 @@ type progress struct {
 	total atomic.Int64 // <= 0: unknown
 	done  atomic.Int64
 
+	objects, objectsDone atomic.Int64 // objects == 0: not counted
+
 	mu      sync.Mutex
 	shown   bool
 	lastLen int
@@ -41,6 +43,8 @@ func newProgress(w io.Writer, total int64, start time.Time) *progress {
 
 func (p *progress) Add(n int64)          { p.done.Add(n) }
 func (p *progress) SetTotal(total int64) { p.total.Store(total) }
+func (p *progress) SetObjects(n int)     { p.objects.Store(int64(n)) }
+func (p *progress) AddObject()           { p.objectsDone.Add(1) }
 
 // tick redraws the bar as of now, once the transfer has run for progressDelay.
 func (p *progress) tick(now time.Time) {
@@ -75,10 +79,14 @@ func (p *progress) draw(now time.Time) {
 	p.lastLen = len(line)
 }
 
-// line renders "[=====>     ]  42%  1.5 MiB / 3.5 MiB  750.0 KiB/s".
+// line renders "[=====>     ]  42%  3/7 objects  1.5 MiB / 3.5 MiB  750.0 KiB/s".
 func (p *progress) line(now time.Time) string {
 	done, total := p.done.Load(), p.total.Load()
 	var b strings.Builder
+	objects := ""
+	if n := p.objects.Load(); n > 0 {
+		objects = fmt.Sprintf("  %d/%d objects", p.objectsDone.Load(), n)
+	}
 	if total > 0 {
 		frac := min(float64(done)/float64(total), 1)
 		filled := int(frac * progressBarWidth)
@@ -88,8 +96,9 @@ func (p *progress) line(now time.Time) string {
 			b.WriteByte('>')
 			b.WriteString(strings.Repeat(" ", progressBarWidth-filled-1))
 		}
-		fmt.Fprintf(&b, "] %3d%%  %s / %s", int(frac*100), formatBytes(done), formatBytes(total))
+		fmt.Fprintf(&b, "] %3d%%%s  %s / %s", int(frac*100), objects, formatBytes(done), formatBytes(total))
 	} else {
+		b.WriteString(strings.TrimPrefix(objects+"  ", "  "))
 		b.WriteString(formatBytes(done))
 	}
 	if secs := now.Sub(p.start).Seconds(); secs > 0 {
@@ -138,7 +147,7 @@ func (p *progress) run() (stop func()) {
 
 // isTerminal reports whether w is a terminal, where a redrawn line makes sense.
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := underlying(w).(*os.File)
 	if !ok {
 		return false
 	}

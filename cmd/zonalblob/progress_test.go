@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,15 +96,24 @@ func TestCpProgressOutput(t *testing.T) {
 	}{
 		// A test's stderr is not a terminal: no bar unless forced, and a
 		// forced bar still waits out progressDelay, longer than this copy.
+		// What remains is the summary line, or nothing with -q.
 		{"auto", nil},
 		{"forced", []string{"--progress"}},
 		{"suppressed", []string{"--progress=false"}},
 		{"forced recursive", []string{"--progress", "-r"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := zb(t, "", append([]string{"cp", src, "obj", dst, "obj"}, tc.flag...)...)
+			key, dstKey := "obj", "obj"
+			if slices.Contains(tc.flag, "-r") {
+				key, dstKey = "", ""
+			}
+			r := zb(t, "", append([]string{"cp", src, key, dst, dstKey}, tc.flag...)...)
+			if r.code != 0 || r.stdout != "" || !strings.HasPrefix(r.stderr, "copied 1 object, 65536 bytes (64.0 KiB) in ") || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want a success with one summary line", r.code, r.stdout, r.stderr)
+			}
+			r = zb(t, "", append([]string{"cp", "-q", src, key, dst, dstKey}, tc.flag...)...)
 			if r.code != 0 || r.stderr != "" || r.stdout != "" {
-				t.Errorf("exit %d, stdout %q, stderr %q; want a silent success", r.code, r.stdout, r.stderr)
+				t.Errorf("-q: exit %d, stdout %q, stderr %q; want a silent success", r.code, r.stdout, r.stderr)
 			}
 		})
 	}
@@ -145,5 +155,19 @@ func TestFormatBytes(t *testing.T) {
 		if got := formatBytes(tc.n); got != tc.want {
 			t.Errorf("formatBytes(%d) = %q, want %q", tc.n, got, tc.want)
 		}
+	}
+}
+
+func TestProgressCountsObjects(t *testing.T) {
+	var buf strings.Builder
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := newProgress(&buf, 700, t0)
+	p.SetObjects(7)
+	for range 3 {
+		p.AddObject()
+		p.Add(100)
+	}
+	if got := p.line(t0.Add(time.Second)); !strings.Contains(got, " 42%  3/7 objects  300 B / 700 B") {
+		t.Errorf("line = %q, want the object count", got)
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 )
@@ -15,12 +16,14 @@ import (
 func putCommand() *command {
 	return &command{
 		name:     "put",
-		synopsis: "STORE KEY [FILE|-] [--content-type T] [--metadata k=v]... [--if-not-exist]",
+		synopsis: "STORE KEY [FILE|-] [--content-type T] [--metadata k=v]... [--if-not-exist] [-q]",
 		summary:  "write an object from a file or stdin",
 		details: `Streams FILE (or standard input, when FILE is "-" or absent) to KEY. The
 object appears only when the whole input has been written: an interrupted put
-leaves the old object, if any, in place. Without --content-type the backend
-guesses one from the content.
+leaves the old object, if any, in place (and exits 130 on Ctrl-C). Without
+--content-type the backend guesses one from the content. A line on stderr
+sums up what was written (-q: nothing). A KEY ending in "/" names a folder:
+the object is KEY followed by FILE's name (from stdin, name the object).
 
 Examples:
   zonalblob put 'file:///tmp/demo?create_dir=true' report.csv ./report.csv --content-type text/csv
@@ -37,6 +40,8 @@ Examples:
 			var ifGeneration string
 			fs.BoolVar(&ifNotExist, "if-not-exist", false, "fail (exit 1) if the object already exists")
 			fs.StringVar(&ifGeneration, "if-generation", "", "fail unless the object's current generation is `G` (see stat)")
+			var quiet bool
+			fs.BoolVar(&quiet, "q", false, "quiet: no summary line")
 			return func(ctx context.Context, s streams, args []string) error {
 				switch {
 				case ifNotExist && ifGeneration != "":
@@ -52,9 +57,19 @@ Examples:
 				if err := blob.ValidateKey("write", args[1]); err != nil {
 					return err
 				}
+				key := args[1]
+				if strings.HasSuffix(key, "/") {
+					if len(args) < 3 || args[2] == "-" {
+						return usagef("KEY %q ends in \"/\", a folder: name the object to write from stdin (%sNAME)", shortArg(key), shortArg(key))
+					}
+					key += filepath.Base(args[2])
+					if err := blob.ValidateKey("write", key); err != nil {
+						return err
+					}
+				}
 				in := s.stdin
 				if len(args) == 3 && args[2] != "-" {
-					f, err := os.Open(args[2])
+					f, err := openLocalFile(args[2])
 					if err != nil {
 						return err
 					}
@@ -66,7 +81,18 @@ Examples:
 					return err
 				}
 				defer st.Close()
-				return blob.WriteFrom(ctx, st, args[1], in, &o)
+				start := time.Now()
+				cr := &countingReader{r: interruptible(ctx, in)}
+				if err := blob.WriteFrom(ctx, st, key, cr, &o); err != nil {
+					if ctx.Err() != nil {
+						return &partial{done: 0, total: 1, verb: "written"}
+					}
+					return err
+				}
+				if !quiet {
+					fmt.Fprintln(s.stderr, summary("wrote", 1, cr.n, time.Since(start)))
+				}
+				return nil
 			}
 		},
 	}

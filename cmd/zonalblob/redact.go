@@ -1,56 +1,54 @@
 package main
 
 import (
-	"net/url"
-	"slices"
+	"io"
 	"strings"
 
 	"github.com/zonalblob/zonalblob/blob"
 )
 
-// redactor hides the credentials of a command's URL arguments from text that is
-// about to be printed. blob.Open already redacts its own errors; this catches a
-// secret that a driver or SDK might echo later, from any operation.
-type redactor struct {
-	secrets []string // longest first, so a secret containing another goes whole
-}
-
-// newRedactor learns the secrets of every argument that is a URL. What counts
-// as a secret is what blob.Redact hides, so the two never disagree.
-func newRedactor(args []string) *redactor {
-	r := &redactor{}
+// argSecrets are the credentials in a command line: those of every URL
+// argument, flag values (--url=...) included, at every level of nesting, as
+// blob.Secrets finds them.
+func argSecrets(args []string) []string {
+	var out []string
 	for _, a := range args {
-		u, err := url.Parse(a)
-		if err != nil || u.Scheme == "" {
-			continue
-		}
-		red, err := url.Parse(blob.Redact(a))
-		if err != nil {
-			continue
-		}
-		if u.User != nil {
-			r.secrets = append(r.secrets, u.User.Username())
-			if p, ok := u.User.Password(); ok {
-				r.secrets = append(r.secrets, p)
-			}
-		}
-		rq := red.Query()
-		for k, vs := range u.Query() {
-			if !slices.Equal(vs, rq[k]) {
-				r.secrets = append(r.secrets, vs...)
-			}
+		out = append(out, blob.Secrets(a)...)
+		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
+			out = append(out, blob.Secrets(v)...)
 		}
 	}
-	r.secrets = slices.DeleteFunc(r.secrets, func(s string) bool { return len(s) < 3 })
-	slices.SortFunc(r.secrets, func(a, b string) int { return len(b) - len(a) })
-	return r
+	return out
 }
 
-func (r *redactor) redact(s string) string {
-	for _, sec := range r.secrets {
-		s = strings.ReplaceAll(s, sec, "REDACTED")
-		s = strings.ReplaceAll(s, url.QueryEscape(sec), "REDACTED")
-		s = strings.ReplaceAll(s, url.PathEscape(sec), "REDACTED")
+// redactWriter hides secrets from everything written through it: a
+// command's stderr, the standard logger. blob.Open already redacts its own
+// errors; this catches a secret that a driver or SDK echoes later, from any
+// operation, and a usage error quoting an argument.
+type redactWriter struct {
+	w       io.Writer
+	secrets []string
+}
+
+func (r redactWriter) Write(p []byte) (int, error) {
+	if len(r.secrets) == 0 {
+		return r.w.Write(p)
 	}
-	return s
+	if _, err := io.WriteString(r.w, blob.RedactSecrets(string(p), r.secrets)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// redactText is the redaction of a whole text: a bench report.
+func redactText(text string, args []string) string {
+	return blob.RedactSecrets(text, argSecrets(args))
+}
+
+// underlying returns the writer a redactWriter wraps, for terminal checks.
+func underlying(w io.Writer) io.Writer {
+	if r, ok := w.(redactWriter); ok {
+		return r.w
+	}
+	return w
 }

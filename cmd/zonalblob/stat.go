@@ -39,7 +39,7 @@ Examples:
 				defer st.Close()
 				a, err := st.Stat(ctx, args[1])
 				if err != nil {
-					return err
+					return folderHint(ctx, st, args[1], err)
 				}
 				if asJSON {
 					enc := json.NewEncoder(s.stdout)
