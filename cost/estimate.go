@@ -157,8 +157,12 @@ func ZonalRead(n int) Requests {
 }
 
 // PackMoveObject is what the compactor issues for each object it moves into
-// a pack: a Stat, a read and a conditional delete in hot.
-func PackMoveObject(n int) Requests { return ZonalStat(n).plus(ZonalRead(n)).plus(ZonalDelete(n)) }
+// a pack: two Stats (one before its marker, where the listing gives no
+// generation, as mem and quorum listings do not; one after), a read and a
+// conditional delete in hot.
+func PackMoveObject(n int) Requests {
+	return ZonalStat(n).times(2).plus(ZonalRead(n)).plus(ZonalDelete(n))
+}
 
 // PackMoveBatch is what it issues once per pack: the marker's write (and
 // its delete, free), the pack log's listing, the pack's write, its verifying

@@ -55,13 +55,10 @@ type packEntry struct {
 // kill names a version of a key that no pack may serve any more: it was
 // deleted, or overwritten and moved again. Kills are by generation, whatever
 // pack holds the version, so a copy made by a pack rewrite is killed as well
-// as the original. A kill with Pack set (and no Gen) kills whatever version
-// of Key that pack holds: a Delete writes it for a pack move in flight, whose
-// version it cannot know.
+// as the original.
 type kill struct {
-	Key  string `json:"k"`
-	Gen  string `json:"g,omitempty"`
-	Pack string `json:"p,omitempty"`
+	Key string `json:"k"`
+	Gen string `json:"g"`
 }
 
 // packIndex is a pack's index: its entries, and the older versions of their
@@ -333,8 +330,8 @@ func (c *catalog) unkillLocked(ks []kill) {
 }
 
 // killedLocked reports whether entry e of pack is killed.
-func (c *catalog) killedLocked(e packEntry, pack string) bool {
-	return c.kills[kill{Key: e.Key, Gen: e.Attrs.Generation}] > 0 || c.kills[kill{Key: e.Key, Pack: pack}] > 0
+func (c *catalog) killedLocked(e packEntry, _ string) bool {
+	return c.kills[kill{Key: e.Key, Gen: e.Attrs.Generation}] > 0
 }
 
 // keepLocked reports whether a rewrite of pack must keep entry e: it is not
@@ -447,12 +444,12 @@ func (c *catalog) snapshot() (packs []*loadedPack, tombs map[string][]kill) {
 	return packs, tombs
 }
 
-// inAnyPack reports whether some pack holds what k kills.
+// inAnyPack reports whether some pack holds version k.
 func (c *catalog) inAnyPack(k kill) bool {
 	c.state.RLock()
 	defer c.state.RUnlock()
 	for _, r := range c.byKey[k.Key] {
-		if k.Pack != "" && r.pack == k.Pack || k.Pack == "" && c.packs[r.pack].index.Entries[r.i].Attrs.Generation == k.Gen {
+		if c.packs[r.pack].index.Entries[r.i].Attrs.Generation == k.Gen {
 			return true
 		}
 	}

@@ -49,7 +49,9 @@ func TestPackMoveCounts(t *testing.T) {
 	hot := newQuorum(t, replicas)
 	_, coldMem := memPair(t)
 	cold := fault.Wrap(coldMem, fault.Options{Seed: 9})
-	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: tiered.DefaultPackMaxObjects, Concurrency: 16})
+	// A generous MoveTimeout: it bounds a whole pack move, 1000 objects read
+	// through the quorum, and the race detector slows them down.
+	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: tiered.DefaultPackMaxObjects, Concurrency: 16, MoveTimeout: 10 * time.Minute})
 	data := make([]byte, size)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)

@@ -22,13 +22,18 @@ const batchPrefix = markerPrefix + "batch/"
 // batchMarker is a pack move's durable intent, written to cold before the
 // move looks at its objects and deleted when it ends. It lives in cold, not
 // in hot: one regional write (deletes are free) instead of a write on every
-// hot replica and, over a quorum, a tombstone written to remove it. A user's Delete that
+// hot replica and, over a quorum, a tombstone written to remove it. A user's
+// Delete reads the markers naming its key (markedVersions) before and after
+// it deletes from hot, and kills the versions it finds that it may. A user's Delete that
 // deleted a version of one of its keys from hot finds it and kills what the
-// pack holds of that key (killMarked), so the pack, if it lands, cannot
+// pack holds of that key (markedVersions), so the pack, if it lands, cannot
 // serve it.
 type batchMarker struct {
-	Pack  string    `json:"pack"`
-	Keys  []string  `json:"keys"`
+	Pack string `json:"pack"`
+	// Items are the keys and the generations they had before the marker was
+	// written: the move packs a key only if it still has that generation
+	// after (its Stat, step 3).
+	Items []kill    `json:"items"`
 	Owner string    `json:"owner"`
 	Time  time.Time `json:"time"`
 }
@@ -52,9 +57,11 @@ type packItem struct {
 //
 //  1. Take each key's lock (busy keys are left for the next pass) and
 //     finalize where hot needs it.
-//  2. Write one marker (cold, IfNotExist) naming the pack and the keys.
-//  3. Stat and read each object: its generation g, attributes and bytes (the
-//     bytes must match the Stat's size and MD5).
+//  2. Write one marker (cold, IfNotExist) naming the pack and each key with
+//     the generation the listing gave (or a Stat, where it gave none).
+//  3. Stat and read each object: it is packed only if its generation g is
+//     still the marker's; its attributes and bytes (which must match the
+//     Stat's size and MD5).
 //  4. Bring the catalog up to date: older versions of the keys that packs
 //     still serve are recorded in the new pack as killed.
 //  5. Write the pack (cold, IfNotExist) and Stat it; it must have been
@@ -67,11 +74,12 @@ type packItem struct {
 // copies (the same versions); a crash after some of 6 leaves those moved.
 // An overwrite in hot makes 6 fail for that key: the newer version shadows
 // the pack's, and whatever later removes it from hot kills the pack's first
-// (a move of it supersedes older versions; a Delete kills them, or, while
-// the move is in flight, finds its marker and kills the key in its pack). A
-// Delete of g itself makes 6 fail too, and the user, who deleted g after the
-// marker was written (3 comes after 2), finds the marker. No step removes
-// anything a reader could need.
+// (a move of it supersedes older versions; a Delete kills the versions
+// packs serve, and, while the move is in flight, finds g in its marker
+// before it deletes the newer version). A Delete of g itself makes 6 fail
+// too, and the user, who deleted g after the marker was written (3 comes
+// after 2), finds g in the marker. No step removes anything a reader could
+// need.
 func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int, size int64, err error) {
 	var held []blob.ListObject
 	for _, o := range objs {
@@ -103,8 +111,19 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 	chosen := time.Now()
 	name := logName(kindPack, chosen)
 	m := batchMarker{Pack: name, Owner: s.opts.Owner, Time: s.opts.Now()}
-	for _, o := range held {
-		m.Keys = append(m.Keys, o.Key)
+	for i, o := range held {
+		if o.Generation == "" {
+			// The listing gave none: the generation before the marker is
+			// Stat's.
+			a, err := s.hot.Stat(ctx, o.Key)
+			if errors.Is(err, blob.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return 0, 0, err
+			}
+			held[i].Generation = a.Generation
+		}
+		m.Items = append(m.Items, kill{Key: o.Key, Gen: held[i].Generation})
 	}
 	mb, _ := json.Marshal(m)
 	mk := batchMarkerKey(name)
@@ -250,8 +269,8 @@ func (s *Store) readForPack(ctx context.Context, o blob.ListObject) (*packItem, 
 	} else if err != nil {
 		return nil, err
 	}
-	if s.opts.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes {
-		return nil, nil
+	if a.Generation != o.Generation || s.opts.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes {
+		return nil, nil // changed since the marker named it
 	}
 	if a.Generation == "" {
 		return nil, fmt.Errorf("tiered: hot store gives no generation for %q: cannot move it safely", o.Key)
@@ -320,32 +339,37 @@ func (s *Store) activeBatch(mk string) bool {
 	return s.batches[mk]
 }
 
-// killMarked is the user's side of the pack move protocol, after a Delete
-// deleted a version of key from hot: for every pack move in flight whose
-// marker names key, whatever version of key its pack holds is killed. That
-// version may be the one deleted, or an older one the deleted version had
-// overwritten (and shadowed) since the move read it.
-func (s *Store) killMarked(ctx context.Context, key string) error {
+// markedVersions is the user's side of the pack move protocol: the
+// generations of key that the markers of pack moves under way name. A
+// Delete that deletes generation d from hot reads them just before (the
+// generations it finds then are d or versions d replaced: a marker is
+// written after its Stats of a key, and a move packs a key only if a Stat
+// after the marker finds the same generation) and just after (where only d
+// may be killed: another generation named by a marker written since was
+// written after the delete).
+func (s *Store) markedVersions(ctx context.Context, key string) ([]kill, error) {
 	var ks []kill
 	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
 		if err != nil {
-			return err
+			return nil, err
 		}
 		b, err := blob.ReadAll(ctx, s.cold, obj.Key)
 		if errors.Is(err, blob.ErrNotFound) {
 			continue
 		} else if err != nil {
-			return err
+			return nil, err
 		}
 		var m batchMarker
 		if json.Unmarshal(b, &m) != nil {
 			continue
 		}
-		if slices.Contains(m.Keys, key) {
-			ks = append(ks, kill{Key: key, Pack: m.Pack})
+		for _, it := range m.Items {
+			if it.Key == key && !slices.Contains(ks, it) {
+				ks = append(ks, it)
+			}
 		}
 	}
-	return s.writeTombstone(ctx, ks)
+	return ks, nil
 }
 
 // killPacked kills every version of key that packs serve, after bringing
@@ -485,7 +509,7 @@ func (s *Store) inOtherPack(k kill, except string) bool {
 	c.state.RLock()
 	defer c.state.RUnlock()
 	for _, r := range c.byKey[k.Key] {
-		if r.pack != except && (k.Pack == r.pack || k.Pack == "" && c.packs[r.pack].index.Entries[r.i].Attrs.Generation == k.Gen) {
+		if r.pack != except && c.packs[r.pack].index.Entries[r.i].Attrs.Generation == k.Gen {
 			return true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -65,7 +66,9 @@ type Options struct {
 	// is unlimited.
 	MaxObjectsPerSecond float64
 	MaxBytesPerSecond   float64
-	// MoveTimeout bounds one move (default DefaultMoveTimeout).
+	// MoveTimeout bounds one move, or one pack move or rewrite (all of its
+	// objects), and is part of the pack log's window (default
+	// DefaultMoveTimeout).
 	MoveTimeout time.Duration
 	// Manual turns the background compactor off: moves happen only in
 	// CompactOnce.
@@ -671,7 +674,7 @@ func (s *Store) packedPage(inner *blob.ListOptions) *blob.ListPage {
 //     written meanwhile is deleted instead (the loop), and a g moved out of
 //     hot meanwhile by a compactor in another process is removed where it
 //     went (deleteMoved). A deleted g is reported to a move of it under way
-//     in another process: through its marker (noteDelete, killMarked).
+//     in another process: through its marker (noteDelete, markedVersions).
 //   - If hot does not, the version readers see is cold's: the cold object is
 //     deleted, then the version packs serve (which a reader prefers) is
 //     killed. Nothing in hot is touched: it was written after the Delete
@@ -706,16 +709,31 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
 			return err
 		}
+		var before []kill
+		if s.packing() {
+			if before, err = s.markedVersions(ctx, key); err != nil {
+				return err
+			}
+		}
 		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g})
 		switch {
 		case err == nil:
 			if err := s.noteDelete(ctx, key, g); err != nil {
 				return err
 			}
-			if s.packing() {
-				return s.killMarked(ctx, key)
+			if !s.packing() {
+				return nil
 			}
-			return nil
+			after, err := s.markedVersions(ctx, key)
+			if err != nil {
+				return err
+			}
+			for _, k := range after {
+				if k.Gen == g && !slices.Contains(before, k) {
+					before = append(before, k)
+				}
+			}
+			return s.writeTombstone(ctx, before)
 		case errors.Is(err, blob.ErrPrecondition):
 			if want != "" {
 				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
