@@ -1,6 +1,7 @@
 package tiered_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -52,6 +53,10 @@ func TestPackMoveCounts(t *testing.T) {
 	// A generous MoveTimeout: it bounds a whole pack move, 1000 objects read
 	// through the quorum, and the race detector slows them down.
 	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: tiered.DefaultPackMaxObjects, Concurrency: 16, MoveTimeout: 10 * time.Minute})
+	// The race detector slows this test down several times: its context is
+	// longer than ctxT's minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
 	data := make([]byte, size)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -59,7 +64,7 @@ func TestPackMoveCounts(t *testing.T) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := blob.Put(ctxT(t), s, fmt.Sprintf("obj/%05d", i), data, nil); err != nil {
+			if err := blob.Put(ctx, s, fmt.Sprintf("obj/%05d", i), data, nil); err != nil {
 				t.Error(err)
 			}
 		})
@@ -70,7 +75,7 @@ func TestPackMoveCounts(t *testing.T) {
 	for _, m := range markers {
 		m.n.Store(0)
 	}
-	res := s.CompactOnce(ctxT(t))
+	res := s.CompactOnce(ctx)
 	st := s.Stats()
 	if res.Moved != n || res.Failed != 0 {
 		t.Fatalf("pass %+v", res)

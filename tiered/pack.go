@@ -111,19 +111,13 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 	chosen := time.Now()
 	name := logName(kindPack, chosen)
 	m := batchMarker{Pack: name, Owner: s.opts.Owner, Time: s.opts.Now()}
-	for i, o := range held {
-		if o.Generation == "" {
-			// The listing gave none: the generation before the marker is
-			// Stat's.
-			a, err := s.hot.Stat(ctx, o.Key)
-			if errors.Is(err, blob.ErrNotFound) {
-				continue
-			} else if err != nil {
-				return 0, 0, err
-			}
-			held[i].Generation = a.Generation
+	if err := s.fillGenerations(ctx, held); err != nil {
+		return 0, 0, err
+	}
+	for _, o := range held {
+		if o.Generation != "" {
+			m.Items = append(m.Items, kill{Key: o.Key, Gen: o.Generation})
 		}
-		m.Items = append(m.Items, kill{Key: o.Key, Gen: held[i].Generation})
 	}
 	mb, _ := json.Marshal(m)
 	mk := batchMarkerKey(name)
@@ -251,6 +245,36 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 	s.stats.moved.Add(int64(moved))
 	s.stats.bytes.Add(size)
 	return done(firstErr)
+}
+
+// fillGenerations Stats, Concurrency at a time, the objects whose listing
+// gave no generation (mem and quorum listings do not); one gone since it was
+// listed keeps none, and is not moved.
+func (s *Store) fillGenerations(ctx context.Context, objs []blob.ListObject) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	sem := make(chan struct{}, s.opts.Concurrency)
+	for i := range objs {
+		if objs[i].Generation != "" {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			a, err := s.hot.Stat(ctx, objs[i].Key)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				objs[i].Generation = a.Generation
+			case !errors.Is(err, blob.ErrNotFound):
+				first = cmpErr(first, err)
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 func cmpErr(first, err error) error {
