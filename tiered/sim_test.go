@@ -159,8 +159,12 @@ func joinLines(ss []string) string {
 	return b.String()
 }
 
+// violate records a violation, and logs it at once: a long run shows what
+// went wrong while it is still running.
 func (s *sim) violate(format string, args ...any) {
-	s.violations = append(s.violations, fmt.Sprintf(format, args...))
+	v := fmt.Sprintf(format, args...)
+	s.violations = append(s.violations, v)
+	s.t.Logf("violation: %s", v)
 }
 
 func (s *sim) randomKey() string { return fmt.Sprintf("k%02d", s.rng.IntN(16)) }
