@@ -74,8 +74,13 @@
 // holds a version it kills, four windows after it was written.
 //
 // The catalog keeps every pack's index in memory: its size grows with the
-// packed objects (not bounded), and a process's first read lists and loads
-// the whole log.
+// packed objects (not bounded), a process's first read lists and loads the
+// whole log, and packs removed by rewrites stay in it until a full listing
+// (each pass's maintenance, or a read that finds its pack gone).
+//
+// Run one compactor per pair of tiers when packing: pack markers do not
+// exclude each other, and of two live versions of a key in packs (possible
+// only while two compactors pack it at once) the newer pack's name wins.
 //
 // # A move (each object on its own)
 //
