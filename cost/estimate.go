@@ -187,7 +187,8 @@ func PackedDelete(n int) Requests {
 // pass, the listings of hot (objects and markers, a page per 1000 objects on
 // every replica, and on a quorum a Stat per replica of every tombstone it
 // still keeps, for quorum.Options.TombstoneGrace) and of the regional store
-// (the marker prefix, and the whole pack log for maintenance).
+// (the marker prefix twice, for recovery and maintenance, and the whole pack
+// log for maintenance).
 func Estimate(w Workload, hot, cold Price) (allHot, tiered Cost) {
 	return allIn(w, hot, true), tieredCost(w, hot, cold)
 }
@@ -232,7 +233,7 @@ func tieredCost(w Workload, hot, cold Price) Cost {
 	hotObjects := w.WritesPerSecond * after.Seconds()
 	perPass := Requests{
 		ZonalWrites:    2 * copies * math.Max(1, math.Ceil(hotObjects/1000)),
-		RegionalWrites: 1 + math.Max(1, math.Ceil(logObjects/1000)),
+		RegionalWrites: 2 + math.Max(1, math.Ceil(logObjects/1000)),
 	}
 	if n > 1 {
 		perPass.ZonalReads = copies * w.WritesPerSecond * TombstoneGrace.Seconds()

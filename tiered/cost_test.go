@@ -93,8 +93,9 @@ func TestCostCounts(t *testing.T) {
 			}
 			pass := minus(count(), before)
 			// The pass's own listings: hot's objects and markers on every
-			// replica, and the regional marker prefix and pack log.
-			listings := cost.Requests{ZonalWrites: 2 * float64(n), RegionalWrites: 2}
+			// replica, and the regional marker prefix (for recovery and for
+			// maintenance) and pack log.
+			listings := cost.Requests{ZonalWrites: 2 * float64(n), RegionalWrites: 3}
 			model := addRequests(scale(cost.PackMoveObject(n), objects), scale(cost.PackMoveBatch, objects/perPack), listings)
 			check("a pass moving 1000 objects in 10 packs", per(pass, objects), per(model, objects))
 			if pass.RegionalWrites != model.RegionalWrites || pass.RegionalReads != model.RegionalReads {

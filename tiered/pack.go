@@ -363,6 +363,30 @@ func (s *Store) activeBatch(mk string) bool {
 	return s.batches[mk]
 }
 
+// markedItems returns the versions every pack move under way names.
+func (s *Store) markedItems(ctx context.Context) (map[kill]bool, error) {
+	out := map[kill]bool{}
+	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
+		if err != nil {
+			return nil, err
+		}
+		b, err := blob.ReadAll(ctx, s.cold, obj.Key)
+		if errors.Is(err, blob.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		var m batchMarker
+		if json.Unmarshal(b, &m) != nil {
+			continue
+		}
+		for _, it := range m.Items {
+			out[it] = true
+		}
+	}
+	return out, nil
+}
+
 // markedVersions is the user's side of the pack move protocol: the
 // generations of key that the markers of pack moves under way name. A
 // Delete that deletes generation d from hot reads them just before (the
@@ -430,8 +454,14 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 			return err
 		}
 	}
-	// A tombstone is kept four windows: long after any pack that could
-	// hold one of its versions was committed.
+	// A tombstone is kept four windows, and while a pack move under way
+	// names one of its versions (its pack may land late, and is only then
+	// listed): long after any pack that could hold one of its versions was
+	// committed.
+	marked, err := s.markedItems(ctx)
+	if err != nil {
+		return err
+	}
 	gc := time.Now().Add(-4 * s.cat.window())
 	for name, ks := range tombs {
 		if t, _, _ := logTime(name); t.After(gc) {
@@ -439,7 +469,7 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 		}
 		needed := false
 		for _, k := range ks {
-			if s.cat.inAnyPack(k) {
+			if s.cat.inAnyPack(k) || marked[k] {
 				needed = true
 				break
 			}
