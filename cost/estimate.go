@@ -31,6 +31,22 @@ type Workload struct {
 	// Replicas is how many zonal buckets hold each hot object: a quorum's N,
 	// 1 for a single bucket (zero counts as 1).
 	Replicas int
+	// PackObjects and PackBytes bound a pack (tiered.Options.PackMaxObjects
+	// and PackMaxBytes; zero: tiered's defaults).
+	PackObjects int
+	PackBytes   int64
+}
+
+// packObjects is how many objects one pack holds.
+func (w Workload) packObjects() int64 {
+	objs, size := int64(w.PackObjects), w.PackBytes
+	if objs <= 0 {
+		objs = tiered.DefaultPackMaxObjects
+	}
+	if size <= 0 {
+		size = tiered.DefaultPackMaxBytes
+	}
+	return max(1, min(objs, size/max(w.ObjectBytes, 1)))
 }
 
 // DefaultWorkload is a commit log: 200 writes a second of 64 KiB, kept 30
@@ -54,6 +70,8 @@ func (w Workload) Validate() error {
 		return fmt.Errorf("interval %v: must not be negative", w.Interval)
 	case w.Replicas < 1:
 		return fmt.Errorf("replicas %d: must be at least 1", w.Replicas)
+	case w.PackObjects < 0 || w.PackBytes < 0:
+		return fmt.Errorf("pack bounds %d objects, %d bytes: must not be negative", w.PackObjects, w.PackBytes)
 	}
 	return nil
 }
@@ -74,58 +92,168 @@ func (w Workload) copies() float64 { return float64(max(w.Replicas, 1)) }
 // Cost is a monthly bill, split by what is charged.
 type Cost struct {
 	Storage, Requests, Transfer float64
+	// Compactor is the part of Requests and Transfer that a tiered store's
+	// compactor and its pack log cost (zero for other layouts).
+	Compactor float64
 }
 
 // Total is the whole monthly bill.
 func (c Cost) Total() float64 { return c.Storage + c.Requests + c.Transfer }
 
-// Estimate compares, for one month of w in steady state, keeping every object
-// in hot (on w.Replicas buckets) for its whole retention against tiering:
-// hot for w.After, then moved to cold by package tiered's compactor.
+// Requests counts requests by the class they are billed in: writes (PUT,
+// LIST, GCS Class A) and reads (GET, HEAD, GCS Class B), on the zonal
+// buckets (summed over replicas) and on the regional one.
+type Requests struct {
+	ZonalWrites, ZonalReads, RegionalWrites, RegionalReads float64
+}
+
+func (r Requests) plus(o Requests) Requests {
+	return Requests{r.ZonalWrites + o.ZonalWrites, r.ZonalReads + o.ZonalReads, r.RegionalWrites + o.RegionalWrites, r.RegionalReads + o.RegionalReads}
+}
+
+func (r Requests) times(f float64) Requests {
+	return Requests{r.ZonalWrites * f, r.ZonalReads * f, r.RegionalWrites * f, r.RegionalReads * f}
+}
+
+func (r Requests) price(zonal, regional Price) float64 {
+	return (r.ZonalWrites*zonal.WritePer1000 + r.ZonalReads*zonal.ReadPer1000 +
+		r.RegionalWrites*regional.WritePer1000 + r.RegionalReads*regional.ReadPer1000) / 1000
+}
+
+// What each operation issues, on n zonal replicas: one bucket when n is 1,
+// else a 2-of-n quorum (package quorum). These are counted, not assumed:
+// package tiered's TestCostCounts runs each operation over fault-wrapped
+// stores and checks the counts below against the wrappers' counters.
 //
-// Requests counted per compacted object: in hot, the two Stats, the marker's
-// write (to every copy) and the Stat that follows it, and the read; in cold,
-// the write and the verifying Stat. Deletes are free. Each pass lists hot's
-// markers and then its objects: one list (priced as a write, Class A on GCS)
-// per 1000 objects on every copy, as a quorum lists each of its replicas.
+// A quorum write or delete is a CASPaxos round: on every replica, a read of
+// the state and value and a promise (a write), a read of the state left, and
+// the accept (a write); a delete writes a tombstone. A quorum Stat asks every
+// replica; a read asks the fastest for the value and every one for state.
+
+// ZonalPut is one unconditional write.
+func ZonalPut(n int) Requests {
+	if n <= 1 {
+		return Requests{ZonalWrites: 1}
+	}
+	return Requests{ZonalWrites: 2 * float64(n), ZonalReads: 3 * float64(n)}
+}
+
+// ZonalDelete is one delete: free on a bucket, a tombstone round on a quorum.
+func ZonalDelete(n int) Requests {
+	if n <= 1 {
+		return Requests{}
+	}
+	return Requests{ZonalWrites: 2 * float64(n), ZonalReads: 3 * float64(n)}
+}
+
+// ZonalStat is one Stat, ZonalRead one read of an object.
+func ZonalStat(n int) Requests { return Requests{ZonalReads: float64(max(n, 1))} }
+
+func ZonalRead(n int) Requests {
+	if n <= 1 {
+		return Requests{ZonalReads: 1}
+	}
+	return Requests{ZonalReads: 1 + float64(n)}
+}
+
+// PackMoveObject is what the compactor issues for each object it moves into
+// a pack: two Stats (one before its marker, where the listing gives no
+// generation, as mem and quorum listings do not; one after), a read and a
+// conditional delete in hot.
+func PackMoveObject(n int) Requests {
+	return ZonalStat(n).times(2).plus(ZonalRead(n)).plus(ZonalDelete(n))
+}
+
+// PackMoveBatch is what it issues once per pack: the marker's write (and
+// its delete, free), the pack log's listing, the pack's write, its verifying
+// Stat and the read of its index.
+var PackMoveBatch = Requests{RegionalWrites: 3, RegionalReads: 2}
+
+// PackedDelete is what a user's Delete of an object that lives in a pack
+// issues: a Stat of hot (a miss), a listing of the pack log and the
+// tombstone's write (the cold object's delete is free).
+func PackedDelete(n int) Requests {
+	return ZonalStat(n).plus(Requests{RegionalWrites: 2})
+}
+
+// Estimate compares, for one month of w in steady state, keeping every object
+// in hot (on w.Replicas zonal buckets) for its whole retention against tiering:
+// hot for w.After, then moved into regional packs by package tiered's
+// compactor. The application deletes each object when its retention ends,
+// in both.
+//
+// Requests counted for tiering, beside the user's writes: per object moved,
+// PackMoveObject; per pack, PackMoveBatch; per delete, PackedDelete; per
+// pass, the listings of hot (objects and markers, a page per 1000 objects on
+// every replica, and on a quorum a Stat per replica of every tombstone it
+// still keeps, for quorum.Options.TombstoneGrace) and of the regional store
+// (the marker prefix twice, for recovery and maintenance, and the whole pack
+// log for maintenance).
 func Estimate(w Workload, hot, cold Price) (allHot, tiered Cost) {
-	return allIn(w, hot), tieredCost(w, hot, cold)
+	return allIn(w, hot, true), tieredCost(w, hot, cold)
 }
 
 // allIn prices w with every object written to w.Replicas buckets of class p
-// and kept there for its retention.
-func allIn(w Workload, p Price) Cost {
+// and kept there for its retention, then deleted.
+func allIn(w Workload, p Price, zonal bool) Cost {
 	copies, writes := w.copies(), w.WritesPerMonth()
+	per := ZonalPut(w.Replicas).plus(ZonalDelete(w.Replicas))
+	var req float64
+	if zonal {
+		req = per.price(p, p)
+	} else {
+		req = Requests{RegionalWrites: 1}.price(p, p)
+	}
 	return Cost{
 		Storage:  w.held(w.Retention) * copies * p.StoragePerGiBMonth,
-		Requests: writes * copies * p.WritePer1000 / 1000,
+		Requests: writes * req,
 		Transfer: writes * p.transferGiB(w.ObjectBytes) * copies * p.UploadPerGiB,
 	}
 }
 
-// tieredCost prices w written to w.Replicas buckets of hot and moved to one
-// of cold after w.After.
+// TombstoneGrace is how long a quorum keeps a delete's tombstones
+// (quorum.Options.TombstoneGrace's default): its listings Stat them.
+const TombstoneGrace = 10 * time.Minute
+
+// tieredCost prices w written to w.Replicas buckets of hot and moved in
+// packs to one of cold after w.After.
 func tieredCost(w Workload, hot, cold Price) Cost {
-	copies, writes := w.copies(), w.WritesPerMonth()
-	written := allIn(w, hot)
+	n, copies, writes := w.Replicas, w.copies(), w.WritesPerMonth()
 	after := min(w.After, w.Retention)
 	interval := w.Interval
 	if interval == 0 {
 		interval = tiered.DefaultInterval(w.After)
 	}
 	passes := float64(month) / float64(interval)
-	// Each pass lists the markers of unfinished moves, then the objects, a
-	// page at a time from every copy.
-	lists := passes * (1 + math.Max(1, math.Ceil(w.WritesPerSecond*after.Seconds()/1000))) * copies
-	return Cost{
-		Storage: w.held(after)*copies*hot.StoragePerGiBMonth + w.held(w.Retention-after)*cold.StoragePerGiBMonth,
-		Requests: written.Requests +
-			writes*(copies*hot.WritePer1000+4*hot.ReadPer1000)/1000 +
-			writes*(cold.WritePer1000+cold.ReadPer1000)/1000 +
-			lists*hot.WritePer1000/1000,
-		Transfer: written.Transfer +
-			writes*(hot.transferGiB(w.ObjectBytes)*hot.RetrievalPerGiB+cold.transferGiB(w.ObjectBytes)*cold.UploadPerGiB),
+	perPack := float64(w.packObjects())
+	packsPerPass := math.Ceil(w.WritesPerSecond * interval.Seconds() / perPack)
+	// Packs live about as long as their objects; tombstones until their
+	// packs are rewritten away.
+	logObjects := w.WritesPerSecond*w.Retention.Seconds()/perPack + w.WritesPerSecond*float64(TombstoneGrace/time.Second)
+	hotObjects := w.WritesPerSecond * after.Seconds()
+	perPass := Requests{
+		ZonalWrites:    2 * copies * math.Max(1, math.Ceil(hotObjects/1000)),
+		RegionalWrites: 2 + math.Max(1, math.Ceil(logObjects/1000)),
 	}
+	if n > 1 {
+		perPass.ZonalReads = copies * w.WritesPerSecond * TombstoneGrace.Seconds()
+	}
+	compactor := PackMoveObject(n).times(writes).
+		plus(PackMoveBatch.times(passes * packsPerPass)).
+		plus(perPass.times(passes)).
+		plus(PackedDelete(n).times(writes))
+	users := ZonalPut(n).times(writes)
+	// The compactor reads every object from hot once: retrieval is charged
+	// on it; packs are written regionally, where bytes are not charged.
+	moveTransfer := writes * (hot.transferGiB(w.ObjectBytes)*hot.RetrievalPerGiB + cold.transferGiB(w.ObjectBytes)*cold.UploadPerGiB)
+	written := allIn(w, hot, true)
+	c := Cost{
+		Storage:  w.held(after)*copies*hot.StoragePerGiBMonth + w.held(w.Retention-after)*cold.StoragePerGiBMonth,
+		Requests: users.price(hot, cold) + compactor.price(hot, cold),
+		Transfer: written.Transfer + moveTransfer,
+	}
+	c.Compactor = compactor.price(hot, cold) + moveTransfer
+	return c
 }
 
 // Layout is a way of storing a workload on one cloud.
@@ -139,8 +267,8 @@ const (
 	OneZonal
 	// ZonalQuorum keeps every object on Workload.Replicas zonal buckets.
 	ZonalQuorum
-	// Tiered writes to ZonalQuorum and moves each object to one regional
-	// bucket after Workload.After (Estimate).
+	// Tiered writes to ZonalQuorum and moves objects in packs to one
+	// regional bucket after Workload.After (Estimate).
 	Tiered
 )
 
@@ -160,8 +288,8 @@ func Layouts(w Workload) []LayoutCost {
 	for _, p := range Pairs() {
 		allHot, tier := Estimate(w, p.Zonal, p.Regional)
 		out = append(out,
-			LayoutCost{RegionalOnly, p, allIn(one, p.Regional)},
-			LayoutCost{OneZonal, p, allIn(one, p.Zonal)},
+			LayoutCost{RegionalOnly, p, allIn(one, p.Regional, false)},
+			LayoutCost{OneZonal, p, allIn(one, p.Zonal, true)},
 			LayoutCost{ZonalQuorum, p, allHot},
 			LayoutCost{Tiered, p, tier},
 		)

@@ -11,22 +11,33 @@ import (
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want)) }
 
 // The arithmetic, redone by hand for 100 writes/s of 64 KiB kept 7 days in a
-// 3-copy GCS Rapid quorum, compacted after 5 minutes to GCS Standard:
+// 2-of-3 GCS Rapid quorum, compacted after 5 minutes into GCS Standard packs
+// of 1000 objects (Class A $0.005, Class B $0.0004 per 1000 in both):
 //
-//	writes/month     100 * 730 h * 3600 s           = 262,800,000
-//	held 7 days      100 * 604,800 s * 64 KiB       = 3691.40625 GiB
-//	all hot          storage 3691.40625 * 3 * 0.110 = 1218.1640625
-//	                 writes  262.8e6 * 3 * 0.005/1e3 = 3942
+//	writes/month     100 * 730 h * 3600 s             = 262,800,000
+//	held 7 days      100 * 604,800 s * 64 KiB         = 3691.40625 GiB
+//	all hot          storage 3691.40625 * 3 * 0.110   = 1218.1640625
+//	                 a write 6 A + 9 B, its delete 6 A + 9 B:
+//	                 262.8e6 * (12*0.005 + 18*0.0004)/1e3 = 17660.16
 //	tiered hot       100 * 300 s * 64 KiB = 1.8310546875 GiB * 3 * 0.110 = 0.604248046875
 //	tiered cold      100 * 604,500 s * 64 KiB = 3689.5751953125 GiB * 0.020 = 73.79150390625
-//	move requests    262.8e6 * (3*0.005 + 4*0.0004)/1e3 = 4362.48 in hot
-//	                 262.8e6 * (0.005 + 0.0004)/1e3     = 1419.12 in cold
-//	lists            a pass a minute (After/4, at most 1m), each 1 page of
-//	                 markers + 30 of objects from each of the 3 copies:
-//	                 (730 h / 60 s) * 31 * 3 * 0.005/1e3 = 20.367
+//	users' writes    262.8e6 * (6*0.005 + 9*0.0004)/1e3 = 8830.08
+//	per object moved 2 Stats 6 B, read 4 B, delete 6 A + 9 B:
+//	                 262.8e6 * (6*0.005 + 19*0.0004)/1e3 = 9881.28
+//	per delete       hot Stat 3 B, pack log listing and tombstone 2 A:
+//	                 262.8e6 * (3*0.0004 + 2*0.005)/1e3 = 2943.36
+//	per pack         3 A + 2 B; a pass a minute (After/4, at most 1m) of
+//	                 6000 objects: 6 packs; 43,800 passes: 262,800 packs
+//	                 * (3*0.005 + 2*0.0004)/1e3 = 4.15224
+//	per pass         hot: 2 listings * 3 replicas * 30 pages = 180 A, and a
+//	                 Stat per replica of 60,000 tombstones (10 min of deletes)
+//	                 = 180,000 B; cold: 2 marker listings + 121 pages of a
+//	                 120,480-object log = 123 A: 43,800 * (180*0.005 +
+//	                 180000*0.0004 + 123*0.005)/1e3 = 3219.957
 func TestEstimateArithmetic(t *testing.T) {
 	w := cost.Workload{WritesPerSecond: 100, ObjectBytes: 64 << 10, Retention: 7 * 24 * time.Hour, After: 5 * time.Minute, Replicas: 3}
 	allHot, tier := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard)
+	compactor := 9881.28 + 2943.36 + 4.15224 + 3219.957
 	for _, c := range []struct {
 		what      string
 		got, want float64
@@ -34,45 +45,43 @@ func TestEstimateArithmetic(t *testing.T) {
 		{"writes a month", w.WritesPerMonth(), 262.8e6},
 		{"stored GiB", w.StoredGiB(), 3691.40625},
 		{"all-hot storage", allHot.Storage, 1218.1640625},
-		{"all-hot requests", allHot.Requests, 3942},
+		{"all-hot requests", allHot.Requests, 17660.16},
 		{"all-hot transfer", allHot.Transfer, 0},
 		{"tiered storage", tier.Storage, 0.604248046875 + 73.79150390625},
-		{"tiered requests", tier.Requests, 3942 + 4362.48 + 1419.12 + 20.367},
+		{"tiered requests", tier.Requests, 8830.08 + compactor},
+		{"tiered compactor", tier.Compactor, compactor},
 		{"tiered transfer", tier.Transfer, 0},
 	} {
 		if !near(c.got, c.want) {
 			t.Errorf("%s = %.6f, want %.6f", c.what, c.got, c.want)
 		}
 	}
-	// Small objects kept a week: each move costs more in requests than it
-	// saves in storage, and the estimate must say so.
-	if tier.Total() <= allHot.Total() {
-		t.Errorf("tiering 64 KiB objects kept 7 days costs %.2f, all hot %.2f: want tiering dearer", tier.Total(), allHot.Total())
-	}
-	// An explicit interval of 5 minutes: a fifth of the passes, so a fifth of
-	// the listing.
+	// An explicit interval of 5 minutes: a fifth of the passes, each with 30
+	// packs; the per-pass listings cost a fifth.
 	w.Interval = 5 * time.Minute
-	if _, slow := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard); !near(slow.Requests, 3942+4362.48+1419.12+20.367/5) {
-		t.Errorf("tiered requests with a pass every 5m = %.6f, want %.6f", slow.Requests, 3942+4362.48+1419.12+20.367/5)
+	want := 8830.08 + 9881.28 + 2943.36 + 8760*30*(3*0.005+2*0.0004)/1e3 + 3219.957/5
+	if _, slow := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard); !near(slow.Requests, want) {
+		t.Errorf("tiered requests with a pass every 5m = %.6f, want %.6f", slow.Requests, want)
 	}
 }
 
-// S3 Express charges per byte uploaded and retrieved above 512 KiB of each
-// request: 1 MiB objects at 1 GiB/s are charged for half their bytes.
+// S3 Express charges per byte uploaded and retrieved on every byte of every
+// request, as the FAQ's example prices 10 KB requests: 1 MiB objects at 1
+// GiB/s are charged for all of their bytes, and so are 10 KiB ones.
 func TestEstimateTransferCharges(t *testing.T) {
 	w := cost.Workload{WritesPerSecond: 1024, ObjectBytes: 1 << 20, Retention: 24 * time.Hour, After: time.Minute, Replicas: 1}
 	allHot, tier := cost.Estimate(w, cost.S3ExpressOneZone, cost.S3Standard)
-	const gibPerMonth = 730 * 3600 / 2 // 1 GiB/s, half of it above 512 KiB
+	const gibPerMonth = 730 * 3600 // 1 GiB/s
 	if want := gibPerMonth * 0.0032; math.Abs(allHot.Transfer-want) > 1e-6 {
 		t.Errorf("all-hot transfer %.4f, want %.4f", allHot.Transfer, want)
 	}
 	if want := gibPerMonth * (0.0032 + 0.0006); math.Abs(tier.Transfer-want) > 1e-6 {
 		t.Errorf("tiered transfer %.4f, want %.4f (upload, plus the compactor's read)", tier.Transfer, want)
 	}
-	// Objects at or under the free threshold pay no transfer at all.
-	w.ObjectBytes = 512 << 10
-	if allHot, tier := cost.Estimate(w, cost.S3ExpressOneZone, cost.S3Standard); allHot.Transfer != 0 || tier.Transfer != 0 {
-		t.Errorf("512 KiB objects: transfer %v all hot, %v tiered, want 0", allHot.Transfer, tier.Transfer)
+	// The FAQ's example: 1,000,000 PUTs of 10 KB cost $0.03 of upload.
+	w = cost.Workload{WritesPerSecond: 1e6 / (730 * 3600), ObjectBytes: 10 << 10, Retention: 24 * time.Hour, After: time.Minute, Replicas: 1}
+	if allHot, _ := cost.Estimate(w, cost.S3ExpressOneZone, cost.S3Standard); math.Abs(allHot.Transfer-10.0/1048576*1e6*0.0032) > 1e-9 {
+		t.Errorf("1,000,000 writes of 10 KiB: transfer %v, want the FAQ's %v", allHot.Transfer, 10.0/1048576*1e6*0.0032)
 	}
 }
 
@@ -97,13 +106,17 @@ func TestLayouts(t *testing.T) {
 	if e := byLayout[cost.RegionalOnly]; !near(e.Storage, writes*0.023) || !near(e.Total()-e.Storage, writes*0.005/1000) {
 		t.Errorf("regional only: %+v", e.Cost)
 	}
-	// S3 Express charges per GiB above 512 KiB on upload.
-	upload := 0.00113/1000 + float64(1<<30-512<<10)/(1<<30)*0.0032
+	// S3 Express charges per GiB uploaded, on every byte.
+	upload := 0.00113/1000 + 0.0032
 	if e := byLayout[cost.OneZonal]; !near(e.Storage, writes*0.11) || !near(e.Requests+e.Transfer, writes*upload) {
 		t.Errorf("one zonal bucket: %+v, want requests and transfer %v", e.Cost, writes*upload)
 	}
-	if e := byLayout[cost.ZonalQuorum]; !near(e.Total(), 3*byLayout[cost.OneZonal].Total()) {
-		t.Errorf("quorum: %+v", e.Cost)
+	// A quorum stores three copies and pays a consensus round (2 writes and
+	// 3 reads per replica) for each write and for each delete.
+	quorumReq := writes * (12*0.00113 + 18*0.00003) / 1000
+	if e := byLayout[cost.ZonalQuorum]; !near(e.Storage, 3*byLayout[cost.OneZonal].Storage) || !near(e.Requests, quorumReq) ||
+		!near(e.Transfer, 3*byLayout[cost.OneZonal].Transfer) {
+		t.Errorf("quorum: %+v, want requests %v", e.Cost, quorumReq)
 	}
 	// Tiered: an hour's writes on three zonal replicas, the rest regional.
 	tiered := byLayout[cost.Tiered]
@@ -167,5 +180,34 @@ func TestCostTable(t *testing.T) {
 		t.Logf("%s, %s -> %s after %v: all hot $%.0f/month (storage %.0f, requests %.0f, transfer %.0f); tiered $%.0f/month (storage %.0f, requests %.0f, transfer %.0f): %.1fx",
 			c.name, c.hot.Name(), c.cold.Name(), c.w.After, allHot.Total(), allHot.Storage, allHot.Requests, allHot.Transfer,
 			tier.Total(), tier.Storage, tier.Requests, tier.Transfer, allHot.Total()/tier.Total())
+	}
+}
+
+// TestTieringBySize prices the default workload (200 writes/s, 30 days, 15
+// minutes hot, 3 zones) at object sizes from 1 KiB to 1 MiB on each cloud,
+// tiered into packs against the untiered quorum. Over a quorum hot tier a
+// move's hot delete is a consensus round as dear as the write itself, and a
+// quorum's listing Stats its tombstones, so tiering pays where storage
+// dominates: from 256 KiB on every cloud, to less than half from 1 MiB.
+// Below 64 KiB (below 256 KiB on GCS) it costs more than it saves.
+func TestTieringBySize(t *testing.T) {
+	for _, p := range cost.Pairs() {
+		for _, size := range []int64{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20} {
+			w := cost.DefaultWorkload()
+			w.ObjectBytes = size
+			allHot, tier := cost.Estimate(w, p.Zonal, p.Regional)
+			ratio := tier.Total() / allHot.Total()
+			t.Logf("%-5s %7d B: quorum $%.0f, tiered $%.0f (%.2fx), compactor %.0f%% of tiered",
+				p.Zonal.Cloud, size, allHot.Total(), tier.Total(), ratio, 100*tier.Compactor/tier.Total())
+			if size >= 256<<10 && ratio >= 1 {
+				t.Errorf("%s, %d B objects: tiering costs %.2fx, want cheaper", p.Zonal.Cloud, size, ratio)
+			}
+			if size >= 1<<20 && ratio > 0.5 {
+				t.Errorf("%s, %d B objects: tiering costs %.2fx, want at most 0.5x", p.Zonal.Cloud, size, ratio)
+			}
+			if tier.Compactor <= 0 || tier.Compactor >= tier.Total() {
+				t.Errorf("%s: compactor $%.0f of $%.0f", p.Zonal.Cloud, tier.Compactor, tier.Total())
+			}
+		}
 	}
 }

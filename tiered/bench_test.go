@@ -141,3 +141,99 @@ func BenchmarkCompaction(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPackedGet compares, in one run, reading a packed object through a
+// tiered store (a hot miss, then one ranged read of its pack while the pack
+// log is listed) with reading an object of the same size stored on its own in
+// the regional store, over the latency profiles above (every call delayed:
+// hot p50 2 ms, cold p50 20 ms; the pack log's listing is a cold call too).
+// It reports both medians and their ratio (the goal is at most 1.2).
+//
+//	go test ./tiered -run '^$' -bench PackedGet -benchtime 200x
+func BenchmarkPackedGet(b *testing.B) {
+	const objects, size = 200, 64 << 10
+	hot, rawHot := slowMem(b, hotProfile, 6)
+	cold, rawCold := slowMem(b, coldProfile, 7)
+	ts, err := tiered.New(hot, cold, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ts.Close()
+	ctx := context.Background()
+	data := make([]byte, size)
+	for i := range objects {
+		if err := blob.Put(ctx, rawHot, fmt.Sprintf("p/%04d", i), data, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := blob.Put(ctx, rawCold, fmt.Sprintf("direct/%04d", i), data, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if res := ts.CompactOnce(ctx); res.Moved != objects || ts.Stats().Packs == 0 {
+		b.Fatalf("pass %+v, stats %+v", res, ts.Stats())
+	}
+	read := func(s blob.Store, key string) time.Duration {
+		start := time.Now()
+		got, err := blob.ReadAll(ctx, s, key)
+		if err != nil || len(got) != size {
+			b.Fatalf("read %s: %d bytes, %v", key, len(got), err)
+		}
+		return time.Since(start)
+	}
+	var lp, ld []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		k := i % objects
+		if i%2 == 0 {
+			lp = append(lp, read(ts, fmt.Sprintf("p/%04d", k)))
+			ld = append(ld, read(cold, fmt.Sprintf("direct/%04d", k)))
+		} else {
+			ld = append(ld, read(cold, fmt.Sprintf("direct/%04d", k)))
+			lp = append(lp, read(ts, fmt.Sprintf("p/%04d", k)))
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(quantile(lp, 0.5)), "packed-p50-ms")
+	b.ReportMetric(ms(quantile(ld, 0.5)), "direct-p50-ms")
+	b.ReportMetric(ms(quantile(lp, 0.99)), "packed-p99-ms")
+	b.ReportMetric(ms(quantile(ld, 0.99)), "direct-p99-ms")
+	b.ReportMetric(float64(quantile(lp, 0.5))/float64(quantile(ld, 0.5)), "p50-ratio")
+}
+
+// BenchmarkPackCompaction measures a pass that moves 2000 objects of 64 KiB
+// into packs at the default bounds, over the same latency profiles.
+//
+//	go test ./tiered -run '^$' -bench PackCompaction -benchtime 3x
+func BenchmarkPackCompaction(b *testing.B) {
+	const n, size = 2000, 64 << 10
+	hot, rawHot := slowMem(b, hotProfile, 8)
+	cold, _ := slowMem(b, coldProfile, 9)
+	ts, err := tiered.New(hot, cold, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ts.Close()
+	ctx := context.Background()
+	data := make([]byte, size)
+	var took time.Duration
+	var moved int
+	for i := range b.N {
+		b.StopTimer()
+		for k := range n {
+			if err := blob.Put(ctx, rawHot, fmt.Sprintf("%d/%05d", i, k), data, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		start := time.Now()
+		res := ts.CompactOnce(ctx)
+		took += time.Since(start)
+		if res.Moved != n || res.Failed != 0 {
+			b.Fatalf("pass %+v", res)
+		}
+		moved += res.Moved
+	}
+	b.ReportMetric(float64(moved)/took.Seconds(), "objects/s")
+	b.ReportMetric(float64(moved)*size/(1<<20)/took.Seconds(), "MiB/s")
+	b.ReportMetric(float64(ts.Stats().Packs)/float64(b.N), "packs/pass")
+}

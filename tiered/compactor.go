@@ -32,14 +32,19 @@ type Stats struct {
 	Lag time.Duration
 	// Recovered counts move markers examined by recovery: moves that failed
 	// or whose process crashed, finished by a later pass.
-	Recovered    int64
-	LastPass     time.Time
-	LastPassTook time.Duration
-	LastError    string
+	Recovered int64
+	// Packs counts packs written (by moves and rewrites), Rewrites packs
+	// rewritten without their dead entries, and Tombstones the tombstones
+	// written (by this Store's deletes and maintenance).
+	Packs, Rewrites, Tombstones int64
+	LastPass                    time.Time
+	LastPassTook                time.Duration
+	LastError                   string
 }
 
 type statsCounters struct {
 	passes, moved, bytes, conflicts, busy, errs, recovered atomic.Int64
+	packs, rewrites, tombstones                            atomic.Int64
 	mu                                                     sync.Mutex
 	lag                                                    time.Duration
 	lastPass                                               time.Time
@@ -54,6 +59,7 @@ func (s *Store) Stats() Stats {
 		Passes: c.passes.Load(), MovedObjects: c.moved.Load(), MovedBytes: c.bytes.Load(),
 		Conflicts: c.conflicts.Load(), Busy: c.busy.Load(), Errors: c.errs.Load(),
 		Recovered: c.recovered.Load(),
+		Packs:     c.packs.Load(), Rewrites: c.rewrites.Load(), Tombstones: c.tombstones.Load(),
 	}
 	c.mu.Lock()
 	st.Lag, st.LastPass, st.LastPassTook, st.LastError = c.lag, c.lastPass, c.lastTook, c.lastErr
@@ -121,6 +127,99 @@ func (s *Store) CompactOnce(ctx context.Context) PassResult {
 		}
 	}
 	s.recoverMarkers(ctx)
+	if s.packing() {
+		s.compactPacks(ctx, &res, note)
+	} else {
+		s.compactEach(ctx, note)
+	}
+	s.stats.passes.Add(1)
+	s.stats.mu.Lock()
+	s.stats.lastPass, s.stats.lastTook = start, s.opts.Now().Sub(start)
+	s.stats.mu.Unlock()
+	return res
+}
+
+// compactPacks moves the objects older than After in packs of at most
+// PackMaxObjects and about PackMaxBytes, each object larger than
+// PackMaxBytes on its own, then maintains the packs.
+func (s *Store) compactPacks(ctx context.Context, res *PassResult, note func(moveOutcome, int64, error)) {
+	var batch []blob.ListObject
+	var batchBytes int64
+	var oldest time.Time
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		n, size, err := s.movePack(ctx, batch)
+		if err != nil && ctx.Err() == nil {
+			s.fail(err)
+			note(none, 0, err)
+			if oldest.IsZero() || batch[0].ModTime.Before(oldest) {
+				oldest = batch[0].ModTime
+			}
+		}
+		for range n {
+			note(moved, 0, nil)
+		}
+		res.Bytes += int(size)
+		batch, batchBytes = batch[:0], 0
+	}
+	for obj, err := range blob.All(ctx, s.hot, nil) {
+		if err != nil {
+			if ctx.Err() == nil {
+				s.fail(err)
+				note(none, 0, err)
+			}
+			break
+		}
+		if obj.IsDir || isMarker(obj.Key) || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
+			continue
+		}
+		if err := s.limiter.wait(ctx, obj.Size); err != nil {
+			break
+		}
+		if obj.Size > s.opts.PackMaxBytes {
+			o, size, err := s.moveKey(ctx, obj.Key)
+			if err != nil && ctx.Err() == nil {
+				s.fail(err)
+			} else if err != nil {
+				err = nil
+			}
+			note(o, size, err)
+			continue
+		}
+		if batchBytes+obj.Size > s.opts.PackMaxBytes {
+			flush()
+		}
+		batch = append(batch, obj)
+		batchBytes += obj.Size
+		if len(batch) >= s.opts.PackMaxObjects {
+			flush()
+		}
+	}
+	flush()
+	if ctx.Err() == nil {
+		if err := s.maintainPacks(ctx); err != nil && ctx.Err() == nil {
+			s.fail(err)
+			note(none, 0, err)
+		}
+	}
+	s.setLag(oldest)
+}
+
+func (s *Store) setLag(oldest time.Time) {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	s.stats.lag = 0
+	if !oldest.IsZero() {
+		s.stats.lag = max(s.opts.Now().Sub(oldest)-s.opts.After, 0)
+	}
+}
+
+// compactEach moves the objects older than After one by one, at most
+// Concurrency at a time.
+func (s *Store) compactEach(ctx context.Context, note func(moveOutcome, int64, error)) {
+	var mu sync.Mutex
 	sem := make(chan struct{}, s.opts.Concurrency)
 	var wg sync.WaitGroup
 	var oldest time.Time
@@ -164,15 +263,7 @@ func (s *Store) CompactOnce(ctx context.Context) PassResult {
 		})
 	}
 	wg.Wait()
-	s.stats.passes.Add(1)
-	s.stats.mu.Lock()
-	s.stats.lastPass, s.stats.lastTook = start, s.opts.Now().Sub(start)
-	s.stats.lag = 0
-	if !oldest.IsZero() {
-		s.stats.lag = max(start.Sub(oldest)-s.opts.After, 0)
-	}
-	s.stats.mu.Unlock()
-	return res
+	s.setLag(oldest)
 }
 
 type moveOutcome int
@@ -274,6 +365,11 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 		}
 		return abandon(none, fmt.Errorf("tiered: verify %q: cold copy differs (size %d vs %d)", key, ca.Size, a.Size))
 	}
+	// Reads prefer what packs serve to cold's own object: older versions of
+	// key in packs die before hot's goes.
+	if _, err := s.killPacked(ctx, key); err != nil {
+		return none, 0, err
+	}
 	// 6. Delete hot, only if it is still generation g1.
 	err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g1})
 	switch {
@@ -290,7 +386,6 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 		} else if rerr != nil {
 			return none, 0, rerr // recovery will find hot gone and keep the copy
 		}
-		s.recent.add(key)
 		s.stats.moved.Add(1)
 		s.stats.bytes.Add(a.Size)
 		return moved, a.Size, nil

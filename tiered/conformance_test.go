@@ -38,19 +38,33 @@ func TestConformance(t *testing.T) {
 	})
 	// The suite proves nothing about tiering unless objects really moved
 	// while it ran.
-	var moved int64
+	var moved, packs int64
 	for _, s := range stores {
 		moved += s.Stats().MovedObjects
+		packs += s.Stats().Packs
 	}
-	if moved == 0 {
-		t.Fatal("the compactor moved nothing during the suite")
+	if moved == 0 || packs == 0 {
+		t.Fatalf("the compactor moved %d objects in %d packs during the suite: want some", moved, packs)
 	}
-	t.Logf("the compactor moved %d objects during the suite", moved)
+	t.Logf("the compactor moved %d objects in %d packs during the suite", moved, packs)
 }
 
 func TestGocloudDrivertest(t *testing.T) {
+	var stores []*tiered.Store
 	conformance.RunGocloud(t, conformance.Harness{
-		NewStore: func(ctx context.Context, t *testing.T) blob.Store { return openAggressive(ctx, t) },
-		Caps:     conformance.Caps{NonSlashDelimiters: true},
+		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
+			s := openAggressive(ctx, t)
+			stores = append(stores, s.(*tiered.Store))
+			return s
+		},
+		Caps: conformance.Caps{NonSlashDelimiters: true},
 	})
+	var packs int64
+	for _, s := range stores {
+		packs += s.Stats().Packs
+	}
+	if packs == 0 {
+		t.Fatal("no pack was made during the suite")
+	}
+	t.Logf("%d packs made during the suite", packs)
 }

@@ -1,8 +1,11 @@
 // Package tiered puts a hot store (a zonal bucket, or a quorum of them) in
 // front of a cold one (a regional bucket): writes land hot, and a background
-// compactor moves each object to cold once it is older than After. Zonal
-// storage costs about five times as much per GiB, and a quorum keeps it two or
-// three times, so data should stay hot for minutes, not months.
+// compactor moves objects to cold once they are older than After, many at a
+// time into one regional pack with an index (see Packs), or, with packs
+// turned off or for objects larger than a pack, each to a cold object of its
+// own name (see A move). Zonal storage costs about five times as much per
+// GiB, and a quorum keeps it two or three times, so data should stay hot for
+// minutes, not months.
 //
 //	s, err := tiered.New(hot, cold, tiered.Options{After: 5 * time.Minute})
 //	s, err := blob.Open(ctx, "tiered://?hot=URL&cold=URL&after=5m")
@@ -10,8 +13,10 @@
 // URL parameters (hot and cold are URLs of registered schemes, query-escaped;
 // unknown parameters are an error): hot, cold, after (0 moves at once),
 // interval, concurrency, max_objects_per_second, max_bytes_per_second,
-// move_timeout, remember, manual. The scheme is registered on blob.Open and
-// on gocloud's blob.DefaultURLMux.
+// move_timeout, manual, pack_max_objects (-1 turns packs off),
+// pack_max_bytes, pack_min_live_percent, max_clock_skew; all are checked
+// before any I/O. The scheme is registered on blob.Open and on gocloud's
+// blob.DefaultURLMux.
 //
 // # Operations
 //
@@ -19,17 +24,65 @@
 // the hot store's Create (its names are new, so cold need not be asked): the
 // write path costs what the hot store costs. Writes with IfNotExist or
 // IfGenerationMatch also consult cold (one cold Stat) and are committed
-// under a per-key lock. Reads and Stat try hot, then cold; a key this Store
-// moved recently is asked of both at once. List merges both tiers, hot's
+// under a per-key lock. Reads and Stat try hot, then cold, asking cold only
+// after hot's miss (so no read returns a version older than one acknowledged
+// before it began). List merges both tiers, hot's
 // attributes winning; objects listed from cold only have an empty Generation
-// (Stat has it). Delete removes the key from both tiers. An object keeps its
+// (Stat has it). Delete takes effect at one instant, the removal of the
+// version readers see, and never removes a version written after it. An
+// object keeps its
 // generation when it moves (the cold copy records it in metadata key
 // zonalblob-tiered-generation, hidden from users), so a generation read
 // before a move still matches after it. Close stops the compactor, waits for
 // its moves and closes both tiers. Stats reports objects and bytes moved,
 // conflicts with users, failures, and lag.
 //
-// # A move
+// # Packs
+//
+// A pass gathers the hot objects older than After into packs of at most
+// PackMaxObjects objects and about PackMaxBytes: one regional object holding
+// a header, an index (each object's key, offset, length, attributes and
+// generation, and the older versions of its keys the pack supersedes) and
+// the objects' bytes. A pack move (movePack has the steps, and what a crash
+// or a user does between them) writes one marker to cold, Stats and reads
+// each object in hot, writes the pack, verifies it, deletes each object from
+// hot on condition of the generation packed, and deletes the marker: per
+// pack, two regional writes, a listing, a Stat and an index read; per
+// object, a Stat, a read and the conditional delete in hot.
+//
+// Packs and tombstones are named in cold by the time they were begun (the
+// pack log); a Store's catalog holds their indexes and kills. A read that
+// misses in hot brings the catalog up to date with one listing of the log
+// from a little before its last one (MoveTimeout twice, and MaxClockSkew:
+// a pack is committed within half that of its name's time, or its objects
+// stay in hot), so it sees every pack whose objects left hot before the
+// miss; it reads the pack the catalog knew meanwhile, one ranged read, and
+// keeps that read if the entry is still the one served. Stat, List,
+// attributes and generations are as for any cold object (List merges the
+// packed keys; they list with an empty Generation, like cold's).
+//
+// Deletes and overwrites of packed objects kill them: a Delete writes a
+// tombstone naming the version, and a move of a newer version records the
+// older ones as superseded in its pack. A Delete that deletes a version from
+// hot while a pack move of its key is under way finds the move's marker and
+// kills whatever version of the key that pack holds. Kills are by
+// generation, so they reach every copy. A pack whose live share of bytes
+// falls below PackMinLive (and that is older than the log window) is
+// rewritten: its live entries, and the kills it carries that still apply to
+// another pack, go into a new pack, and only then is it deleted; a reader
+// that finds it gone relists the log. A tombstone is removed once no pack
+// holds a version it kills, four windows after it was written.
+//
+// The catalog keeps every pack's index in memory: its size grows with the
+// packed objects (not bounded), a process's first read lists and loads the
+// whole log, and packs removed by rewrites stay in it until a full listing
+// (each pass's maintenance, or a read that finds its pack gone).
+//
+// Run one compactor per pair of tiers when packing: pack markers do not
+// exclude each other, and of two live versions of a key in packs (possible
+// only while two compactors pack it at once) the newer pack's name wins.
+//
+// # A move (each object on its own)
 //
 // For each hot object older than After, at most Concurrency at a time and
 // within the rate limits, holding the key's lock in this process:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/quorum"
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
@@ -88,13 +89,26 @@ func memPair(t *testing.T) (hot, cold blob.Store) {
 }
 
 // manual returns a tiered store over hot and cold whose compactor runs only
-// when asked, one move at a time, moving everything. Its Owner is the same
-// for every store a test makes, so a store made after a "crash" finishes the
-// moves of the one before at once, as a restarted process with a stable name
-// would. (Stores that only serve users never run passes, so they may share it.)
+// when asked, one move at a time, moving everything, each object on its own
+// (no packs). Its Owner is the same for every store a test makes, so a store
+// made after a "crash" finishes the moves of the one before at once, as a
+// restarted process with a stable name would. (Stores that only serve users
+// never run passes, so they may share it.)
 func manual(t *testing.T, hot, cold blob.Store) *tiered.Store {
 	t.Helper()
-	s, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, Owner: "test-compactor"})
+	return manualWith(t, hot, cold, tiered.Options{PackMaxObjects: -1})
+}
+
+// manualPacked is manual with moves into packs of at most maxObjects.
+func manualPacked(t *testing.T, hot, cold blob.Store, maxObjects int) *tiered.Store {
+	t.Helper()
+	return manualWith(t, hot, cold, tiered.Options{PackMaxObjects: maxObjects})
+}
+
+func manualWith(t *testing.T, hot, cold blob.Store, o tiered.Options) *tiered.Store {
+	t.Helper()
+	o.After, o.Manual, o.Concurrency, o.Owner = time.Nanosecond, true, 1, "test-compactor"
+	s, err := tiered.New(nopClose{hot}, nopClose{cold}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,4 +157,18 @@ func listKeys(t *testing.T, s blob.Store) []string {
 		out = append(out, o.Key)
 	}
 	return out
+}
+
+// newQuorum returns a quorum store over replicas with its background work
+// (probes, anti-entropy) slowed out of a test's way. Its reads are majority
+// reads, the quorum's linearizable mode: a tiered store's reads are as
+// linearizable as its hot store's.
+func newQuorum(t *testing.T, replicas []blob.Store) blob.Store {
+	t.Helper()
+	q, err := quorum.New(replicas, quorum.Options{Consistency: quorum.ReadMajority, ProbeInterval: time.Hour, AntiEntropyInterval: -1, CloseTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return nopClose{q}
 }

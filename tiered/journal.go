@@ -140,6 +140,20 @@ func (s *Store) recoverMarkers(ctx context.Context) {
 			s.fail(err)
 		}
 	}
+	if !s.packing() {
+		return
+	}
+	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
+		if err != nil {
+			if ctx.Err() == nil {
+				s.fail(err)
+			}
+			return
+		}
+		if err := s.recoverBatch(ctx, obj); err != nil && ctx.Err() == nil {
+			s.fail(err)
+		}
+	}
 }
 
 func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject) error {

@@ -52,9 +52,17 @@ type sim struct {
 	moving   string
 	settling map[string]bool
 	seq      int
+	// packObjects is the compactor's PackMaxObjects (negative: each object
+	// moved on its own).
+	packObjects int
 }
 
 const simGrace = 30 * time.Second
+
+// simMoveTimeout is short so that the pack log's window (two move timeouts
+// and the clock skew) is short too: packs age past it, and are rewritten,
+// within a run.
+const simMoveTimeout = 250 * time.Millisecond
 
 // markerPrefix is tiered's prefix of move markers in the hot store.
 const markerPrefix = "\U0010FFFD\U0010FFFD"
@@ -65,15 +73,24 @@ func TestSimulation(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (replay: go test ./tiered -run TestSimulation -tiered.seed=%d)", seed, seed)
+	for _, mode := range []struct {
+		name        string
+		packObjects int
+	}{{"objects", -1}, {"packs", 4}} {
+		t.Run(mode.name, func(t *testing.T) { runSimulation(t, seed, mode.packObjects) })
+	}
+}
+
+func runSimulation(t *testing.T, seed uint64, packObjects int) {
 	hot, cold := memPair(t)
 	s := &sim{
 		t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), hot: hot, cold: cold,
 		hotF:  fault.Wrap(hot, fault.Options{Seed: seed, Name: "hot"}),
 		coldF: fault.Wrap(cold, fault.Options{Seed: seed + 1, Name: "cold"}),
 		model: map[string]string{}, gone: map[string]bool{}, referenced: map[string]bool{}, counts: map[string]int{},
-		settling: map[string]bool{},
+		settling: map[string]bool{}, packObjects: packObjects,
 	}
-	s.user = manual(t, hot, cold)
+	s.user = manualWith(t, hot, cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond})
 	s.restart()
 	for step := 0; step < *simSteps && len(s.violations) < 20; step++ {
 		s.offset += time.Duration(s.rng.IntN(3)) * time.Second
@@ -98,6 +115,9 @@ func TestSimulation(t *testing.T) {
 		if step%50 == 0 {
 			s.checkAll("step " + fmt.Sprint(step))
 		}
+		if step > 0 && step%10000 == 0 {
+			t.Logf("step %d: %d violations so far", step, len(s.violations))
+		}
 	}
 	// With faults and users gone, one pass moves everything and the model
 	// still holds.
@@ -119,8 +139,11 @@ func TestSimulation(t *testing.T) {
 	}
 	s.addStats()
 	t.Logf("actions %v; %d deletes raced a move of their key", s.counts, s.counts["delete racing its move"])
-	t.Logf("compactors moved %d objects (%d bytes), %d conflicts with users, %d failed moves",
-		s.total.MovedObjects, s.total.MovedBytes, s.total.Conflicts, s.total.Errors)
+	t.Logf("compactors moved %d objects (%d bytes), %d conflicts with users, %d failed moves; %d packs written, %d rewritten, %d tombstones by maintenance",
+		s.total.MovedObjects, s.total.MovedBytes, s.total.Conflicts, s.total.Errors, s.total.Packs, s.total.Rewrites, s.total.Tombstones)
+	if st := s.user.Stats(); st.Tombstones > 0 {
+		t.Logf("the user's deletes wrote %d tombstones", st.Tombstones)
+	}
 	if len(s.violations) > 0 {
 		t.Fatalf("%d violations with seed %d:\n%s", len(s.violations), seed, joinLines(s.violations))
 	}
@@ -136,8 +159,12 @@ func joinLines(ss []string) string {
 	return b.String()
 }
 
+// violate records a violation, and logs it at once: a long run shows what
+// went wrong while it is still running.
 func (s *sim) violate(format string, args ...any) {
-	s.violations = append(s.violations, fmt.Sprintf(format, args...))
+	v := fmt.Sprintf(format, args...)
+	s.violations = append(s.violations, v)
+	s.t.Logf("violation: %s", v)
 }
 
 func (s *sim) randomKey() string { return fmt.Sprintf("k%02d", s.rng.IntN(16)) }
@@ -300,7 +327,8 @@ func (s *sim) restart() {
 	}
 	at := func(step, key string) { s.during(step, key) }
 	c, err := tiered.New(&hooked{Store: s.hotF, name: "hot", at: at}, &hooked{Store: s.coldF, name: "cold", at: at},
-		tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, Owner: "sim-compactor"})
+		tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, Owner: "sim-compactor", PackMaxObjects: s.packObjects,
+			MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -390,4 +418,7 @@ func (s *sim) addStats() {
 	s.total.MovedBytes += st.MovedBytes
 	s.total.Conflicts += st.Conflicts
 	s.total.Errors += st.Errors
+	s.total.Packs += st.Packs
+	s.total.Rewrites += st.Rewrites
+	s.total.Tombstones += st.Tombstones
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +28,16 @@ const (
 	DefaultAfter       = 5 * time.Minute
 	DefaultConcurrency = 4
 	DefaultMoveTimeout = time.Minute
-	DefaultRemember    = 10000
+	// DefaultPackMaxObjects and DefaultPackMaxBytes bound a pack. At 1000
+	// objects a pack costs one regional write, one Stat and a listing share
+	// per thousand objects moved (package cost prices it); 256 MiB keeps a
+	// pack move's memory and a rewrite's read modest.
+	DefaultPackMaxObjects = 1000
+	DefaultPackMaxBytes   = 256 << 20
+	// DefaultPackMinLive is the share of a pack's bytes still live below
+	// which the pack is rewritten without its dead entries.
+	DefaultPackMinLive  = 0.5
+	DefaultMaxClockSkew = time.Minute
 )
 
 // DefaultInterval is the time between the compactor's passes when
@@ -55,15 +66,29 @@ type Options struct {
 	// is unlimited.
 	MaxObjectsPerSecond float64
 	MaxBytesPerSecond   float64
-	// MoveTimeout bounds one move (default DefaultMoveTimeout).
+	// MoveTimeout bounds one move, or one pack move or rewrite (all of its
+	// objects), and is part of the pack log's window (default
+	// DefaultMoveTimeout).
 	MoveTimeout time.Duration
-	// Remember is how many recently moved keys are remembered, so that their
-	// reads ask both tiers at once instead of paying a hot miss first
-	// (default DefaultRemember; negative turns it off).
-	Remember int
 	// Manual turns the background compactor off: moves happen only in
 	// CompactOnce.
 	Manual bool
+	// PackMaxObjects bounds the objects moved into one pack (default
+	// DefaultPackMaxObjects); negative moves every object on its own, to a
+	// cold object of its own name. Do not turn packs off over a cold store
+	// that holds packs: their objects would no longer be found.
+	PackMaxObjects int
+	// PackMaxBytes bounds a pack's bytes (default DefaultPackMaxBytes); an
+	// object larger than it is moved on its own.
+	PackMaxBytes int64
+	// PackMinLive is the live share of a pack's bytes below which the
+	// compactor rewrites it (default DefaultPackMinLive).
+	PackMinLive float64
+	// MaxClockSkew bounds how far apart the clocks of processes sharing the
+	// tiers are (default DefaultMaxClockSkew): packs and tombstones are
+	// named by time, and readers list the pack log from a little before
+	// their last listing.
+	MaxClockSkew time.Duration
 	// Now is the clock used for ages (default time.Now); tests move it.
 	Now func() time.Time
 	// Owner names this process in move markers (default: random per Store).
@@ -72,6 +97,15 @@ type Options struct {
 	// had (a stable, unique name such as a pod name) so it finishes its
 	// crashed moves on its first pass; never give two live processes one Owner.
 	Owner string
+}
+
+// validate reports options no Store can take.
+func (o Options) validate() error {
+	if o.After < 0 || o.Interval < 0 || o.MaxObjectsPerSecond < 0 || o.MaxBytesPerSecond < 0 ||
+		o.PackMaxBytes < 0 || o.PackMinLive < 0 || o.PackMinLive > 1 || o.MaxClockSkew < 0 || o.MoveTimeout < 0 {
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative option, or PackMinLive above 1")
+	}
+	return nil
 }
 
 func (o Options) withDefaults() Options {
@@ -87,11 +121,20 @@ func (o Options) withDefaults() Options {
 	if o.MoveTimeout <= 0 {
 		o.MoveTimeout = DefaultMoveTimeout
 	}
-	if o.Remember == 0 {
-		o.Remember = DefaultRemember
-	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.PackMaxObjects == 0 {
+		o.PackMaxObjects = DefaultPackMaxObjects
+	}
+	if o.PackMaxBytes <= 0 {
+		o.PackMaxBytes = DefaultPackMaxBytes
+	}
+	if o.PackMinLive == 0 {
+		o.PackMinLive = DefaultPackMinLive
+	}
+	if o.MaxClockSkew <= 0 {
+		o.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if o.Owner == "" {
 		o.Owner = newOwner()
@@ -107,13 +150,16 @@ type Store struct {
 	opts      Options
 
 	locks   keyLocks
-	recent  recentSet
+	cat     *catalog
 	life    driver.Lifecycle
 	cancel  context.CancelFunc
 	done    chan struct{}
 	limiter *pacer
 
 	stats statsCounters
+
+	batchMu sync.Mutex
+	batches map[string]bool // markers of this Store's pack moves in flight
 }
 
 var (
@@ -127,8 +173,8 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 	if hot == nil || cold == nil {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: hot and cold stores are required")
 	}
-	if opts.After < 0 || opts.Interval < 0 || opts.MaxObjectsPerSecond < 0 || opts.MaxBytesPerSecond < 0 {
-		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative option")
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -137,8 +183,9 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		cancel:  cancel,
 		done:    make(chan struct{}),
 		limiter: newPacer(opts.MaxObjectsPerSecond, opts.MaxBytesPerSecond),
+		batches: map[string]bool{},
 	}
-	s.recent.init(opts.Remember)
+	s.cat = newCatalog(s)
 	if opts.Manual {
 		close(s.done)
 	} else {
@@ -162,14 +209,15 @@ func (s *Store) check(op, key string) error {
 }
 
 // NewRangeReader reads from hot and, if hot does not have key, from cold.
-// Hot is asked first because cold is written before hot is deleted: a reader
-// that misses in hot after a move finds the object in cold.
+// Hot is asked first, and cold only once hot has answered: cold is written
+// before hot is deleted, so a reader that misses in hot after a move finds
+// the object in cold, and a cold read that begins after hot's miss sees every
+// move that deleted from hot before it. (Asking cold at the same time as hot
+// would not: a cold answer given before a newer version's move completed, and
+// a hot miss after it, would serve the older version.)
 func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
 	if err := s.check(driver.OpRead, key); err != nil {
 		return nil, err
-	}
-	if s.recent.has(key) {
-		return s.readBoth(ctx, key, offset, length)
 	}
 	r, err := s.hot.NewRangeReader(ctx, key, offset, length)
 	if err == nil {
@@ -181,7 +229,77 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	return s.readCold(ctx, key, offset, length)
 }
 
+// readCold reads key from cold, after hot missed: from the pack that serves
+// it, if one does, else from the cold object of its name. The catalog is
+// brought up to date first, so a pack whose objects left hot before the miss
+// is seen.
+//
+// Where the catalog already knows a pack that serves key, that pack is read
+// while the catalog is brought up to date, and the read is kept if the
+// catalog still names the same entry afterwards: a pack's bytes never
+// change, so it is the read that would have followed. A packed read then
+// costs about one cold round trip after hot's miss, not two.
 func (s *Store) readCold(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
+	if s.packing() {
+		since := time.Now()
+		type result struct {
+			r   blob.Reader
+			err error
+		}
+		var spec chan result
+		guess, guessed := s.cat.lookup(key)
+		sctx, cancel := context.WithCancel(ctx)
+		if guessed {
+			spec = make(chan result, 1)
+			go func() {
+				r, err := s.readPacked(sctx, guess, offset, length)
+				spec <- result{r, err}
+			}()
+		}
+		discard := func() {
+			if spec != nil {
+				if res := <-spec; res.r != nil {
+					res.r.Close()
+				}
+				spec = nil
+			}
+		}
+		for attempt := 0; ; attempt++ {
+			if err := s.cat.sync(ctx, since); err != nil {
+				cancel()
+				discard()
+				return nil, err
+			}
+			p, ok := s.cat.lookup(key)
+			if spec != nil {
+				if ok && p.pack == guess.pack && p.entry.Off == guess.entry.Off {
+					res := <-spec
+					spec = nil
+					if res.err == nil {
+						return &cancelReader{Reader: res.r, cancel: cancel}, nil
+					}
+				}
+				discard()
+			}
+			if !ok {
+				break
+			}
+			r, err := s.readPacked(ctx, p, offset, length)
+			if errors.Is(err, blob.ErrNotFound) && attempt == 0 {
+				// The pack was rewritten and removed: its successor was
+				// committed before, and a full listing finds it.
+				if err := s.cat.refreshFull(ctx); err != nil {
+					cancel()
+					return nil, err
+				}
+				since = time.Time{}
+				continue
+			}
+			cancel()
+			return r, err
+		}
+		cancel()
+	}
 	r, err := s.cold.NewRangeReader(ctx, key, offset, length)
 	if err != nil {
 		return nil, err
@@ -189,38 +307,7 @@ func (s *Store) readCold(ctx context.Context, key string, offset, length int64) 
 	return &coldReader{Reader: r}, nil
 }
 
-// readBoth asks both tiers at once for a key this Store moved recently: it is
-// most likely cold, and a hot miss first would add a round trip. Hot still
-// wins when it answers, since a newer version may have been written there.
-func (s *Store) readBoth(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
-	cctx, cancel := context.WithCancel(ctx)
-	type result struct {
-		r   blob.Reader
-		err error
-	}
-	coldc := make(chan result, 1)
-	go func() {
-		r, err := s.readCold(cctx, key, offset, length)
-		coldc <- result{r, err}
-	}()
-	r, err := s.hot.NewRangeReader(ctx, key, offset, length)
-	if err == nil || !errors.Is(err, blob.ErrNotFound) {
-		cancel()
-		go func() {
-			if c := <-coldc; c.r != nil {
-				c.r.Close()
-			}
-		}()
-		return r, err
-	}
-	c := <-coldc
-	if c.err != nil {
-		cancel()
-		return nil, c.err
-	}
-	return &cancelReader{Reader: c.r, cancel: cancel}, nil
-}
-
+// cancelReader cancels the context of a read when it is closed.
 type cancelReader struct {
 	blob.Reader
 	cancel context.CancelFunc
@@ -368,7 +455,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	}
 	defer unlock()
 	if opts.If.NotExist() {
-		if _, err := s.cold.Stat(ctx, key); err == nil {
+		if _, err := s.coldStat(ctx, key); err == nil {
 			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrExists}
 		} else if !errors.Is(err, blob.ErrNotFound) {
 			return err
@@ -386,8 +473,8 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	case !errors.Is(err, blob.ErrNotFound):
 		return err
 	}
-	ca, err := s.cold.Stat(ctx, key)
-	if errors.Is(err, blob.ErrNotFound) || (err == nil && fromCold(ca).Generation != want) {
+	ca, err := s.coldStat(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) || (err == nil && ca.Generation != want) {
 		return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 	}
 	if err != nil {
@@ -414,7 +501,22 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	if err == nil || !errors.Is(err, blob.ErrNotFound) {
 		return a, err
 	}
-	a, err = s.cold.Stat(ctx, key)
+	return s.coldStat(ctx, key)
+}
+
+// coldStat returns the attributes of key's version in cold, after hot
+// missed: the pack entry's, or the cold object's.
+func (s *Store) coldStat(ctx context.Context, key string) (*blob.Attributes, error) {
+	if s.packing() {
+		if err := s.cat.sync(ctx, time.Now()); err != nil {
+			return nil, err
+		}
+		if p, ok := s.cat.lookup(key); ok {
+			a := *p.entry.Attrs
+			return &a, nil
+		}
+	}
+	a, err := s.cold.Stat(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -458,19 +560,31 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	}
 }
 
-// listOnce merges one page of each tier. bound, when not empty, is the last
-// key a tier listed before it cut its page: entries after it are unknown for
-// that tier, so the merged page stops there.
+// listOnce merges one page of each tier (and of the keys packs serve). bound,
+// when not empty, is the last key a source listed before it cut its page:
+// entries after it are unknown for that source, so the merged page stops
+// there.
 func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *blob.ListPage, bound string, err error) {
 	hp, err := s.hot.List(ctx, inner)
 	if err != nil {
 		return nil, "", err
 	}
+	// Packs, then cold's own objects, are listed after hot, for the reason
+	// reads ask them after hot.
+	pp := &blob.ListPage{}
+	if s.packing() {
+		if err := s.cat.sync(ctx, time.Now()); err != nil {
+			return nil, "", err
+		}
+		pp = s.packedPage(inner)
+	}
 	cp, err := s.cold.List(ctx, inner)
 	if err != nil {
 		return nil, "", err
 	}
-	for _, p := range []*blob.ListPage{hp, cp} {
+	// In order of precedence: hot's attributes win, then a pack's.
+	sources := []*blob.ListPage{hp, pp, cp}
+	for _, p := range sources {
 		if p.NextPageToken != "" && len(p.Objects) > 0 {
 			if last := p.Objects[len(p.Objects)-1].Key; bound == "" || last < bound {
 				bound = last
@@ -478,19 +592,27 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 		}
 	}
 	size := inner.PageSize
-	page = &blob.ListPage{Objects: make([]blob.ListObject, 0, min(size, len(hp.Objects)+len(cp.Objects)))}
-	h, c := hp.Objects, cp.Objects
+	page = &blob.ListPage{Objects: make([]blob.ListObject, 0, min(size, len(hp.Objects)+len(pp.Objects)+len(cp.Objects)))}
+	lists := [][]blob.ListObject{hp.Objects, pp.Objects, cp.Objects}
 	more := false
-	for len(h) > 0 || len(c) > 0 {
-		var next blob.ListObject
-		switch {
-		case len(c) == 0 || (len(h) > 0 && h[0].Key < c[0].Key):
-			next, h = h[0], h[1:]
-		case len(h) == 0 || c[0].Key < h[0].Key:
-			next, c = c[0], c[1:]
+	for {
+		first := -1
+		for i, l := range lists {
+			if len(l) > 0 && (first < 0 || l[0].Key < lists[first][0].Key) {
+				first = i
+			}
+		}
+		if first < 0 {
+			break
+		}
+		next := lists[first][0]
+		for i, l := range lists {
+			if len(l) > 0 && l[0].Key == next.Key {
+				lists[i] = l[1:]
+			}
+		}
+		if first > 0 {
 			next.Generation = ""
-		default:
-			next, h, c = h[0], h[1:], c[1:]
 		}
 		if bound != "" && next.Key > bound {
 			more = true
@@ -514,13 +636,49 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 	return page, bound, nil
 }
 
-// Delete removes key from both tiers, under the key's lock so that this
-// process's compactor is not moving it meanwhile. Cold is deleted first, so a
-// reader never sees an older cold version once hot's is gone. Hot is deleted
-// at the generation it has (Stat, then a conditional delete), so that a move
-// of that generation by a compactor in another process can be told through
-// its marker (noteDelete). If hot no longer had the object, such a compactor
-// may have moved it between the two deletes, so cold is deleted once more.
+// packedPage lists, like a store's List, the keys packs serve: a page of at
+// most inner.PageSize entries after inner.StartAfter, common prefixes
+// grouped at inner.Delimiter.
+func (s *Store) packedPage(inner *blob.ListOptions) *blob.ListPage {
+	page := &blob.ListPage{}
+	for _, p := range s.cat.keys(inner.Prefix, inner.StartAfter) {
+		o := blob.ListObject{Key: p.entry.Key, Size: p.entry.Len, ModTime: p.entry.Attrs.ModTime, MD5: p.entry.Attrs.MD5}
+		if inner.Delimiter != "" {
+			rest := strings.TrimPrefix(o.Key, inner.Prefix)
+			if i := strings.Index(rest, inner.Delimiter); i >= 0 {
+				o = blob.ListObject{Key: inner.Prefix + rest[:i+len(inner.Delimiter)], IsDir: true}
+				if n := len(page.Objects); n > 0 && page.Objects[n-1].Key == o.Key {
+					continue
+				}
+				if o.Key <= inner.StartAfter {
+					continue
+				}
+			}
+		}
+		if len(page.Objects) == inner.PageSize {
+			page.NextPageToken = driver.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
+			break
+		}
+		page.Objects = append(page.Objects, o)
+	}
+	return page
+}
+
+// Delete removes key, under the key's lock so that this process's
+// compactor is not moving it meanwhile. It takes effect at one instant, the
+// removal of the version readers see:
+//
+//   - If hot has the key (generation g), older versions in cold and in
+//     packs are removed first (hot shadows them, so no reader notices), then
+//     g is deleted from hot on condition of its generation; a newer version
+//     written meanwhile is deleted instead (the loop), and a g moved out of
+//     hot meanwhile by a compactor in another process is removed where it
+//     went (deleteMoved). A deleted g is reported to a move of it under way
+//     in another process: through its marker (noteDelete, markedVersions).
+//   - If hot does not, the version readers see is cold's: the cold object is
+//     deleted, then the version packs serve (which a reader prefers) is
+//     killed. Nothing in hot is touched: it was written after the Delete
+//     began to take effect.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
@@ -530,44 +688,117 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		return &blob.Error{Op: driver.OpDelete, Key: key, Err: err}
 	}
 	defer unlock()
-	s.recent.forget(key)
-	if opts != nil && opts.IfGenerationMatch != "" {
-		return s.deleteIfGeneration(ctx, key, opts.IfGenerationMatch)
+	want := ""
+	if opts != nil {
+		want = opts.IfGenerationMatch
+	}
+	for range 10 {
+		a, err := s.hot.Stat(ctx, key)
+		if errors.Is(err, blob.ErrNotFound) {
+			return s.deleteCold(ctx, key, want)
+		} else if err != nil {
+			return err
+		}
+		g := a.Generation
+		if want != "" && g != want {
+			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+		}
+		if _, err := s.killPacked(ctx, key); err != nil {
+			return err
+		}
+		if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+		var before []kill
+		if s.packing() {
+			if before, err = s.markedVersions(ctx, key); err != nil {
+				return err
+			}
+		}
+		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g})
+		switch {
+		case err == nil:
+			if err := s.noteDelete(ctx, key, g); err != nil {
+				return err
+			}
+			if !s.packing() {
+				return nil
+			}
+			after, err := s.markedVersions(ctx, key)
+			if err != nil {
+				return err
+			}
+			for _, k := range after {
+				if k.Gen == g && !slices.Contains(before, k) {
+					before = append(before, k)
+				}
+			}
+			return s.writeTombstone(ctx, before)
+		case errors.Is(err, blob.ErrPrecondition):
+			if want != "" {
+				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
+			}
+			continue // overwritten meanwhile: delete the new version
+		case errors.Is(err, blob.ErrNotFound):
+			return s.deleteMoved(ctx, key, g, want != "")
+		default:
+			return err
+		}
+	}
+	return blob.Errorf(driver.OpDelete, key, nil, "tiered: key kept changing")
+}
+
+// deleteCold deletes the version of key that cold holds (hot has none): the
+// cold object first, then the version packs serve, which readers prefer to
+// it. With want, only if that version is generation want.
+func (s *Store) deleteCold(ctx context.Context, key, want string) error {
+	var live []kill
+	if s.packing() {
+		if err := s.cat.sync(ctx, time.Now()); err != nil {
+			return err
+		}
+		live = s.cat.live(key)
+	}
+	var serving string
+	if p, ok := s.cat.lookup(key); ok && s.packing() {
+		serving = p.entry.Attrs.Generation
 	}
 	found := false
+	if serving == "" {
+		ca, err := s.cold.Stat(ctx, key)
+		if errors.Is(err, blob.ErrNotFound) {
+			if want != "" {
+				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
+			}
+			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
+		} else if err != nil {
+			return err
+		}
+		if want != "" && fromCold(ca).Generation != want {
+			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+		}
+		err = s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
+			// Deleted or replaced meanwhile, by another process.
+			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound, Err: err}
+		}
+		return err
+	}
+	if want != "" && serving != want {
+		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+	}
 	if err := s.cold.Delete(ctx, key, nil); err == nil {
 		found = true
 	} else if !errors.Is(err, blob.ErrNotFound) {
 		return err
 	}
-	for range 10 {
-		a, err := s.hot.Stat(ctx, key)
-		if errors.Is(err, blob.ErrNotFound) {
-			break
-		} else if err != nil {
-			return err
-		}
-		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: a.Generation})
-		switch {
-		case err == nil:
-			return s.noteDelete(ctx, key, a.Generation)
-		case errors.Is(err, blob.ErrNotFound):
-		case errors.Is(err, blob.ErrPrecondition):
-			continue // overwritten meanwhile: delete the new version
-		default:
-			return err
-		}
-		break
-	}
-	return s.deleteColdAgain(ctx, key, found)
-}
-
-// deleteColdAgain ends a Delete that found hot empty: a compactor elsewhere
-// may have copied the object to cold after the first cold delete.
-func (s *Store) deleteColdAgain(ctx context.Context, key string, found bool) error {
-	if err := s.cold.Delete(ctx, key, nil); err == nil {
+	if len(live) > 0 {
 		found = true
-	} else if !errors.Is(err, blob.ErrNotFound) {
+	}
+	if err := s.writeTombstone(ctx, live); err != nil {
 		return err
 	}
 	if !found {
@@ -576,46 +807,42 @@ func (s *Store) deleteColdAgain(ctx context.Context, key string, found bool) err
 	return nil
 }
 
-func (s *Store) deleteIfGeneration(ctx context.Context, key, want string) error {
-	a, err := s.hot.Stat(ctx, key)
-	switch {
-	case err == nil:
-		if a.Generation != want {
-			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
-		}
-		// What cold holds is an older version, shadowed by hot's: it goes too.
-		if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+// deleteMoved deletes generation g of key, which a compactor in another
+// process moved out of hot after this Delete saw it there: from the pack
+// that took it, or the cold object it became. If neither holds it, another
+// Delete removed it first.
+func (s *Store) deleteMoved(ctx context.Context, key, g string, conditional bool) error {
+	found := false
+	if s.packing() {
+		if err := s.cat.sync(ctx, time.Now()); err != nil {
 			return err
 		}
-		err := s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: want})
-		switch {
-		case err == nil:
-			return s.noteDelete(ctx, key, want)
-		case errors.Is(err, blob.ErrNotFound):
-			// Moved to cold by another process since the Stat: it is the
-			// generation asked for, and its copy goes.
-			if err := s.deleteColdAgain(ctx, key, false); errors.Is(err, blob.ErrNotFound) {
-				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
-			} else if err != nil {
-				return err
+		for _, k := range s.cat.live(key) {
+			if k.Gen == g {
+				if err := s.writeTombstone(ctx, []kill{k}); err != nil {
+					return err
+				}
+				found = true
 			}
-			return nil
 		}
-		return err
-	case !errors.Is(err, blob.ErrNotFound):
+	}
+	if ca, err := s.cold.Stat(ctx, key); err == nil && fromCold(ca).Generation == g {
+		err := s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		if err == nil {
+			found = true
+		} else if !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, blob.ErrPrecondition) {
+			return err
+		}
+	} else if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return err
 	}
-	ca, err := s.cold.Stat(ctx, key)
-	if errors.Is(err, blob.ErrNotFound) {
-		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
+	if found {
+		return nil
 	}
-	if err != nil {
-		return err
-	}
-	if fromCold(ca).Generation != want {
+	if conditional {
 		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 	}
-	return s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+	return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
 }
 
 // Close stops the compactor, waits for the moves in flight to end, and
@@ -627,61 +854,6 @@ func (s *Store) Close() error {
 	s.cancel()
 	<-s.done
 	return errors.Join(s.hot.Close(), s.cold.Close())
-}
-
-// recentSet remembers the last n keys moved to cold, oldest forgotten first.
-type recentSet struct {
-	mu   sync.Mutex
-	n    int
-	m    map[string]struct{}
-	ring []string
-	next int
-}
-
-func (r *recentSet) init(n int) {
-	if n > 0 {
-		r.n = n
-		r.m = make(map[string]struct{}, min(n, 1024))
-	}
-}
-
-func (r *recentSet) add(key string) {
-	if r.n == 0 {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.m[key]; ok {
-		return
-	}
-	if len(r.ring) < r.n {
-		r.ring = append(r.ring, key)
-	} else {
-		delete(r.m, r.ring[r.next])
-		r.ring[r.next] = key
-		r.next = (r.next + 1) % r.n
-	}
-	r.m[key] = struct{}{}
-}
-
-func (r *recentSet) has(key string) bool {
-	if r.n == 0 {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.m[key]
-	return ok
-}
-
-// forget drops key from the map; its ring slot is reused in turn.
-func (r *recentSet) forget(key string) {
-	if r.n == 0 {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.m, key)
 }
 
 var _ io.Closer = (*Store)(nil)

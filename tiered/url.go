@@ -20,7 +20,9 @@ func init() { blob.RegisterWithGocloud(Scheme, Open) }
 //
 // hot and cold are URLs of registered schemes, query-escaped. Other
 // parameters: interval, concurrency, max_objects_per_second,
-// max_bytes_per_second, move_timeout, remember, manual (see Options).
+// max_bytes_per_second, move_timeout, manual, pack_max_objects (-1: no
+// packs), pack_max_bytes (a size such as 64MiB), pack_min_live_percent,
+// max_clock_skew (see Options). All are validated before any I/O.
 // Unknown parameters are an error.
 func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	q := driver.NewQuery(u)
@@ -33,11 +35,21 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 		MaxObjectsPerSecond: float64(q.Int("max_objects_per_second", 0)),
 		MaxBytesPerSecond:   float64(q.Int("max_bytes_per_second", 0)),
 		MoveTimeout:         q.Duration("move_timeout", 0),
-		Remember:            q.Int("remember", 0),
 		Manual:              q.Bool("manual", false),
+		PackMaxObjects:      q.Int("pack_max_objects", 0),
+		PackMaxBytes:        q.Size("pack_max_bytes", 0),
+		MaxClockSkew:        q.Duration("max_clock_skew", 0),
+	}
+	if pct := q.Int("pack_min_live_percent", 0); pct < 0 || pct > 100 || (pct == 0 && q.Has("pack_min_live_percent")) {
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: pack_min_live_percent %d: want 1..100", pct)
+	} else if pct > 0 {
+		opts.PackMinLive = float64(pct) / 100
 	}
 	if err := q.Err(); err != nil {
 		return nil, err
+	}
+	if q.Has("pack_max_objects") && opts.PackMaxObjects == 0 {
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: pack_max_objects=0: give a positive bound, or -1 to move objects one by one")
 	}
 	if u.Host != "" || (u.Path != "" && u.Path != "/") {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: the URL takes no host or path, only ?hot=...&cold=...")
@@ -48,6 +60,9 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	if opts.After == 0 {
 		// after=0 asks for immediate moves; zero in Options means the default.
 		opts.After = 1
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err // before the tiers are opened: no I/O for a bad URL
 	}
 	hot, err := blob.Open(ctx, hotURL)
 	if err != nil {

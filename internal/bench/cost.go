@@ -20,10 +20,10 @@ func WritePrices(w io.Writer) error {
 		for _, p := range []cost.Price{pair.Zonal, pair.Regional} {
 			write, read := dollars(p.WritePer1000), dollars(p.ReadPer1000)
 			if p.UploadPerGiB > 0 {
-				write += fmt.Sprintf(" +%s/GiB above %s", dollars(p.UploadPerGiB), SizeString(int(p.TransferFreeBytes)))
-				read += fmt.Sprintf(" +%s/GiB above %s", dollars(p.RetrievalPerGiB), SizeString(int(p.TransferFreeBytes)))
+				write += fmt.Sprintf(" +%s/GiB", dollars(p.UploadPerGiB))
+				read += fmt.Sprintf(" +%s/GiB", dollars(p.RetrievalPerGiB))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Cloud, p.Class, dollars(p.StoragePerGiBMonth), write, read, p.Source)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s (read %s)\n", p.Cloud, p.Class, dollars(p.StoragePerGiBMonth), write, read, p.Source, p.Read)
 			if p.Assumption != "" {
 				notes = append(notes, fmt.Sprintf("%s: %s", p.Name(), p.Assumption))
 			}
@@ -49,9 +49,13 @@ func WriteEstimates(out io.Writer, w cost.Workload) error {
 	fmt.Fprintf(out, "Workload: %g writes/s of %s, kept %s, compacted after %s, quorum of %d zones: %.0f writes a month, %.0f GiB stored at steady state.\n\n",
 		w.WritesPerSecond, SizeString(int(w.ObjectBytes)), Days(w.Retention), Days(w.After), w.Replicas, w.WritesPerMonth(), w.StoredGiB())
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "backend\tlayout\tstorage/month\trequests/month\ttotal/month\t")
+	fmt.Fprintln(tw, "backend\tlayout\tstorage/month\trequests/month\ttotal/month\tof which compactor\t")
 	for _, e := range cost.Layouts(w) {
-		fmt.Fprintf(tw, "%s\t%s\t$%.0f\t$%.0f\t$%.0f\t\n", e.Zonal.Cloud, layoutName(e, w), e.Storage, e.Requests+e.Transfer, e.Total())
+		compactor := ""
+		if e.Layout == cost.Tiered {
+			compactor = fmt.Sprintf("$%.0f (%.0f%%)", e.Compactor, 100*e.Compactor/e.Total())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t$%.0f\t$%.0f\t$%.0f\t%s\t\n", e.Zonal.Cloud, layoutName(e, w), e.Storage, e.Requests+e.Transfer, e.Total(), compactor)
 	}
 	return tw.Flush()
 }
@@ -65,7 +69,7 @@ func layoutName(e cost.LayoutCost, w cost.Workload) string {
 	case cost.ZonalQuorum:
 		return fmt.Sprintf("quorum of %d zonal, no tiering", w.Replicas)
 	case cost.Tiered:
-		return fmt.Sprintf("tiered: quorum of %d zonal for %s, then regional", w.Replicas, Days(w.After))
+		return fmt.Sprintf("tiered: quorum of %d zonal for %s, then regional packs", w.Replicas, Days(w.After))
 	}
 	return fmt.Sprintf("layout %d", e.Layout)
 }

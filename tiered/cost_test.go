@@ -1,0 +1,139 @@
+package tiered_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/cost"
+	"github.com/zonalblob/zonalblob/tiered"
+)
+
+// requestsOf sums what fault wrappers counted, in the classes providers
+// bill: commits and listings are writes (Class A), Stats and reads are
+// reads (Class B); deletes are free.
+func requestsOf(zonal []*fault.Store, regional *fault.Store) cost.Requests {
+	var r cost.Requests
+	for _, f := range zonal {
+		st := f.Stats()
+		r.ZonalWrites += float64(st[fault.OpCommit].Calls + st[fault.OpList].Calls)
+		r.ZonalReads += float64(st[fault.OpStat].Calls + st[fault.OpRead].Calls)
+	}
+	st := regional.Stats()
+	r.RegionalWrites = float64(st[fault.OpCommit].Calls + st[fault.OpList].Calls)
+	r.RegionalReads = float64(st[fault.OpStat].Calls + st[fault.OpRead].Calls)
+	return r
+}
+
+func minus(a, b cost.Requests) cost.Requests {
+	return cost.Requests{ZonalWrites: a.ZonalWrites - b.ZonalWrites, ZonalReads: a.ZonalReads - b.ZonalReads,
+		RegionalWrites: a.RegionalWrites - b.RegionalWrites, RegionalReads: a.RegionalReads - b.RegionalReads}
+}
+
+func per(r cost.Requests, n float64) cost.Requests {
+	return cost.Requests{ZonalWrites: r.ZonalWrites / n, ZonalReads: r.ZonalReads / n, RegionalWrites: r.RegionalWrites / n, RegionalReads: r.RegionalReads / n}
+}
+
+// near allows a quorum's occasional extra round (a hedge, a repair): half a
+// request per operation.
+func nearRequests(got, want cost.Requests) bool {
+	return math.Abs(got.ZonalWrites-want.ZonalWrites) <= 0.5 && math.Abs(got.ZonalReads-want.ZonalReads) <= 0.5 &&
+		math.Abs(got.RegionalWrites-want.RegionalWrites) <= 0.5 && math.Abs(got.RegionalReads-want.RegionalReads) <= 0.5
+}
+
+// TestCostCounts runs each operation package cost prices, on one zonal
+// bucket and on a 2-of-3 quorum of them, in front of a regional store, all
+// fault-wrapped, and checks the requests the wrappers counted against the
+// model's: a user's write, the compactor's work per object and per pack and
+// per pass, a user's delete of a packed object, and (for the untiered
+// layout) a delete in hot.
+func TestCostCounts(t *testing.T) {
+	const objects, perPack = 1000, 100
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("replicas=%d", n), func(t *testing.T) {
+			var zonal []*fault.Store
+			var hot blob.Store
+			if n == 1 {
+				m, _ := memPair(t)
+				f := fault.Wrap(m, fault.Options{Seed: 1})
+				zonal, hot = []*fault.Store{f}, f
+			} else {
+				var rs []blob.Store
+				for i := range n {
+					m, _ := memPair(t)
+					f := fault.Wrap(m, fault.Options{Seed: uint64(i + 1)})
+					zonal, rs = append(zonal, f), append(rs, nopClose{f})
+				}
+				hot = newQuorum(t, rs)
+			}
+			_, coldMem := memPair(t)
+			cold := fault.Wrap(coldMem, fault.Options{Seed: 9})
+			s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: perPack})
+			count := func() cost.Requests { return requestsOf(zonal, cold) }
+			check := func(what string, got, want cost.Requests) {
+				t.Helper()
+				if !nearRequests(got, want) {
+					t.Errorf("%s: counted %+v, the model says %+v", what, got, want)
+				}
+			}
+
+			before := count()
+			for i := range objects {
+				mustPut(t, s, fmt.Sprintf("k%04d", i), "value")
+			}
+			check("a write", per(minus(count(), before), objects), cost.ZonalPut(n))
+
+			time.Sleep(time.Millisecond)
+			before = count()
+			if res := s.CompactOnce(ctxT(t)); res.Moved != objects || s.Stats().Packs != objects/perPack {
+				t.Fatalf("pass %+v, stats %+v", res, s.Stats())
+			}
+			pass := minus(count(), before)
+			// The pass's own listings: hot's objects and markers on every
+			// replica, and the regional marker prefix (for recovery and for
+			// maintenance) and pack log.
+			listings := cost.Requests{ZonalWrites: 2 * float64(n), RegionalWrites: 3}
+			model := addRequests(scale(cost.PackMoveObject(n), objects), scale(cost.PackMoveBatch, objects/perPack), listings)
+			check("a pass moving 1000 objects in 10 packs", per(pass, objects), per(model, objects))
+			if pass.RegionalWrites != model.RegionalWrites || pass.RegionalReads != model.RegionalReads {
+				t.Errorf("the pass's regional requests: counted %+v, the model says %+v", pass, model)
+			}
+			t.Logf("a pass over %d replicas moving %d objects in %d packs: %+v", n, objects, objects/perPack, pass)
+
+			before = count()
+			for i := range 100 {
+				if err := s.Delete(ctxT(t), fmt.Sprintf("k%04d", i), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check("a delete of a packed object", per(minus(count(), before), 100), cost.PackedDelete(n))
+
+			for i := range 100 {
+				mustPut(t, hot, fmt.Sprintf("h%04d", i), "value")
+			}
+			before = count()
+			for i := range 100 {
+				if err := hot.Delete(ctxT(t), fmt.Sprintf("h%04d", i), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check("a delete in hot", per(minus(count(), before), 100), cost.ZonalDelete(n))
+		})
+	}
+}
+
+func scale(r cost.Requests, f float64) cost.Requests {
+	return cost.Requests{ZonalWrites: r.ZonalWrites * f, ZonalReads: r.ZonalReads * f, RegionalWrites: r.RegionalWrites * f, RegionalReads: r.RegionalReads * f}
+}
+
+func addRequests(rs ...cost.Requests) cost.Requests {
+	var out cost.Requests
+	for _, r := range rs {
+		out = cost.Requests{ZonalWrites: out.ZonalWrites + r.ZonalWrites, ZonalReads: out.ZonalReads + r.ZonalReads,
+			RegionalWrites: out.RegionalWrites + r.RegionalWrites, RegionalReads: out.RegionalReads + r.RegionalReads}
+	}
+	return out
+}

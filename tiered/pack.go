@@ -1,0 +1,571 @@
+package tiered
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// batchPrefix starts the names of a pack move's marker in cold.
+const batchPrefix = markerPrefix + "batch/"
+
+// batchMarker is a pack move's durable intent, written to cold before the
+// move looks at its objects and deleted when it ends. It lives in cold, not
+// in hot: one regional write (deletes are free) instead of a write on every
+// hot replica and, over a quorum, a tombstone written to remove it. A user's
+// Delete reads the markers naming its key (markedVersions) before and after
+// it deletes from hot, and kills the versions it finds that it may. A user's Delete that
+// deleted a version of one of its keys from hot finds it and kills what the
+// pack holds of that key (markedVersions), so the pack, if it lands, cannot
+// serve it.
+type batchMarker struct {
+	Pack string `json:"pack"`
+	// Items are the keys and the generations they had before the marker was
+	// written: the move packs a key only if it still has that generation
+	// after (its Stat, step 3).
+	Items []kill    `json:"items"`
+	Owner string    `json:"owner"`
+	Time  time.Time `json:"time"`
+}
+
+func batchMarkerKey(pack string) string {
+	return batchPrefix + strings.TrimPrefix(pack, logPrefix)
+}
+
+// packing reports whether moves go into packs.
+func (s *Store) packing() bool { return s.opts.PackMaxObjects > 0 }
+
+type packItem struct {
+	obj   blob.ListObject
+	attrs *blob.Attributes
+	data  []byte
+}
+
+// movePack moves objs (hot objects older than After, each at most
+// PackMaxBytes, together at most PackMaxObjects and about PackMaxBytes) into
+// one pack. The steps, and what a crash or a user does between them:
+//
+//  1. Take each key's lock (busy keys are left for the next pass) and
+//     finalize where hot needs it.
+//  2. Write one marker (cold, IfNotExist) naming the pack and each key with
+//     the generation the listing gave (or a Stat, where it gave none).
+//  3. Stat and read each object: it is packed only if its generation g is
+//     still the marker's; its attributes and bytes (which must match the
+//     Stat's size and MD5).
+//  4. Bring the catalog up to date: older versions of the keys that packs
+//     still serve are recorded in the new pack as killed.
+//  5. Write the pack (cold, IfNotExist) and Stat it; it must have been
+//     committed within half the log window of its name's time, so every
+//     reader's refresh finds it.
+//  6. Delete each key from hot if it is still generation g.
+//  7. Delete the marker.
+//
+// A crash before 6 leaves the objects in hot, where they shadow the pack's
+// copies (the same versions); a crash after some of 6 leaves those moved.
+// An overwrite in hot makes 6 fail for that key: the newer version shadows
+// the pack's, and whatever later removes it from hot kills the pack's first
+// (a move of it supersedes older versions; a Delete kills the versions
+// packs serve, and, while the move is in flight, finds g in its marker
+// before it deletes the newer version). A Delete of g itself makes 6 fail
+// too, and the user, who deleted g after the marker was written (3 comes
+// after 2), finds g in the marker. No step removes anything a reader could
+// need.
+func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int, size int64, err error) {
+	var held []blob.ListObject
+	for _, o := range objs {
+		unlock, ok := s.locks.tryLock(o.Key)
+		if !ok {
+			s.stats.busy.Add(1)
+			continue
+		}
+		defer unlock()
+		held = append(held, o)
+	}
+	if len(held) == 0 {
+		return 0, 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
+	defer cancel()
+	if blob.CapabilitiesOf(s.hot).Finalize {
+		kept := held[:0]
+		for _, o := range held {
+			if err := blob.Finalize(ctx, s.hot, o.Key); errors.Is(err, blob.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return 0, 0, fmt.Errorf("tiered: finalize %q: %w", o.Key, err)
+			}
+			kept = append(kept, o)
+		}
+		held = kept
+	}
+	chosen := time.Now()
+	name := logName(kindPack, chosen)
+	m := batchMarker{Pack: name, Owner: s.opts.Owner, Time: s.opts.Now()}
+	if err := s.fillGenerations(ctx, held); err != nil {
+		return 0, 0, err
+	}
+	for _, o := range held {
+		if o.Generation != "" {
+			m.Items = append(m.Items, kill{Key: o.Key, Gen: o.Generation})
+		}
+	}
+	mb, _ := json.Marshal(m)
+	mk := batchMarkerKey(name)
+	s.batchMu.Lock()
+	s.batches[mk] = true
+	s.batchMu.Unlock()
+	defer func() {
+		s.batchMu.Lock()
+		delete(s.batches, mk)
+		s.batchMu.Unlock()
+	}()
+	if err := blob.Put(ctx, s.cold, mk, mb, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
+		return 0, 0, err
+	}
+	done := func(err error) (int, int64, error) {
+		if rerr := s.dropBatchMarker(ctx, mk); rerr != nil && err == nil {
+			err = rerr
+		}
+		return moved, size, err
+	}
+
+	// 3. Stat and read, Concurrency at a time.
+	items := make([]*packItem, len(held))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, s.opts.Concurrency)
+	for i, o := range held {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			it, err := s.readForPack(ctx, o)
+			if err != nil {
+				mu.Lock()
+				firstErr = cmpErr(firstErr, err)
+				mu.Unlock()
+				return
+			}
+			items[i] = it
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return done(firstErr)
+	}
+	var keep []*packItem
+	for _, it := range items {
+		if it != nil {
+			keep = append(keep, it)
+		}
+	}
+	if len(keep) == 0 {
+		return done(nil)
+	}
+
+	// 4. The catalog, brought up to date after the Stats: a version of one
+	// of these keys that a pack serves was moved before the one read here
+	// was written, so its pack is committed and listed by now.
+	if err := s.cat.sync(ctx, time.Now()); err != nil {
+		return done(err)
+	}
+	idx := &packIndex{}
+	var data bytes.Buffer
+	for _, it := range keep {
+		a := *it.attrs
+		idx.Entries = append(idx.Entries, packEntry{Key: a.Key, Off: int64(data.Len()), Len: int64(len(it.data)), Attrs: &a})
+		data.Write(it.data)
+		for _, k := range s.cat.live(a.Key) {
+			if k.Gen != a.Generation {
+				idx.Kills = append(idx.Kills, k)
+			}
+		}
+	}
+	idx.DataBytes = int64(data.Len())
+	body, err := encodePack(idx, data.Bytes())
+	if err != nil {
+		return done(err)
+	}
+
+	// 5. The pack, verified, in time.
+	if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream"}); err != nil {
+		return done(err)
+	}
+	pa, err := s.cold.Stat(ctx, name)
+	if err != nil {
+		return done(fmt.Errorf("tiered: verify pack: %w", err))
+	}
+	if pa.Size != int64(len(body)) {
+		return done(fmt.Errorf("tiered: verify pack: size %d, wrote %d", pa.Size, len(body)))
+	}
+	if time.Since(chosen) >= s.cat.window()/2 {
+		// Readers might not find it: the objects stay in hot, whose versions
+		// the pack's copies duplicate (a later rewrite drops the copies).
+		return done(fmt.Errorf("tiered: pack %s took %v, more than half the log window", name, time.Since(chosen)))
+	}
+	lp, err := readPackIndex(ctx, s.cold, name)
+	if err != nil {
+		return done(err)
+	}
+	s.cat.addPack(lp)
+	s.stats.packs.Add(1)
+
+	// 6. Hot deletes, conditional on the generation packed.
+	for _, it := range keep {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := s.hot.Delete(ctx, it.obj.Key, &blob.DeleteOptions{IfGenerationMatch: it.attrs.Generation})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				moved++
+				size += it.attrs.Size
+			case errors.Is(err, blob.ErrPrecondition), errors.Is(err, blob.ErrNotFound):
+				// Overwritten (hot shadows the copy) or deleted by a user
+				// (who kills the copy through the marker).
+				s.stats.conflicts.Add(1)
+			default:
+				firstErr = cmpErr(firstErr, err)
+			}
+		})
+	}
+	wg.Wait()
+	s.stats.moved.Add(int64(moved))
+	s.stats.bytes.Add(size)
+	return done(firstErr)
+}
+
+// fillGenerations Stats, Concurrency at a time, the objects whose listing
+// gave no generation (mem and quorum listings do not); one gone since it was
+// listed keeps none, and is not moved.
+func (s *Store) fillGenerations(ctx context.Context, objs []blob.ListObject) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	sem := make(chan struct{}, s.opts.Concurrency)
+	for i := range objs {
+		if objs[i].Generation != "" {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			a, err := s.hot.Stat(ctx, objs[i].Key)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				objs[i].Generation = a.Generation
+			case !errors.Is(err, blob.ErrNotFound):
+				first = cmpErr(first, err)
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// readForPack Stats and reads one object for a pack; nil if it changed or
+// went since it was listed.
+func (s *Store) readForPack(ctx context.Context, o blob.ListObject) (*packItem, error) {
+	a, err := s.hot.Stat(ctx, o.Key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if a.Generation != o.Generation || s.opts.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes {
+		return nil, nil // changed since the marker named it
+	}
+	if a.Generation == "" {
+		return nil, fmt.Errorf("tiered: hot store gives no generation for %q: cannot move it safely", o.Key)
+	}
+	r, err := s.hot.NewRangeReader(ctx, o.Key, 0, -1)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if g := r.Attributes().Generation; g != "" && g != a.Generation {
+		return nil, nil
+	}
+	b, err := io.ReadAll(r)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != a.Size {
+		return nil, nil // a newer version was read
+	}
+	if len(a.MD5) > 0 {
+		if sum := md5.Sum(b); !bytes.Equal(sum[:], a.MD5) {
+			return nil, nil
+		}
+	}
+	return &packItem{obj: o, attrs: a, data: b}, nil
+}
+
+// dropBatchMarker removes a pack move's marker.
+func (s *Store) dropBatchMarker(ctx context.Context, mk string) error {
+	err := s.cold.Delete(ctx, mk, nil)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// recoverBatch removes the marker of a pack move that ended without doing
+// so: whatever the move left is safe as it is (see movePack), and a user who
+// deleted one of its keys meanwhile killed the version when they found it.
+func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject) error {
+	b, err := blob.ReadAll(ctx, s.cold, obj.Key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var m batchMarker
+	if err := json.Unmarshal(b, &m); err != nil {
+		return blob.Errorf("recover", obj.Key, blob.ErrInvalidArgument, "malformed pack move marker")
+	}
+	if s.activeBatch(obj.Key) || (m.Owner != s.opts.Owner && s.opts.Now().Sub(m.Time) < 2*s.opts.MoveTimeout) {
+		return nil // being moved, here or perhaps by another process
+	}
+	s.stats.recovered.Add(1)
+	return s.dropBatchMarker(ctx, obj.Key)
+}
+
+// activeBatch reports whether this Store's own pack move is using marker mk.
+func (s *Store) activeBatch(mk string) bool {
+	s.batchMu.Lock()
+	defer s.batchMu.Unlock()
+	return s.batches[mk]
+}
+
+// markedItems returns the versions every pack move under way names.
+func (s *Store) markedItems(ctx context.Context) (map[kill]bool, error) {
+	out := map[kill]bool{}
+	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
+		if err != nil {
+			return nil, err
+		}
+		b, err := blob.ReadAll(ctx, s.cold, obj.Key)
+		if errors.Is(err, blob.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		var m batchMarker
+		if json.Unmarshal(b, &m) != nil {
+			continue
+		}
+		for _, it := range m.Items {
+			out[it] = true
+		}
+	}
+	return out, nil
+}
+
+// markedVersions is the user's side of the pack move protocol: the
+// generations of key that the markers of pack moves under way name. A
+// Delete that deletes generation d from hot reads them just before (the
+// generations it finds then are d or versions d replaced: a marker is
+// written after its Stats of a key, and a move packs a key only if a Stat
+// after the marker finds the same generation) and just after (where only d
+// may be killed: another generation named by a marker written since was
+// written after the delete).
+func (s *Store) markedVersions(ctx context.Context, key string) ([]kill, error) {
+	var ks []kill
+	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
+		if err != nil {
+			return nil, err
+		}
+		b, err := blob.ReadAll(ctx, s.cold, obj.Key)
+		if errors.Is(err, blob.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		var m batchMarker
+		if json.Unmarshal(b, &m) != nil {
+			continue
+		}
+		for _, it := range m.Items {
+			if it.Key == key && !slices.Contains(ks, it) {
+				ks = append(ks, it)
+			}
+		}
+	}
+	return ks, nil
+}
+
+// killPacked kills every version of key that packs serve, after bringing
+// the catalog up to date; it reports whether there was one.
+func (s *Store) killPacked(ctx context.Context, key string) (bool, error) {
+	if !s.packing() {
+		return false, nil
+	}
+	if err := s.cat.sync(ctx, time.Now()); err != nil {
+		return false, err
+	}
+	live := s.cat.live(key)
+	return len(live) > 0, s.writeTombstone(ctx, live)
+}
+
+// maintainPacks rewrites packs whose live share fell below PackMinLive and
+// removes tombstones no pack needs, after a full refresh of the catalog.
+// Only log objects older than the log window are touched, so no move or
+// rewrite that could still depend on them is in flight.
+func (s *Store) maintainPacks(ctx context.Context) error {
+	if err := s.cat.refreshFull(ctx); err != nil {
+		return err
+	}
+	packs, tombs := s.cat.snapshot()
+	old := time.Now().Add(-s.cat.window())
+	for _, lp := range packs {
+		if t, _, _ := logTime(lp.name); t.After(old) {
+			continue
+		}
+		if s.cat.liveFraction(lp) >= s.opts.PackMinLive {
+			continue
+		}
+		if err := s.rewritePack(ctx, lp); err != nil {
+			return err
+		}
+	}
+	// A tombstone is kept four windows, and while a pack move under way
+	// names one of its versions (its pack may land late, and is only then
+	// listed): long after any pack that could hold one of its versions was
+	// committed.
+	marked, err := s.markedItems(ctx)
+	if err != nil {
+		return err
+	}
+	gc := time.Now().Add(-4 * s.cat.window())
+	for name, ks := range tombs {
+		if t, _, _ := logTime(name); t.After(gc) {
+			continue
+		}
+		needed := false
+		for _, k := range ks {
+			if s.cat.inAnyPack(k) || marked[k] {
+				needed = true
+				break
+			}
+		}
+		if needed {
+			continue
+		}
+		if err := s.cold.Delete(ctx, name, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+		s.cat.drop(name)
+	}
+	return nil
+}
+
+// rewritePack copies a pack's live entries, and the kills it carries that
+// still apply to another pack, into a new pack, then removes it. A crash in
+// between leaves both: their common entries are the same versions, and a
+// kill applies to every copy. A reader that finds the old pack gone
+// relists the log and finds the new one, committed before.
+func (s *Store) rewritePack(ctx context.Context, lp *loadedPack) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
+	defer cancel()
+	idx := &packIndex{}
+	s.cat.state.RLock()
+	var live []packEntry
+	for _, e := range lp.index.Entries {
+		if s.cat.keepLocked(e, lp.name) {
+			live = append(live, e)
+		}
+	}
+	s.cat.state.RUnlock()
+	for _, k := range lp.index.Kills {
+		if s.inOtherPack(k, lp.name) {
+			idx.Kills = append(idx.Kills, k)
+		}
+	}
+	if len(live) > 0 {
+		old, err := readRange(ctx, s.cold, lp.name, lp.base, lp.index.DataBytes)
+		if errors.Is(err, blob.ErrNotFound) {
+			s.cat.drop(lp.name)
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if int64(len(old)) != lp.index.DataBytes {
+			return fmt.Errorf("tiered: pack %s: read %d data bytes, index says %d", lp.name, len(old), lp.index.DataBytes)
+		}
+		var data bytes.Buffer
+		for _, e := range live {
+			ne := e
+			ne.Off = int64(data.Len())
+			data.Write(old[e.Off : e.Off+e.Len])
+			idx.Entries = append(idx.Entries, ne)
+		}
+		idx.DataBytes = int64(data.Len())
+		chosen := time.Now()
+		name := logName(kindPack, chosen)
+		body, err := encodePack(idx, data.Bytes())
+		if err != nil {
+			return err
+		}
+		if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream"}); err != nil {
+			return err
+		}
+		if time.Since(chosen) >= s.cat.window()/2 {
+			return fmt.Errorf("tiered: rewrite of %s took %v, more than half the log window", lp.name, time.Since(chosen))
+		}
+		np, err := readPackIndex(ctx, s.cold, name)
+		if err != nil {
+			return err
+		}
+		s.cat.addPack(np)
+		s.stats.packs.Add(1)
+	} else if len(idx.Kills) > 0 {
+		if err := s.writeTombstone(ctx, idx.Kills); err != nil {
+			return err
+		}
+	}
+	if err := s.cold.Delete(ctx, lp.name, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+		return err
+	}
+	s.cat.drop(lp.name)
+	s.stats.rewrites.Add(1)
+	return nil
+}
+
+// inOtherPack reports whether a pack other than except holds version k.
+func (s *Store) inOtherPack(k kill, except string) bool {
+	c := s.cat
+	c.state.RLock()
+	defer c.state.RUnlock()
+	for _, r := range c.byKey[k.Key] {
+		if r.pack != except && c.packs[r.pack].index.Entries[r.i].Attrs.Generation == k.Gen {
+			return true
+		}
+	}
+	return false
+}
