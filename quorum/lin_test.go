@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/register"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -27,144 +25,29 @@ import (
 // logical clock, taken before the call and after it returned) and its
 // outcome, and the history of each key must have a linearization.
 
-type regKind int
-
-const (
-	kRead    regKind = iota
-	kPut             // unconditional write
-	kCAS             // write IfGenerationMatch(generation of expect)
-	kCreate          // write IfNotExist
-	kDelete          // unconditional delete
-	kCDelete         // delete IfGenerationMatch(generation of expect)
+type (
+	regKind   = register.Kind
+	regInput  = register.Input
+	regResult = register.Result
+	regOutput = register.Output
 )
 
-var kindNames = [...]string{"read", "put", "cas", "create", "delete", "cdelete"}
-
-type regInput struct {
-	kind   regKind
-	key    string
-	value  string // the bytes written (unique per write)
-	expect string // the value whose generation a conditional operation carried
-}
-
-type regResult int
-
 const (
-	rOK regResult = iota
-	rNotFound
-	rExists
-	rPrecondition
-	rUnknown // failed in a way that may have taken effect
+	kRead    = register.Read
+	kPut     = register.Put
+	kCAS     = register.CAS
+	kCreate  = register.Create
+	kDelete  = register.Delete
+	kCDelete = register.CDelete
+
+	rOK           = register.OK
+	rNotFound     = register.NotFound
+	rExists       = register.Exists
+	rPrecondition = register.Precondition
+	rUnknown      = register.Unknown
+
+	never = register.Never
 )
-
-var resultNames = [...]string{"ok", "notfound", "exists", "precondition", "unknown"}
-
-type regOutput struct {
-	res   regResult
-	value string // what a read returned
-}
-
-// registerModel is one key: its state is the value it holds, "" when absent.
-var registerModel = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, o := range h {
-			k := o.Input.(regInput).key
-			if _, ok := by[k]; !ok {
-				keys = append(keys, k)
-			}
-			by[k] = append(by[k], o)
-		}
-		sort.Strings(keys)
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		st, in, out := state.(string), input.(regInput), output.(regOutput)
-		switch in.kind {
-		case kRead:
-			if out.res == rNotFound {
-				return st == "", st
-			}
-			return st == out.value, st
-		case kPut:
-			return true, in.value
-		case kCAS:
-			switch out.res {
-			case rOK:
-				return st == in.expect, in.value
-			case rPrecondition:
-				return st != in.expect, st
-			case rUnknown:
-				if st == in.expect {
-					return true, in.value
-				}
-				return true, st
-			}
-		case kCreate:
-			switch out.res {
-			case rOK:
-				return st == "", in.value
-			case rExists:
-				return st != "", st
-			case rUnknown:
-				if st == "" {
-					return true, in.value
-				}
-				return true, st
-			}
-		case kDelete:
-			switch out.res {
-			case rOK:
-				return st != "", ""
-			case rNotFound:
-				return st == "", st
-			case rUnknown:
-				return true, ""
-			}
-		case kCDelete:
-			switch out.res {
-			case rOK:
-				return st == in.expect, ""
-			case rPrecondition:
-				return st != in.expect, st
-			case rNotFound:
-				return st == "", st
-			case rUnknown:
-				if st == in.expect {
-					return true, ""
-				}
-				return true, st
-			}
-		}
-		return false, st
-	},
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(regInput), output.(regOutput)
-		s := kindNames[in.kind]
-		if in.kind == kCAS || in.kind == kCDelete {
-			s += fmt.Sprintf("(if %q)", in.expect)
-		}
-		if in.value != "" {
-			s += fmt.Sprintf(" %q", in.value)
-		}
-		s += " -> " + resultNames[out.res]
-		if out.value != "" {
-			s += fmt.Sprintf(" %q", out.value)
-		}
-		return s
-	},
-	DescribeState: func(state any) string { return fmt.Sprintf("%q", state) },
-}
-
-// never is the return time of an operation whose outcome is unknown: it may
-// take effect at any point after its call.
-const never = int64(1) << 62
 
 // history records operations on one logical clock, shared by every store of
 // a test (one per simulated process).
@@ -208,7 +91,7 @@ func (h *history) write(client int, in regInput, fn func() error) error {
 	call := h.clock.Add(1)
 	err := fn()
 	ret := h.clock.Add(1)
-	res, drop := classifyErr(in.kind, err)
+	res, drop := classifyErr(in.Kind, err)
 	switch {
 	case drop:
 		h.refused.Add(1)
@@ -221,7 +104,7 @@ func (h *history) write(client int, in regInput, fn func() error) error {
 	default:
 		h.refused.Add(1)
 	}
-	h.add(client, in, call, regOutput{res: res}, ret)
+	h.add(client, in, call, regOutput{Res: res}, ret)
 	return err
 }
 
@@ -233,9 +116,9 @@ func (h *history) read(ctx context.Context, client int, s blob.Store, key string
 	ret := h.clock.Add(1)
 	switch {
 	case err == nil:
-		h.add(client, regInput{kind: kRead, key: key}, call, regOutput{value: value}, ret)
+		h.add(client, regInput{Kind: kRead, Key: key}, call, regOutput{Value: value}, ret)
 	case errors.Is(err, blob.ErrNotFound):
-		h.add(client, regInput{kind: kRead, key: key}, call, regOutput{res: rNotFound}, ret)
+		h.add(client, regInput{Kind: kRead, Key: key}, call, regOutput{Res: rNotFound}, ret)
 	default:
 		return "", "", err
 	}
@@ -258,93 +141,42 @@ func readGen(ctx context.Context, s blob.Store, key string) (string, string, err
 
 // put, cas, create, del and cdel are the recorded operations.
 func (h *history) put(ctx context.Context, c int, s blob.Store, key, v string) error {
-	return h.write(c, regInput{kind: kPut, key: key, value: v}, func() error {
+	return h.write(c, regInput{Kind: kPut, Key: key, Value: v}, func() error {
 		return blob.Put(ctx, s, key, []byte(v), nil)
 	})
 }
 
 func (h *history) cas(ctx context.Context, c int, s blob.Store, key, expect, gen, v string) error {
-	return h.write(c, regInput{kind: kCAS, key: key, value: v, expect: expect}, func() error {
+	return h.write(c, regInput{Kind: kCAS, Key: key, Value: v, Expect: expect}, func() error {
 		return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfGenerationMatch(gen)})
 	})
 }
 
 func (h *history) create(ctx context.Context, c int, s blob.Store, key, v string) error {
-	return h.write(c, regInput{kind: kCreate, key: key, value: v}, func() error {
+	return h.write(c, regInput{Kind: kCreate, Key: key, Value: v}, func() error {
 		return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfNotExist()})
 	})
 }
 
 func (h *history) del(ctx context.Context, c int, s blob.Store, key string) error {
-	return h.write(c, regInput{kind: kDelete, key: key}, func() error {
+	return h.write(c, regInput{Kind: kDelete, Key: key}, func() error {
 		return s.Delete(ctx, key, nil)
 	})
 }
 
 func (h *history) cdel(ctx context.Context, c int, s blob.Store, key, expect, gen string) error {
-	return h.write(c, regInput{kind: kCDelete, key: key, expect: expect}, func() error {
+	return h.write(c, regInput{Kind: kCDelete, Key: key, Expect: expect}, func() error {
 		return s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: gen})
 	})
 }
 
-// check fails t unless the history is linearizable, writing a visualization
-// of the failing key next to the test's temporary files.
+// check fails t unless the history is linearizable.
 func (h *history) check(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	h.mu.Lock()
 	ops := append([]porcupine.Operation(nil), h.ops...)
 	h.mu.Unlock()
-	res, info := porcupine.CheckOperationsVerbose(registerModel, ops, timeout)
-	switch res {
-	case porcupine.Ok:
-		return
-	case porcupine.Unknown:
-		t.Fatalf("linearizability check timed out after %v over %d operations", timeout, len(ops))
-	}
-	path := filepath.Join(t.TempDir(), "history.html")
-	if f, err := os.Create(path); err == nil {
-		porcupine.Visualize(registerModel, info, f)
-		f.Close()
-	}
-	t.Errorf("history is not linearizable (%d operations); visualization: %s", len(ops), path)
-	for _, line := range h.describe(ops) {
-		t.Log(line)
-	}
-}
-
-// describe lists the operations of the keys whose histories fail, in call order.
-func (h *history) describe(ops []porcupine.Operation) []string {
-	var bad []string
-	for _, part := range registerModel.Partition(ops) {
-		if porcupine.CheckOperations(registerModel, part) {
-			continue
-		}
-		sort.Slice(part, func(i, j int) bool { return part[i].Call < part[j].Call })
-		key := part[0].Input.(regInput).key
-		// The shortest failing prefix (by call order) ends at the operation
-		// the history cannot explain; show what leads to it.
-		lo, hi := 1, len(part)
-		for lo < hi {
-			mid := (lo + hi) / 2
-			if porcupine.CheckOperations(registerModel, part[:mid]) {
-				lo = mid + 1
-			} else {
-				hi = mid
-			}
-		}
-		bad = append(bad, fmt.Sprintf("key %q: the first %d operations by call are not linearizable; the last 40 of them:", key, lo))
-		for i, o := range part[:lo] {
-			if i < lo-40 {
-				continue
-			}
-			ret := fmt.Sprint(o.Return)
-			if o.Return == never {
-				ret = "never"
-			}
-			bad = append(bad, fmt.Sprintf("  [%d, %s] client %d: %s", o.Call, ret, o.ClientId, registerModel.DescribeOperation(o.Input, o.Output)))
-		}
-	}
-	return bad
+	register.Check(t, ops, timeout)
 }
 
 // gate is a test wrapper that holds chosen commits and deletes of one process

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/internal/register"
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
@@ -33,128 +33,28 @@ var (
 // call and after it returned) and its outcome, and each key's history must
 // have a linearization.
 
-type regKind int
-
-const (
-	kRead   regKind = iota
-	kPut            // unconditional write
-	kCAS            // write IfGenerationMatch(generation of expect)
-	kCreate         // write IfNotExist
-	kDelete         // unconditional delete
+type (
+	regKind   = register.Kind
+	regInput  = register.Input
+	regResult = register.Result
+	regOutput = register.Output
 )
 
-var kindNames = [...]string{"read", "put", "cas", "create", "delete"}
-
-type regInput struct {
-	kind   regKind
-	key    string
-	value  string // the bytes written (unique per write)
-	expect string // the value whose generation a CAS carried
-}
-
-type regResult int
-
 const (
-	rOK regResult = iota
-	rNotFound
-	rExists
-	rPrecondition
-	rUnknown // failed in a way that may have taken effect
+	kRead   = register.Read
+	kPut    = register.Put
+	kCAS    = register.CAS
+	kCreate = register.Create
+	kDelete = register.Delete
+
+	rOK           = register.OK
+	rNotFound     = register.NotFound
+	rExists       = register.Exists
+	rPrecondition = register.Precondition
+	rUnknown      = register.Unknown
+
+	never = register.Never
 )
-
-var resultNames = [...]string{"ok", "notfound", "exists", "precondition", "unknown"}
-
-type regOutput struct {
-	res   regResult
-	value string // what a read returned
-}
-
-// registerModel is one key: its state is the value it holds, "" when absent.
-var registerModel = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, o := range h {
-			k := o.Input.(regInput).key
-			if _, ok := by[k]; !ok {
-				keys = append(keys, k)
-			}
-			by[k] = append(by[k], o)
-		}
-		sort.Strings(keys)
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		st, in, out := state.(string), input.(regInput), output.(regOutput)
-		switch in.kind {
-		case kRead:
-			if out.res == rNotFound {
-				return st == "", st
-			}
-			return st == out.value, st
-		case kPut:
-			return true, in.value
-		case kCAS:
-			switch out.res {
-			case rOK:
-				return st == in.expect, in.value
-			case rPrecondition:
-				return st != in.expect, st
-			case rUnknown:
-				if st == in.expect {
-					return true, in.value
-				}
-				return true, st
-			}
-		case kCreate:
-			switch out.res {
-			case rOK:
-				return st == "", in.value
-			case rExists:
-				return st != "", st
-			case rUnknown:
-				if st == "" {
-					return true, in.value
-				}
-				return true, st
-			}
-		case kDelete:
-			switch out.res {
-			case rOK:
-				return st != "", ""
-			case rNotFound:
-				return st == "", st
-			case rUnknown:
-				return true, ""
-			}
-		}
-		return false, st
-	},
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(regInput), output.(regOutput)
-		s := kindNames[in.kind]
-		if in.kind == kCAS {
-			s += fmt.Sprintf("(if %q)", in.expect)
-		}
-		if in.value != "" {
-			s += fmt.Sprintf(" %q", in.value)
-		}
-		s += " -> " + resultNames[out.res]
-		if out.value != "" {
-			s += fmt.Sprintf(" %q", out.value)
-		}
-		return s
-	},
-	DescribeState: func(state any) string { return fmt.Sprintf("%q", state) },
-}
-
-// never is the return time of an operation whose outcome is unknown.
-const never = int64(1) << 62
 
 // history records operations on one logical clock shared by every process.
 type history struct {
@@ -172,7 +72,7 @@ func (h *history) add(client int, in regInput, call int64, out regOutput, ret in
 	if h.count == nil {
 		h.count = map[string]int{}
 	}
-	h.count[kindNames[in.kind]+" "+resultNames[out.res]]++
+	h.count[in.Kind.String()+" "+out.Res.String()]++
 }
 
 func (h *history) write(client int, in regInput, fn func() error) {
@@ -183,19 +83,19 @@ func (h *history) write(client int, in regInput, fn func() error) {
 	switch {
 	case err == nil:
 		res = rOK
-	case errors.Is(err, blob.ErrPrecondition) && in.kind == kCAS:
+	case errors.Is(err, blob.ErrPrecondition) && in.Kind == kCAS:
 		res = rPrecondition
-	case errors.Is(err, blob.ErrExists) && in.kind == kCreate:
+	case errors.Is(err, blob.ErrExists) && in.Kind == kCreate:
 		res = rExists
-	case errors.Is(err, blob.ErrNotFound) && in.kind == kDelete:
+	case errors.Is(err, blob.ErrNotFound) && in.Kind == kDelete:
 		res = rNotFound
 	default:
 		res, ret = rUnknown, never
 		h.mu.Lock()
-		h.errs = append(h.errs, fmt.Sprintf("p%d %s %s: %v", client, kindNames[in.kind], in.key, err))
+		h.errs = append(h.errs, fmt.Sprintf("p%d %s %s: %v", client, in.Kind, in.Key, err))
 		h.mu.Unlock()
 	}
-	h.add(client, in, call, regOutput{res: res}, ret)
+	h.add(client, in, call, regOutput{Res: res}, ret)
 }
 
 // read reads key and records it; it returns what it read and its generation.
@@ -211,10 +111,10 @@ func (h *history) read(ctx context.Context, client int, s blob.Store, key string
 	ret := h.clock.Add(1)
 	switch {
 	case err == nil:
-		h.add(client, regInput{kind: kRead, key: key}, call, regOutput{value: string(b)}, ret)
+		h.add(client, regInput{Kind: kRead, Key: key}, call, regOutput{Value: string(b)}, ret)
 		return string(b), gen, true
 	case errors.Is(err, blob.ErrNotFound):
-		h.add(client, regInput{kind: kRead, key: key}, call, regOutput{res: rNotFound}, ret)
+		h.add(client, regInput{Kind: kRead, Key: key}, call, regOutput{Res: rNotFound}, ret)
 	}
 	return "", "", false
 }
@@ -242,38 +142,7 @@ func (h *history) check(t *testing.T, timeout time.Duration) {
 	h.mu.Lock()
 	ops := append([]porcupine.Operation(nil), h.ops...)
 	h.mu.Unlock()
-	switch porcupine.CheckOperationsTimeout(registerModel, ops, timeout) {
-	case porcupine.Ok:
-		return
-	case porcupine.Unknown:
-		t.Fatalf("linearizability check timed out after %v over %d operations", timeout, len(ops))
-	}
-	t.Errorf("history is not linearizable (%d operations)", len(ops))
-	for _, part := range registerModel.Partition(ops) {
-		if porcupine.CheckOperations(registerModel, part) {
-			continue
-		}
-		sort.Slice(part, func(i, j int) bool { return part[i].Call < part[j].Call })
-		// The shortest failing prefix (by call order) ends at the operation
-		// the history cannot explain; show what leads to it.
-		lo, hi := 1, len(part)
-		for lo < hi {
-			mid := (lo + hi) / 2
-			if porcupine.CheckOperations(registerModel, part[:mid]) {
-				lo = mid + 1
-			} else {
-				hi = mid
-			}
-		}
-		for _, o := range part[max(0, lo-20):min(len(part), lo+8)] {
-			ret := fmt.Sprint(o.Return)
-			if o.Return == never {
-				ret = "?"
-			}
-			t.Logf("  [%d,%s] p%d %s", o.Call, ret, o.ClientId, registerModel.DescribeOperation(o.Input, o.Output))
-		}
-		break
-	}
+	register.Check(t, ops, timeout)
 }
 
 // TestLinearizable runs several processes (tiered stores over the same
@@ -367,18 +236,18 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 				case r < 45:
 					h.read(ctx, p, s, key)
 				case r < 75 || p != 0:
-					h.write(p, regInput{kind: kPut, key: key, value: v}, func() error {
+					h.write(p, regInput{Kind: kPut, Key: key, Value: v}, func() error {
 						return blob.Put(ctx, s, key, []byte(v), nil)
 					})
 				case r < 85:
-					h.write(p, regInput{kind: kDelete, key: key}, func() error { return s.Delete(ctx, key, nil) })
+					h.write(p, regInput{Kind: kDelete, Key: key}, func() error { return s.Delete(ctx, key, nil) })
 				case r < 92:
-					h.write(p, regInput{kind: kCreate, key: key, value: v}, func() error {
+					h.write(p, regInput{Kind: kCreate, Key: key, Value: v}, func() error {
 						return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfNotExist()})
 					})
 				default:
 					if old, gen, ok := h.readGen(ctx, p, s, key); ok {
-						h.write(p, regInput{kind: kCAS, key: key, value: v, expect: old}, func() error {
+						h.write(p, regInput{Kind: kCAS, Key: key, Value: v, Expect: old}, func() error {
 							return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfGenerationMatch(gen)})
 						})
 					}
