@@ -20,7 +20,9 @@ type AppendStreamer interface {
 	TakeOverAppendStream(ctx context.Context, key string) (AppendStream, error)
 }
 
-// AppendStream appends to one object. It is not safe for concurrent use.
+// AppendStream appends to one object. It is not safe for concurrent use,
+// except that Close may be called while an Append runs in another goroutine
+// (a writer shutting down): it waits for that Append.
 type AppendStream interface {
 	// Append writes p at the end of the object and returns once p is durable
 	// (flushed). It fails with ErrPrecondition once another stream has taken

@@ -71,6 +71,19 @@ type packIndex struct {
 }
 
 // logName returns a new name of kind in the pack log, chosen at t.
+// logNow is the time for a new log name: the clock, or just after the last
+// name this process chose if the clock has not moved past it.
+func (s *Store) logNow() time.Time {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	t := time.Now()
+	if !t.After(s.lastLog) {
+		t = s.lastLog.Add(time.Nanosecond)
+	}
+	s.lastLog = t
+	return t
+}
+
 func logName(kind string, t time.Time) string {
 	var b [6]byte
 	rand.Read(b[:])
@@ -509,7 +522,7 @@ func (s *Store) writeTombstone(ctx context.Context, ks []kill) error {
 	}
 	b, _ := json.Marshal(ks)
 	for range 3 {
-		chosen := time.Now()
+		chosen := s.logNow()
 		name := logName(kindTomb, chosen)
 		if err := blob.Put(ctx, s.cold, name, b, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
 			return err

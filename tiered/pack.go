@@ -108,7 +108,7 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 		}
 		held = kept
 	}
-	chosen := time.Now()
+	chosen := s.logNow()
 	name := logName(kindPack, chosen)
 	m := batchMarker{Pack: name, Owner: s.opts.Owner, Time: s.opts.Now()}
 	if err := s.fillGenerations(ctx, held); err != nil {
@@ -366,25 +366,8 @@ func (s *Store) activeBatch(mk string) bool {
 // markedItems returns the versions every pack move under way names.
 func (s *Store) markedItems(ctx context.Context) (map[kill]bool, error) {
 	out := map[kill]bool{}
-	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
-		if err != nil {
-			return nil, err
-		}
-		b, err := blob.ReadAll(ctx, s.cold, obj.Key)
-		if errors.Is(err, blob.ErrNotFound) {
-			continue
-		} else if err != nil {
-			return nil, err
-		}
-		var m batchMarker
-		if json.Unmarshal(b, &m) != nil {
-			continue
-		}
-		for _, it := range m.Items {
-			out[it] = true
-		}
-	}
-	return out, nil
+	err := s.eachMarkedItem(ctx, func(it kill) { out[it] = true })
+	return out, err
 }
 
 // markedVersions is the user's side of the pack move protocol: the
@@ -397,27 +380,36 @@ func (s *Store) markedItems(ctx context.Context) (map[kill]bool, error) {
 // written after the delete).
 func (s *Store) markedVersions(ctx context.Context, key string) ([]kill, error) {
 	var ks []kill
+	err := s.eachMarkedItem(ctx, func(it kill) {
+		if it.Key == key && !slices.Contains(ks, it) {
+			ks = append(ks, it)
+		}
+	})
+	return ks, err
+}
+
+// eachMarkedItem calls f with each item of each pack move marker in cold;
+// a marker gone or unreadable by the time it is read names nothing.
+func (s *Store) eachMarkedItem(ctx context.Context, f func(kill)) error {
 	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
 		if err != nil {
-			return nil, err
+			return err
 		}
 		b, err := blob.ReadAll(ctx, s.cold, obj.Key)
 		if errors.Is(err, blob.ErrNotFound) {
 			continue
 		} else if err != nil {
-			return nil, err
+			return err
 		}
 		var m batchMarker
 		if json.Unmarshal(b, &m) != nil {
 			continue
 		}
 		for _, it := range m.Items {
-			if it.Key == key && !slices.Contains(ks, it) {
-				ks = append(ks, it)
-			}
+			f(it)
 		}
 	}
-	return ks, nil
+	return nil
 }
 
 // killPacked kills every version of key that packs serve, after bringing
@@ -526,7 +518,7 @@ func (s *Store) rewritePack(ctx context.Context, lp *loadedPack) error {
 			idx.Entries = append(idx.Entries, ne)
 		}
 		idx.DataBytes = int64(data.Len())
-		chosen := time.Now()
+		chosen := s.logNow()
 		name := logName(kindPack, chosen)
 		body, err := encodePack(idx, data.Bytes())
 		if err != nil {

@@ -149,8 +149,13 @@ type Store struct {
 	hot, cold blob.Store
 	opts      Options
 
-	locks   keyLocks
-	cat     *catalog
+	locks keyLocks
+	cat   *catalog
+	// logMu and lastLog keep this process's pack log names strictly
+	// increasing: the newest pack of a key wins by name, so two names
+	// chosen at one clock reading must not be ordered by their random tail.
+	logMu   sync.Mutex
+	lastLog time.Time
 	life    driver.Lifecycle
 	cancel  context.CancelFunc
 	done    chan struct{}

@@ -2,6 +2,7 @@ package gcsrapid
 
 import (
 	"context"
+	"sync"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
@@ -56,6 +57,9 @@ func (s *Store) TakeOverAppendStream(ctx context.Context, key string) (blob.Appe
 
 // appendStream is an open appendable object.
 type appendStream struct {
+	// mu is held through each Append, so that a Close from another
+	// goroutine (a writer shutting down) waits for it instead of racing it.
+	mu     sync.Mutex
 	s      *Store
 	key    string
 	sw     *storage.Writer
@@ -65,9 +69,15 @@ type appendStream struct {
 	closed bool
 }
 
-func (a *appendStream) Size() int64 { return a.size }
+func (a *appendStream) Size() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.size
+}
 
 func (a *appendStream) Append(ctx context.Context, p []byte) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	return a.write(ctx, p, classify)
 }
 
@@ -95,17 +105,25 @@ func (a *appendStream) write(ctx context.Context, p []byte, kind func(error) err
 		a.err = blob.Errorf(driver.OpAppend, a.key, nil, "gcsrapid: flushed to %d bytes, expected %d", flushed, a.size+int64(len(p)))
 	}
 	if a.err != nil {
-		a.Close()
+		a.closeLocked()
 		return a.err
 	}
 	a.size = flushed
 	return nil
 }
 
-// Close ends the stream in the background without finalizing the object.
+// Close ends the stream in the background without finalizing the object;
+// an Append running in another goroutine finishes first.
 func (a *appendStream) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closeLocked()
+	return nil
+}
+
+func (a *appendStream) closeLocked() {
 	if a.closed {
-		return nil
+		return
 	}
 	a.closed = true
 	if a.err == nil {
@@ -116,5 +134,4 @@ func (a *appendStream) Close() error {
 		sw.Close()
 		cancel()
 	})
-	return nil
 }
