@@ -51,8 +51,9 @@ type Options struct {
 	// (1000 a second for W=2 at the default), which a store bills.
 	PollInterval time.Duration
 	// MaxPollInterval bounds how far a reader that finds nothing new backs
-	// off (default 50ms, never below PollInterval): its interval is an
-	// eighth of the time since it last found a record, so a reader idle at
+	// off (default 50ms, never below PollInterval): after 50 PollIntervals
+	// without a record its interval is an eighth of the time since it last
+	// found one, so a reader idle at
 	// the tail makes W/MaxPollInterval reads a second (40 for W=2 at the
 	// defaults, not 1000), and the first record after a pause waits at most
 	// MaxPollInterval longer to be seen. Set it to PollInterval for no backoff.

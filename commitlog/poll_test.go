@@ -14,7 +14,7 @@ import (
 // turned off the same wait costs over ten times the reads. The first record
 // after the pause is still returned. Counted on synctest's clock.
 func TestIdleReaderBacksOff(t *testing.T) {
-	const idle = 2 * time.Second
+	const idle = 4 * time.Second
 	reads := func(t *testing.T, opts *Options) int64 {
 		var n int64
 		synctest.Test(t, func(t *testing.T) {
@@ -53,7 +53,8 @@ func TestIdleReaderBacksOff(t *testing.T) {
 	flat.MaxPollInterval = flat.PollInterval
 	steady := reads(t, &flat)
 	// Two zones a look, a third every eighth look: at most 2.125 reads per
-	// MaxPollInterval once backed off, plus the ramp from PollInterval.
+	// MaxPollInterval once backed off, plus quietGrace looks at
+	// PollInterval and the ramp from there.
 	if limit := int64(3 * idle / base.MaxPollInterval * 2); backoff > limit {
 		t.Errorf("idle reader with backoff made %d reads in %v, want at most %d", backoff, idle, limit)
 	}

@@ -488,16 +488,24 @@ func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 }
 
 // pollInterval is how long the reader waits between looks at the tail:
-// PollInterval while records arrive, then an eighth of the time since the
-// last one, up to MaxPollInterval, so that a reader idle at the tail does
+// PollInterval while records arrive and for quietGrace intervals after the
+// last one, then an eighth of the time since, up to MaxPollInterval, so that a reader idle at the tail does
 // not read the tip hundreds of times a second for nothing.
 func (r *Reader) pollInterval() time.Duration {
 	if r.quietSince.IsZero() {
 		r.quietSince = time.Now()
 		return r.opts.PollInterval
 	}
-	return min(max(time.Since(r.quietSince)/8, r.opts.PollInterval), r.opts.MaxPollInterval)
+	// A pause shorter than quietGrace (a roll, a slow flush) keeps the
+	// reader at PollInterval, so that backing off never adds to the lag of
+	// a log that is being written.
+	grace := quietGrace * r.opts.PollInterval
+	return min(max((time.Since(r.quietSince)-grace)/8, r.opts.PollInterval), r.opts.MaxPollInterval)
 }
+
+// quietGrace is how many PollIntervals without a record a reader waits
+// before it backs off.
+const quietGrace = 50
 
 // maxInflight bounds the reads of the tip in flight at once.
 func (r *Reader) maxInflight() int { return maxTailReads * r.opts.WriteQuorum }
