@@ -29,8 +29,10 @@ import (
 // round.
 type decision func(cur *rstate) (*value, error)
 
-// roundAttempts bounds the rounds one operation runs.
-const roundAttempts = 24
+// roundAttempts bounds the rounds one operation runs (StragglerTimeout
+// bounds their time): enough that a handful of writers racing on one key
+// on a slow machine all get through.
+const roundAttempts = 64
 
 // errOutbid: a replica had seen a higher ballot than the round's.
 var errOutbid = errors.New("outbid by a higher ballot")
@@ -82,13 +84,12 @@ func (s *Store) consensus(ctx context.Context, op, key string, decide decision, 
 			return nil, wrapOp(op, key, r.err)
 		}
 		s.stats.contended.Add(1)
-		if r.landed == "" {
-			// Lost a race before accepting: let the winner finish.
-			pause := time.Duration(rand.Int64N(int64(500*time.Microsecond) * int64(min(attempt+1, 8))))
-			select {
-			case <-time.After(pause):
-			case <-ctx.Done():
-			}
+		// Lost a race: let the winner finish before the next round (a
+		// round whose accepts went out and failed was outbid too).
+		pause := time.Duration(rand.Int64N(int64(500*time.Microsecond) * int64(min(attempt+1, 8))))
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
 		}
 	}
 }
