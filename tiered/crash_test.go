@@ -209,6 +209,11 @@ func TestDeleteRacingACrashedMove(t *testing.T) {
 // clock skew) for a pack to become old enough to rewrite within the test.
 var packOpts = tiered.Options{PackMaxObjects: 10, MoveTimeout: 100 * time.Millisecond, MaxClockSkew: time.Millisecond}
 
+// packMoveOpts give the pack move crash test's moves room: it checks the
+// model inside every hot call of the move, which on a loaded machine under
+// the race detector outlasted 100ms.
+var packMoveOpts = func() tiered.Options { o := packOpts; o.MoveTimeout = 2 * time.Second; return o }()
+
 // packSteps counts the calls a pass makes on each tier, for a crash test to
 // fail each one in turn.
 type packStep struct {
@@ -277,14 +282,14 @@ func TestPackCrashAtEveryStep(t *testing.T) {
 				hot, cold := memPair(t)
 				hotF := fault.Wrap(hot, fault.Options{Seed: 1, Name: "hot"})
 				coldF := fault.Wrap(cold, fault.Options{Seed: 2, Name: "cold"})
-				user := manualWith(t, hot, cold, packOpts)
+				user := manualWith(t, hot, cold, packMoveOpts)
 				model := map[string]string{"a": "alpha", "b": "bravo-1", "c": "charlie", "d": "delta"}
 				for k, v := range model {
 					mustPut(t, user, k, v)
 				}
 				hotH := &hooked{Store: hotF, name: "hot"}
 				hotH.at = func(string, string) { checkModel(t, user, model, nil) }
-				crashed := manualWith(t, hotH, coldF, packOpts)
+				crashed := manualWith(t, hotH, coldF, packMoveOpts)
 				f := map[string]*fault.Store{"hot": hotF, "cold": coldF}[step.tier]
 				f.Add(fault.Rule{Op: step.op, Skip: step.nth - 1, Count: 1, Effect: effect})
 				res := crashed.CompactOnce(ctxT(t))
@@ -305,7 +310,7 @@ func TestPackCrashAtEveryStep(t *testing.T) {
 				delete(model, "c")
 				checkModel(t, user, model, []string{"c"})
 
-				restarted := manualWith(t, hot, cold, packOpts)
+				restarted := manualWith(t, hot, cold, packMoveOpts)
 				if res := restarted.CompactOnce(ctxT(t)); res.Failed != 0 {
 					t.Fatalf("restarted pass failed: %+v", res)
 				}
