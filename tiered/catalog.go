@@ -2,6 +2,7 @@ package tiered
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,10 +130,16 @@ func encodePack(idx *packIndex, data []byte) ([]byte, error) {
 // dataStart is where a pack's data begins, given its index's length.
 func dataStart(indexLen int) int64 { return int64(packHeaderSize + indexLen) }
 
-// catalog is a Store's view of the pack log: every pack's index and every
-// kill, refreshed from a listing of the log. A read that missed in hot must
+// catalog is a Store's view of the pack log, refreshed from listings of it:
+// a summary of every pack (its key range and a Bloom filter of its keys, a
+// few bytes per object), the packs' indexes in a cache bounded by
+// Options.IndexCacheBytes and loaded from the packs when needed, every
+// tombstone, and every kill the log carries. A read that missed in hot must
 // see every pack whose objects were deleted from hot before the miss; see
 // sync.
+//
+// Memory is the summaries, the cache, and the kills: versions deleted or
+// replaced whose packs were not rewritten yet.
 type catalog struct {
 	s *Store
 
@@ -143,26 +151,73 @@ type catalog struct {
 	full      time.Time // start of the last complete full refresh
 
 	state sync.RWMutex
-	packs map[string]*loadedPack // by log name
-	tombs map[string][]kill      // by log name
-	kills map[kill]int           // how many log objects carry each kill
-	byKey map[string][]entryRef  // entries of each key, in every pack
+	packs map[string]*packSummary // by log name
+	tombs map[string][]kill       // by log name
+	kills map[kill]int            // how many log objects carry each kill
+	// changes records, by epoch, the keys whose kills or copies changed, so
+	// that a pack's dead bytes are recounted only when one of its keys
+	// changed (see liveFraction).
+	epoch   uint64
+	changes []keyChange
+
+	cache *indexCache
 }
 
+type keyChange struct {
+	epoch uint64
+	key   string
+}
+
+// maxChanges bounds catalog.changes: a pack whose count is older than the
+// oldest change kept is recounted.
+const maxChanges = 1 << 16
+
+// packSummary is what the catalog always holds of a pack.
+type packSummary struct {
+	name           string
+	base, size     int64 // offset of the data in the pack object; the object's size
+	minKey, maxKey string
+	keys           *bloom
+	kills          []kill // the pack's own kills
+	dataBytes      int64
+	// dead is the bytes of entries a rewrite would drop, counted at epoch
+	// deadAt (counted is false until the first count).
+	dead    int64
+	deadAt  uint64
+	counted bool
+}
+
+// mayHold reports whether the pack may have an entry of key.
+func (p *packSummary) mayHold(key string) bool {
+	return key >= p.minKey && key <= p.maxKey && p.keys.has(key)
+}
+
+// loadedPack is a pack's index, as the cache holds it.
 type loadedPack struct {
 	name  string
 	index *packIndex
 	base  int64 // offset of the data in the pack object
 	size  int64 // size of the pack object
+	cost  int64 // the index's size as stored: what it counts in the cache
+	byKey map[string][]int
 }
 
-type entryRef struct {
-	pack string
-	i    int
+func newLoadedPack(name string, idx *packIndex, base, size, cost int64) *loadedPack {
+	lp := &loadedPack{name: name, index: idx, base: base, size: size, cost: cost, byKey: make(map[string][]int, len(idx.Entries))}
+	for i, e := range idx.Entries {
+		lp.byKey[e.Key] = append(lp.byKey[e.Key], i)
+	}
+	return lp
 }
+
+// errPackGone reports that a pack the catalog names was removed (rewritten)
+// before its index could be read: its successor was committed before, and
+// a full refresh finds it.
+var errPackGone = errors.New("tiered: pack removed since it was listed")
 
 func newCatalog(s *Store) *catalog {
-	return &catalog{s: s, turn: make(chan struct{}, 1), packs: map[string]*loadedPack{}, tombs: map[string][]kill{}, kills: map[kill]int{}, byKey: map[string][]entryRef{}}
+	return &catalog{s: s, turn: make(chan struct{}, 1), packs: map[string]*packSummary{}, tombs: map[string][]kill{}, kills: map[kill]int{},
+		cache: newIndexCache(s.opts.IndexCacheBytes)}
 }
 
 // window is how far before a refresh's start the next refresh lists again: a
@@ -194,6 +249,21 @@ func (c *catalog) refreshFull(ctx context.Context) error {
 	return c.refreshLocked(ctx, true)
 }
 
+// retry runs f, and again after a full refresh each time it finds a pack
+// removed since it was listed (a rewrite's successor is committed before
+// the old pack is removed, so the refresh finds it).
+func (c *catalog) retry(ctx context.Context, f func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := f()
+		if !errors.Is(err, errPackGone) || attempt == 3 {
+			return err
+		}
+		if err := c.refreshFull(ctx); err != nil {
+			return err
+		}
+	}
+}
+
 func (c *catalog) lock(ctx context.Context) error {
 	select {
 	case c.turn <- struct{}{}:
@@ -220,7 +290,7 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 			return err
 		}
 		seen[obj.Key] = true
-		if err := c.load(ctx, obj.Key, obj.Size); err != nil {
+		if err := c.load(ctx, obj.Key); err != nil {
 			return err
 		}
 	}
@@ -244,7 +314,7 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 }
 
 // load reads a log object the catalog does not have yet.
-func (c *catalog) load(ctx context.Context, name string, size int64) error {
+func (c *catalog) load(ctx context.Context, name string) error {
 	c.state.RLock()
 	_, p := c.packs[name]
 	_, t := c.tombs[name]
@@ -264,6 +334,7 @@ func (c *catalog) load(ctx context.Context, name string, size int64) error {
 		} else if err != nil {
 			return err
 		}
+		c.s.stats.indexLoads.Add(1)
 		c.addPack(lp)
 	case kindTomb:
 		b, err := blob.ReadAll(ctx, c.s.cold, name)
@@ -281,18 +352,45 @@ func (c *catalog) load(ctx context.Context, name string, size int64) error {
 	return nil
 }
 
+// index returns the index of pack name, from the cache or read from the
+// pack; errPackGone if the pack was removed.
+func (c *catalog) index(ctx context.Context, sum *packSummary) (*loadedPack, error) {
+	if lp := c.cache.get(sum.name); lp != nil {
+		return lp, nil
+	}
+	lp, err := readPackIndex(ctx, c.s.cold, sum.name)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", errPackGone, sum.name)
+	} else if err != nil {
+		return nil, err
+	}
+	c.s.stats.indexLoads.Add(1)
+	c.cache.put(lp)
+	return lp, nil
+}
+
 func (c *catalog) addPack(lp *loadedPack) {
+	c.cache.put(lp)
 	c.state.Lock()
 	defer c.state.Unlock()
 	if _, ok := c.packs[lp.name]; ok {
 		return
 	}
-	c.packs[lp.name] = lp
+	sum := &packSummary{name: lp.name, base: lp.base, size: lp.size, keys: newBloom(len(lp.index.Entries)),
+		kills: lp.index.Kills, dataBytes: lp.index.DataBytes}
+	c.epoch++
 	for i, e := range lp.index.Entries {
-		c.byKey[e.Key] = append(c.byKey[e.Key], entryRef{lp.name, i})
+		if i == 0 || e.Key < sum.minKey {
+			sum.minKey = e.Key
+		}
+		sum.maxKey = max(sum.maxKey, e.Key)
+		sum.keys.add(e.Key)
+		c.changedLocked(e.Key) // a copy of a version other packs hold
 	}
+	c.packs[lp.name] = sum
 	for _, k := range lp.index.Kills {
 		c.kills[k]++
+		c.changedLocked(k.Key)
 	}
 }
 
@@ -302,10 +400,21 @@ func (c *catalog) addTomb(name string, ks []kill) {
 	if _, ok := c.tombs[name]; ok {
 		return
 	}
+	c.epoch++
 	c.tombs[name] = ks
 	for _, k := range ks {
 		c.kills[k]++
+		c.changedLocked(k.Key)
 	}
+}
+
+// changedLocked records that what packs serve of key may have changed at
+// the current epoch.
+func (c *catalog) changedLocked(key string) {
+	if len(c.changes) >= maxChanges {
+		c.changes = slices.Delete(c.changes, 0, len(c.changes)/2)
+	}
+	c.changes = append(c.changes, keyChange{c.epoch, key})
 }
 
 // drop forgets a log object that was removed.
@@ -316,17 +425,11 @@ func (c *catalog) drop(name string) {
 }
 
 func (c *catalog) dropLocked(name string) {
-	if lp, ok := c.packs[name]; ok {
+	c.epoch++
+	if sum, ok := c.packs[name]; ok {
 		delete(c.packs, name)
-		for _, e := range lp.index.Entries {
-			refs := slices.DeleteFunc(c.byKey[e.Key], func(r entryRef) bool { return r.pack == name })
-			if len(refs) == 0 {
-				delete(c.byKey, e.Key)
-			} else {
-				c.byKey[e.Key] = refs
-			}
-		}
-		c.unkillLocked(lp.index.Kills)
+		c.cache.remove(name)
+		c.unkillLocked(sum.kills)
 	}
 	if ks, ok := c.tombs[name]; ok {
 		delete(c.tombs, name)
@@ -339,27 +442,53 @@ func (c *catalog) unkillLocked(ks []kill) {
 		if c.kills[k]--; c.kills[k] <= 0 {
 			delete(c.kills, k)
 		}
+		c.changedLocked(k.Key)
 	}
 }
 
-// killedLocked reports whether entry e of pack is killed.
-func (c *catalog) killedLocked(e packEntry, _ string) bool {
+// killed reports whether entry e is killed.
+func (c *catalog) killedLocked(e packEntry) bool {
 	return c.kills[kill{Key: e.Key, Gen: e.Attrs.Generation}] > 0
 }
 
-// keepLocked reports whether a rewrite of pack must keep entry e: it is not
-// killed, and no newer pack holds a copy of it (a rewrite that crashed after
-// its new pack landed leaves such copies; the newest is always kept).
-func (c *catalog) keepLocked(e packEntry, pack string) bool {
-	if c.killedLocked(e, pack) {
-		return false
-	}
-	for _, r := range c.byKey[e.Key] {
-		if r.pack > pack && c.packs[r.pack].index.Entries[r.i].Attrs.Generation == e.Attrs.Generation {
-			return false
+// holders returns the summaries of the packs that may hold an entry of
+// key, newest first.
+func (c *catalog) holders(key string) []*packSummary {
+	c.state.RLock()
+	defer c.state.RUnlock()
+	var out []*packSummary
+	for _, p := range c.packs {
+		if p.mayHold(key) {
+			out = append(out, p)
 		}
 	}
-	return true
+	slices.SortFunc(out, func(a, b *packSummary) int { return strings.Compare(b.name, a.name) })
+	return out
+}
+
+// entries calls f with each entry of key in the packs that hold it, newest
+// pack first, and whether it is killed; f returns false to stop.
+func (c *catalog) entries(ctx context.Context, key string, f func(lp *loadedPack, e packEntry, killed bool) bool) error {
+	for _, sum := range c.holders(key) {
+		lp, err := c.index(ctx, sum)
+		if err != nil {
+			return err
+		}
+		c.state.RLock()
+		var es []packEntry
+		var dead []bool
+		for _, i := range lp.byKey[key] {
+			es = append(es, lp.index.Entries[i])
+			dead = append(dead, c.killedLocked(lp.index.Entries[i]))
+		}
+		c.state.RUnlock()
+		for i, e := range es {
+			if !f(lp, e, dead[i]) {
+				return nil
+			}
+		}
+	}
+	return nil
 }
 
 // packed is a live entry of a key: the version packs serve.
@@ -371,102 +500,226 @@ type packed struct {
 // lookup returns the live entry of key, if any pack serves it. Of several
 // live entries (copies of one version made by a rewrite, or a version whose
 // successor is still in hot) the newest pack's is returned.
-func (c *catalog) lookup(key string) (packed, bool) {
-	c.state.RLock()
-	defer c.state.RUnlock()
-	return c.lookupLocked(key)
+func (c *catalog) lookup(ctx context.Context, key string) (p packed, found bool, err error) {
+	err = c.retry(ctx, func() error {
+		found = false
+		return c.entries(ctx, key, func(lp *loadedPack, e packEntry, killed bool) bool {
+			if killed {
+				return true
+			}
+			p, found = packed{lp, e}, true
+			return false
+		})
+	})
+	return p, found, err
 }
 
-func (c *catalog) lookupLocked(key string) (packed, bool) {
-	var best packed
-	found := false
-	for _, r := range c.byKey[key] {
-		lp := c.packs[r.pack]
-		e := lp.index.Entries[r.i]
-		if c.killedLocked(e, lp.name) {
-			continue
+// cached returns the live entry of key from the indexes the cache holds,
+// without I/O: a guess, for a read to start with while the catalog is
+// brought up to date.
+func (c *catalog) cached(key string) (packed, bool) {
+	for _, sum := range c.holders(key) {
+		lp := c.cache.get(sum.name)
+		if lp == nil {
+			return packed{}, false // an older guess than the newest pack's
 		}
-		if !found || lp.name > best.pack.name {
-			best, found = packed{lp, e}, true
+		c.state.RLock()
+		for _, i := range lp.byKey[key] {
+			if e := lp.index.Entries[i]; !c.killedLocked(e) {
+				c.state.RUnlock()
+				return packed{lp, e}, true
+			}
 		}
+		c.state.RUnlock()
 	}
-	return best, found
+	return packed{}, false
 }
 
 // live returns the versions of key that packs still serve.
-func (c *catalog) live(key string) []kill {
-	c.state.RLock()
-	defer c.state.RUnlock()
-	var out []kill
-	for _, r := range c.byKey[key] {
-		e := c.packs[r.pack].index.Entries[r.i]
-		k := kill{Key: key, Gen: e.Attrs.Generation}
-		if !c.killedLocked(e, r.pack) && !slices.Contains(out, k) {
-			out = append(out, k)
-		}
-	}
-	return out
+func (c *catalog) live(ctx context.Context, key string) (out []kill, err error) {
+	err = c.retry(ctx, func() error {
+		out = out[:0]
+		return c.entries(ctx, key, func(_ *loadedPack, e packEntry, killed bool) bool {
+			k := kill{Key: key, Gen: e.Attrs.Generation}
+			if !killed && !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+			return true
+		})
+	})
+	return out, err
 }
 
-// keys returns the keys packs serve under prefix, after start, sorted.
-func (c *catalog) keys(prefix, after string) []packed {
+// holds reports whether a pack other than except holds version k.
+func (c *catalog) holds(ctx context.Context, k kill, except string) (found bool, err error) {
+	err = c.retry(ctx, func() error {
+		found = false
+		return c.entries(ctx, k.Key, func(lp *loadedPack, e packEntry, _ bool) bool {
+			if lp.name != except && e.Attrs.Generation == k.Gen {
+				found = true
+			}
+			return !found
+		})
+	})
+	return found, err
+}
+
+// keep reports whether a rewrite of pack must keep entry e: it is not
+// killed, and no newer pack holds a copy of it (a rewrite that crashed after
+// its new pack landed leaves such copies; the newest is always kept).
+func (c *catalog) keep(ctx context.Context, e packEntry, pack string) (keep bool, err error) {
 	c.state.RLock()
-	defer c.state.RUnlock()
-	var out []packed
-	for k := range c.byKey {
-		if !strings.HasPrefix(k, prefix) || k <= after {
-			continue
-		}
-		if p, ok := c.lookupLocked(k); ok {
-			out = append(out, p)
+	dead := c.killedLocked(e)
+	c.state.RUnlock()
+	if dead {
+		return false, nil
+	}
+	err = c.retry(ctx, func() error {
+		keep = true
+		return c.entries(ctx, e.Key, func(lp *loadedPack, o packEntry, _ bool) bool {
+			if lp.name > pack && o.Attrs.Generation == e.Attrs.Generation {
+				keep = false
+			}
+			return keep
+		})
+	})
+	return keep, err
+}
+
+// keys returns, sorted, the first limit keys after start under prefix that
+// packs serve, with their live entries. Packs are read in the order of
+// their smallest key, and no further once the next one starts after the
+// limit-th key found: with keys that grow over time, as names made by
+// blob.NewName do, a page reads the indexes of the packs it shows.
+func (c *catalog) keys(ctx context.Context, prefix, after string, limit int) (out []packed, err error) {
+	err = c.retry(ctx, func() error {
+		out, err = c.keysOnce(ctx, prefix, after, limit)
+		return err
+	})
+	return out, err
+}
+
+func (c *catalog) keysOnce(ctx context.Context, prefix, after string, limit int) ([]packed, error) {
+	lo := max(prefix, after)
+	c.state.RLock()
+	var cands []*packSummary
+	for _, p := range c.packs {
+		if p.maxKey > after && p.maxKey >= prefix && (prefix == "" || p.minKey <= prefix || strings.HasPrefix(p.minKey, prefix)) {
+			cands = append(cands, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b packed) int { return strings.Compare(a.entry.Key, b.entry.Key) })
-	return out
+	c.state.RUnlock()
+	slices.SortFunc(cands, func(a, b *packSummary) int {
+		return cmp.Or(strings.Compare(max(a.minKey, lo), max(b.minKey, lo)), strings.Compare(a.name, b.name))
+	})
+	found := map[string]packed{}
+	var sorted []string
+	for i, sum := range cands {
+		if len(found) >= limit && i > 0 {
+			if sorted == nil {
+				sorted = slices.Sorted(maps.Keys(found))
+			}
+			if sum.minKey > sorted[limit-1] {
+				break
+			}
+		}
+		lp, err := c.index(ctx, sum)
+		if err != nil {
+			return nil, err
+		}
+		c.state.RLock()
+		for k, is := range lp.byKey {
+			if k <= after || !strings.HasPrefix(k, prefix) {
+				continue
+			}
+			for _, j := range is {
+				e := lp.index.Entries[j]
+				if c.killedLocked(e) {
+					continue
+				}
+				if cur, ok := found[k]; !ok || lp.name > cur.pack.name {
+					if !ok {
+						sorted = nil
+					}
+					found[k] = packed{lp, e}
+				}
+			}
+		}
+		c.state.RUnlock()
+	}
+	keys := slices.Sorted(maps.Keys(found))
+	out := make([]packed, 0, min(len(keys), limit))
+	for _, k := range keys[:min(len(keys), limit)] {
+		out = append(out, found[k])
+	}
+	return out, nil
 }
 
 // liveFraction returns the share of a pack's data bytes that a rewrite
-// would keep.
-func (c *catalog) liveFraction(lp *loadedPack) float64 {
-	c.state.RLock()
-	defer c.state.RUnlock()
-	if lp.index.DataBytes == 0 {
-		return 0
+// would keep. The count is kept with the pack's summary, and made again
+// only when one of the pack's keys changed since (a kill, a copy in a newer
+// pack), so a maintenance pass reads the indexes of the packs whose objects
+// were deleted or replaced, not of every pack.
+func (c *catalog) liveFraction(ctx context.Context, sum *packSummary) (float64, error) {
+	if sum.dataBytes == 0 {
+		return 0, nil
 	}
-	var live int64
-	for _, e := range lp.index.Entries {
-		if c.keepLocked(e, lp.name) {
-			live += e.Len
+	c.state.RLock()
+	stale := !sum.counted || len(c.changes) == 0 || c.changes[0].epoch > sum.deadAt+1
+	if !stale {
+		for i := len(c.changes) - 1; i >= 0 && c.changes[i].epoch > sum.deadAt; i-- {
+			if sum.mayHold(c.changes[i].key) {
+				stale = true
+				break
+			}
 		}
 	}
-	return float64(live) / float64(lp.index.DataBytes)
+	epoch, dead := c.epoch, sum.dead
+	c.state.RUnlock()
+	if stale {
+		var lp *loadedPack
+		err := c.retry(ctx, func() error {
+			var err error
+			if lp, err = c.index(ctx, sum); err != nil {
+				return err
+			}
+			dead = 0
+			for _, e := range lp.index.Entries {
+				keep, err := c.keep(ctx, e, sum.name)
+				if err != nil {
+					return err
+				}
+				if !keep {
+					dead += e.Len
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, errPackGone) {
+			return 1, nil // removed: nothing to rewrite
+		} else if err != nil {
+			return 0, err
+		}
+		c.state.Lock()
+		sum.dead, sum.deadAt, sum.counted = dead, epoch, true
+		c.state.Unlock()
+	}
+	return float64(sum.dataBytes-dead) / float64(sum.dataBytes), nil
 }
 
 // snapshot returns the packs and tombstones the catalog holds, by name.
-func (c *catalog) snapshot() (packs []*loadedPack, tombs map[string][]kill) {
+func (c *catalog) snapshot() (packs []*packSummary, tombs map[string][]kill) {
 	c.state.RLock()
 	defer c.state.RUnlock()
-	for _, lp := range c.packs {
-		packs = append(packs, lp)
+	for _, p := range c.packs {
+		packs = append(packs, p)
 	}
-	slices.SortFunc(packs, func(a, b *loadedPack) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(packs, func(a, b *packSummary) int { return strings.Compare(a.name, b.name) })
 	tombs = make(map[string][]kill, len(c.tombs))
 	for n, ks := range c.tombs {
 		tombs[n] = ks
 	}
 	return packs, tombs
-}
-
-// inAnyPack reports whether some pack holds version k.
-func (c *catalog) inAnyPack(k kill) bool {
-	c.state.RLock()
-	defer c.state.RUnlock()
-	for _, r := range c.byKey[k.Key] {
-		if c.packs[r.pack].index.Entries[r.i].Attrs.Generation == k.Gen {
-			return true
-		}
-	}
-	return false
 }
 
 // readPackIndex reads the header and index of a pack.
@@ -500,7 +753,7 @@ func readPackIndex(ctx context.Context, cold blob.Store, name string) (*loadedPa
 	if err := json.Unmarshal(js[:n], &idx); err != nil {
 		return nil, blob.Errorf(driver.OpRead, name, blob.ErrInvalidArgument, "tiered: malformed pack index")
 	}
-	return &loadedPack{name: name, index: &idx, base: dataStart(n), size: size}, nil
+	return newLoadedPack(name, &idx, dataStart(n), size, int64(n)), nil
 }
 
 func readRange(ctx context.Context, s blob.Store, key string, off, n int64) ([]byte, error) {

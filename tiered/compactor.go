@@ -37,14 +37,20 @@ type Stats struct {
 	// rewritten without their dead entries, and Tombstones the tombstones
 	// written (by this Store's deletes and maintenance).
 	Packs, Rewrites, Tombstones int64
-	LastPass                    time.Time
-	LastPassTook                time.Duration
-	LastError                   string
+	// IndexLoads counts pack indexes read from cold (each pack's once when
+	// the catalog first lists it, and again when the index cache had let it
+	// go); IndexCacheBytes and IndexesCached are what the cache holds now.
+	IndexLoads      int64
+	IndexCacheBytes int64
+	IndexesCached   int
+	LastPass        time.Time
+	LastPassTook    time.Duration
+	LastError       string
 }
 
 type statsCounters struct {
 	passes, moved, bytes, conflicts, busy, errs, recovered atomic.Int64
-	packs, rewrites, tombstones                            atomic.Int64
+	packs, rewrites, tombstones, indexLoads                atomic.Int64
 	mu                                                     sync.Mutex
 	lag                                                    time.Duration
 	lastPass                                               time.Time
@@ -60,7 +66,9 @@ func (s *Store) Stats() Stats {
 		Conflicts: c.conflicts.Load(), Busy: c.busy.Load(), Errors: c.errs.Load(),
 		Recovered: c.recovered.Load(),
 		Packs:     c.packs.Load(), Rewrites: c.rewrites.Load(), Tombstones: c.tombstones.Load(),
+		IndexLoads: c.indexLoads.Load(),
 	}
+	st.IndexCacheBytes, st.IndexesCached = s.cat.cache.size()
 	c.mu.Lock()
 	st.Lag, st.LastPass, st.LastPassTook, st.LastError = c.lag, c.lastPass, c.lastTook, c.lastErr
 	c.mu.Unlock()

@@ -73,10 +73,19 @@
 // that finds it gone relists the log. A tombstone is removed once no pack
 // holds a version it kills, four windows after it was written.
 //
-// The catalog keeps every pack's index in memory: its size grows with the
-// packed objects (not bounded), a process's first read lists and loads the
-// whole log, and packs removed by rewrites stay in it until a full listing
-// (each pass's maintenance, or a read that finds its pack gone).
+// The catalog keeps, of each pack, its key range and a Bloom filter of its
+// keys (about 10 bits an object), and the indexes themselves in a cache of
+// at most IndexCacheBytes (64 MiB by default, counted as stored), reading
+// an index back from its pack when a lookup, listing or rewrite needs one
+// the cache let go. A lookup reads only the packs whose filter may hold the
+// key; a listing page reads the packs in order of their first key and stops
+// at the first that starts after the page (with keys that grow, as
+// blob.NewName's do, the packs the page shows); maintenance recounts a
+// pack's live bytes only when a kill or a copy touched one of its keys.
+// Tombstones and kills stay in memory until no pack holds their versions.
+// A process's first read lists the whole log (and reads each index once);
+// packs removed by rewrites stay in the catalog until a full listing (each
+// pass's maintenance, or a read that finds its pack gone).
 //
 // Run one compactor per pair of tiers when packing: pack markers do not
 // exclude each other, and of two live versions of a key in packs (possible

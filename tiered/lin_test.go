@@ -204,7 +204,7 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 	}
 	var stores []*tiered.Store
 	for range processes {
-		stores = append(stores, manualWith(t, hotFor(), cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: 50 * time.Millisecond, MaxClockSkew: time.Millisecond}))
+		stores = append(stores, manualWith(t, hotFor(), cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: 50 * time.Millisecond, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10}))
 	}
 	h := &history{}
 	keys := []string{"a", "b", "c"}

@@ -185,7 +185,11 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 		a := *it.attrs
 		idx.Entries = append(idx.Entries, packEntry{Key: a.Key, Off: int64(data.Len()), Len: int64(len(it.data)), Attrs: &a})
 		data.Write(it.data)
-		for _, k := range s.cat.live(a.Key) {
+		live, err := s.cat.live(ctx, a.Key)
+		if err != nil {
+			return done(err)
+		}
+		for _, k := range live {
 			if k.Gen != a.Generation {
 				idx.Kills = append(idx.Kills, k)
 			}
@@ -421,7 +425,10 @@ func (s *Store) killPacked(ctx context.Context, key string) (bool, error) {
 	if err := s.cat.sync(ctx, time.Now()); err != nil {
 		return false, err
 	}
-	live := s.cat.live(key)
+	live, err := s.cat.live(ctx, key)
+	if err != nil {
+		return false, err
+	}
 	return len(live) > 0, s.writeTombstone(ctx, live)
 }
 
@@ -435,14 +442,18 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 	}
 	packs, tombs := s.cat.snapshot()
 	old := time.Now().Add(-s.cat.window())
-	for _, lp := range packs {
-		if t, _, _ := logTime(lp.name); t.After(old) {
+	for _, sum := range packs {
+		if t, _, _ := logTime(sum.name); t.After(old) {
 			continue
 		}
-		if s.cat.liveFraction(lp) >= s.opts.PackMinLive {
+		live, err := s.cat.liveFraction(ctx, sum)
+		if err != nil {
+			return err
+		}
+		if live >= s.opts.PackMinLive {
 			continue
 		}
-		if err := s.rewritePack(ctx, lp); err != nil {
+		if err := s.rewritePack(ctx, sum); err != nil {
 			return err
 		}
 	}
@@ -461,7 +472,11 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 		}
 		needed := false
 		for _, k := range ks {
-			if s.cat.inAnyPack(k) || marked[k] {
+			held, err := s.cat.holds(ctx, k, "")
+			if err != nil {
+				return err
+			}
+			if held || marked[k] {
 				needed = true
 				break
 			}
@@ -482,20 +497,33 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 // between leaves both: their common entries are the same versions, and a
 // kill applies to every copy. A reader that finds the old pack gone
 // relists the log and finds the new one, committed before.
-func (s *Store) rewritePack(ctx context.Context, lp *loadedPack) error {
+func (s *Store) rewritePack(ctx context.Context, sum *packSummary) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
 	defer cancel()
+	lp, err := s.cat.index(ctx, sum)
+	if errors.Is(err, errPackGone) {
+		s.cat.drop(sum.name)
+		return nil
+	} else if err != nil {
+		return err
+	}
 	idx := &packIndex{}
-	s.cat.state.RLock()
 	var live []packEntry
 	for _, e := range lp.index.Entries {
-		if s.cat.keepLocked(e, lp.name) {
+		keep, err := s.cat.keep(ctx, e, lp.name)
+		if err != nil {
+			return err
+		}
+		if keep {
 			live = append(live, e)
 		}
 	}
-	s.cat.state.RUnlock()
 	for _, k := range lp.index.Kills {
-		if s.inOtherPack(k, lp.name) {
+		held, err := s.cat.holds(ctx, k, lp.name)
+		if err != nil {
+			return err
+		}
+		if held {
 			idx.Kills = append(idx.Kills, k)
 		}
 	}
@@ -547,17 +575,4 @@ func (s *Store) rewritePack(ctx context.Context, lp *loadedPack) error {
 	s.cat.drop(lp.name)
 	s.stats.rewrites.Add(1)
 	return nil
-}
-
-// inOtherPack reports whether a pack other than except holds version k.
-func (s *Store) inOtherPack(k kill, except string) bool {
-	c := s.cat
-	c.state.RLock()
-	defer c.state.RUnlock()
-	for _, r := range c.byKey[k.Key] {
-		if r.pack != except && c.packs[r.pack].index.Entries[r.i].Attrs.Generation == k.Gen {
-			return true
-		}
-	}
-	return false
 }

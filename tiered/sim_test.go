@@ -21,7 +21,14 @@ import (
 var (
 	simSeed  = flag.Uint64("tiered.seed", 0, "replay TestSimulation with this seed (0: a new one)")
 	simSteps = flag.Int("tiered.steps", 2000, "steps of TestSimulation")
+	simSeeds = flag.Int("tiered.seeds", 1, "seeds TestSimulation runs, one after another from -tiered.seed")
 )
+
+// simRecentGone is how many deleted keys each full check reads back. Older
+// ones are checked by the listing, which must equal the model: a deleted key
+// that came back would be listed. (Reading every key ever deleted made a
+// check grow with the run, and a long run quadratic.)
+const simRecentGone = 512
 
 // sim is a seeded, single-threaded model check: a user process puts,
 // overwrites, deletes and creates objects through one tiered store, while a
@@ -39,6 +46,7 @@ type sim struct {
 	compactor  *tiered.Store
 	model      map[string]string // acknowledged content
 	gone       map[string]bool   // acknowledged deletes not since rewritten
+	goneOrder  []string          // keys of gone, oldest first (may repeat)
 	referenced map[string]bool   // tmp/ objects someone still refers to
 	offset     time.Duration     // the reconciler's clock runs ahead of real time
 	violations []string
@@ -64,6 +72,10 @@ const simGrace = 30 * time.Second
 // within a run.
 const simMoveTimeout = 250 * time.Millisecond
 
+// simIndexCache holds about two packs' indexes, so that the stores read
+// indexes back from their packs all the time.
+const simIndexCache = 4 << 10
+
 // markerPrefix is tiered's prefix of move markers in the hot store.
 const markerPrefix = "\U0010FFFD\U0010FFFD"
 
@@ -72,16 +84,32 @@ func TestSimulation(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d (replay: go test ./tiered -run TestSimulation -tiered.seed=%d)", seed, seed)
 	for _, mode := range []struct {
 		name        string
 		packObjects int
 	}{{"objects", -1}, {"packs", 4}} {
-		t.Run(mode.name, func(t *testing.T) { runSimulation(t, seed, mode.packObjects) })
+		t.Run(mode.name, func(t *testing.T) {
+			total := map[string]int{}
+			for i := range max(*simSeeds, 1) {
+				sd := seed + uint64(i)
+				t.Logf("seed %d (replay: go test ./tiered -run TestSimulation/%s -tiered.seed=%d -tiered.steps=%d)", sd, mode.name, sd, *simSteps)
+				for k, v := range runSimulation(t, sd, mode.packObjects) {
+					total[k] += v
+				}
+				if t.Failed() {
+					return
+				}
+			}
+			user := total["put"] + total["conditional put"] + total["delete"] + total["create"]
+			t.Logf("%d seeds, %d steps each: %d user writes and deletes (%d puts, %d conditional puts, %d deletes, %d creates; %d user actions inside moves), %d reads, %d compaction passes, %d compactor restarts, %d reconciler runs; 0 violations",
+				max(*simSeeds, 1), *simSteps, user, total["put"], total["conditional put"], total["delete"], total["create"], total["action inside a move"],
+				total["read"], total["compaction pass"], total["compactor restart"], total["reconciler run"])
+		})
 	}
 }
 
-func runSimulation(t *testing.T, seed uint64, packObjects int) {
+// runSimulation runs one seed and returns what it did, by action.
+func runSimulation(t *testing.T, seed uint64, packObjects int) map[string]int {
 	hot, cold := memPair(t)
 	s := &sim{
 		t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), hot: hot, cold: cold,
@@ -90,7 +118,7 @@ func runSimulation(t *testing.T, seed uint64, packObjects int) {
 		model: map[string]string{}, gone: map[string]bool{}, referenced: map[string]bool{}, counts: map[string]int{},
 		settling: map[string]bool{}, packObjects: packObjects,
 	}
-	s.user = manualWith(t, hot, cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond})
+	s.user = manualWith(t, hot, cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: simIndexCache})
 	s.restart()
 	for step := 0; step < *simSteps && len(s.violations) < 20; step++ {
 		s.offset += time.Duration(s.rng.IntN(3)) * time.Second
@@ -148,6 +176,7 @@ func runSimulation(t *testing.T, seed uint64, packObjects int) {
 		t.Fatalf("%d violations with seed %d:\n%s", len(s.violations), seed, joinLines(s.violations))
 	}
 	t.Logf("0 violations")
+	return s.counts
 }
 
 func joinLines(ss []string) string {
@@ -230,7 +259,13 @@ func (s *sim) delete(key string) {
 	}
 	delete(s.model, key)
 	delete(s.referenced, key)
+	s.markGone(key)
+}
+
+// markGone records an acknowledged delete of key.
+func (s *sim) markGone(key string) {
 	s.gone[key] = true
+	s.goneOrder = append(s.goneOrder, key)
 }
 
 func (s *sim) create() {
@@ -328,7 +363,7 @@ func (s *sim) restart() {
 	at := func(step, key string) { s.during(step, key) }
 	c, err := tiered.New(&hooked{Store: s.hotF, name: "hot", at: at}, &hooked{Store: s.coldF, name: "cold", at: at},
 		tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, Owner: "sim-compactor", PackMaxObjects: s.packObjects,
-			MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond})
+			MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: simIndexCache})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -371,13 +406,14 @@ func (s *sim) reconcile() {
 		if deleted[k] && !dry {
 			delete(s.model, k)
 			delete(s.referenced, k)
-			s.gone[k] = true
+			s.markGone(k)
 		}
 	}
 	s.checkAll("after reconcile")
 }
 
 func (s *sim) checkKey(key, when string) {
+	s.counts["read"]++
 	got, err := blob.ReadAll(ctxT(s.t), s.user, key)
 	want, exists := s.model[key]
 	switch {
@@ -393,10 +429,16 @@ func (s *sim) checkAll(when string) {
 	for k := range s.model {
 		keys = append(keys, k)
 	}
-	for k := range s.gone {
-		keys = append(keys, k)
+	if n := len(s.goneOrder); n > 2*simRecentGone {
+		s.goneOrder = slices.Delete(s.goneOrder, 0, n-simRecentGone)
+	}
+	for _, k := range s.goneOrder[max(0, len(s.goneOrder)-simRecentGone):] {
+		if s.gone[k] {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
+	keys = slices.Compact(keys)
 	for _, k := range keys {
 		s.checkKey(k, when)
 	}

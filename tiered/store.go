@@ -38,6 +38,9 @@ const (
 	// which the pack is rewritten without its dead entries.
 	DefaultPackMinLive  = 0.5
 	DefaultMaxClockSkew = time.Minute
+	// DefaultIndexCacheBytes bounds the pack indexes a Store keeps in
+	// memory: about 200 packs of 1000 objects.
+	DefaultIndexCacheBytes = 64 << 20
 )
 
 // DefaultInterval is the time between the compactor's passes when
@@ -84,6 +87,13 @@ type Options struct {
 	// PackMinLive is the live share of a pack's bytes below which the
 	// compactor rewrites it (default DefaultPackMinLive).
 	PackMinLive float64
+	// IndexCacheBytes bounds the memory of the pack indexes a Store keeps,
+	// counted at their size as stored (default DefaultIndexCacheBytes). An
+	// index not kept is read from its pack when needed. Beside it, a Store
+	// keeps a few bytes for each packed object (a key range and a Bloom
+	// filter per pack) and the versions deleted or replaced whose packs
+	// were not rewritten yet.
+	IndexCacheBytes int64
 	// MaxClockSkew bounds how far apart the clocks of processes sharing the
 	// tiers are (default DefaultMaxClockSkew): packs and tombstones are
 	// named by time, and readers list the pack log from a little before
@@ -102,7 +112,7 @@ type Options struct {
 // validate reports options no Store can take.
 func (o Options) validate() error {
 	if o.After < 0 || o.Interval < 0 || o.MaxObjectsPerSecond < 0 || o.MaxBytesPerSecond < 0 ||
-		o.PackMaxBytes < 0 || o.PackMinLive < 0 || o.PackMinLive > 1 || o.MaxClockSkew < 0 || o.MoveTimeout < 0 {
+		o.PackMaxBytes < 0 || o.PackMinLive < 0 || o.PackMinLive > 1 || o.MaxClockSkew < 0 || o.MoveTimeout < 0 || o.IndexCacheBytes < 0 {
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative option, or PackMinLive above 1")
 	}
 	return nil
@@ -135,6 +145,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxClockSkew <= 0 {
 		o.MaxClockSkew = DefaultMaxClockSkew
+	}
+	if o.IndexCacheBytes == 0 {
+		o.IndexCacheBytes = DefaultIndexCacheBytes
 	}
 	if o.Owner == "" {
 		o.Owner = newOwner()
@@ -252,7 +265,7 @@ func (s *Store) readCold(ctx context.Context, key string, offset, length int64) 
 			err error
 		}
 		var spec chan result
-		guess, guessed := s.cat.lookup(key)
+		guess, guessed := s.cat.cached(key)
 		sctx, cancel := context.WithCancel(ctx)
 		if guessed {
 			spec = make(chan result, 1)
@@ -275,7 +288,12 @@ func (s *Store) readCold(ctx context.Context, key string, offset, length int64) 
 				discard()
 				return nil, err
 			}
-			p, ok := s.cat.lookup(key)
+			p, ok, err := s.cat.lookup(ctx, key)
+			if err != nil {
+				cancel()
+				discard()
+				return nil, err
+			}
 			if spec != nil {
 				if ok && p.pack == guess.pack && p.entry.Off == guess.entry.Off {
 					res := <-spec
@@ -516,7 +534,11 @@ func (s *Store) coldStat(ctx context.Context, key string) (*blob.Attributes, err
 		if err := s.cat.sync(ctx, time.Now()); err != nil {
 			return nil, err
 		}
-		if p, ok := s.cat.lookup(key); ok {
+		p, ok, err := s.cat.lookup(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			a := *p.entry.Attrs
 			return &a, nil
 		}
@@ -581,7 +603,9 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 		if err := s.cat.sync(ctx, time.Now()); err != nil {
 			return nil, "", err
 		}
-		pp = s.packedPage(inner)
+		if pp, err = s.packedPage(ctx, inner); err != nil {
+			return nil, "", err
+		}
 	}
 	cp, err := s.cold.List(ctx, inner)
 	if err != nil {
@@ -644,29 +668,39 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 // packedPage lists, like a store's List, the keys packs serve: a page of at
 // most inner.PageSize entries after inner.StartAfter, common prefixes
 // grouped at inner.Delimiter.
-func (s *Store) packedPage(inner *blob.ListOptions) *blob.ListPage {
+func (s *Store) packedPage(ctx context.Context, inner *blob.ListOptions) (*blob.ListPage, error) {
 	page := &blob.ListPage{}
-	for _, p := range s.cat.keys(inner.Prefix, inner.StartAfter) {
-		o := blob.ListObject{Key: p.entry.Key, Size: p.entry.Len, ModTime: p.entry.Attrs.ModTime, MD5: p.entry.Attrs.MD5}
-		if inner.Delimiter != "" {
-			rest := strings.TrimPrefix(o.Key, inner.Prefix)
-			if i := strings.Index(rest, inner.Delimiter); i >= 0 {
-				o = blob.ListObject{Key: inner.Prefix + rest[:i+len(inner.Delimiter)], IsDir: true}
-				if n := len(page.Objects); n > 0 && page.Objects[n-1].Key == o.Key {
-					continue
-				}
-				if o.Key <= inner.StartAfter {
-					continue
+	after := inner.StartAfter
+	for {
+		batch, err := s.cat.keys(ctx, inner.Prefix, after, inner.PageSize+1)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range batch {
+			after = p.entry.Key
+			o := blob.ListObject{Key: p.entry.Key, Size: p.entry.Len, ModTime: p.entry.Attrs.ModTime, MD5: p.entry.Attrs.MD5}
+			if inner.Delimiter != "" {
+				rest := strings.TrimPrefix(o.Key, inner.Prefix)
+				if i := strings.Index(rest, inner.Delimiter); i >= 0 {
+					o = blob.ListObject{Key: inner.Prefix + rest[:i+len(inner.Delimiter)], IsDir: true}
+					if n := len(page.Objects); n > 0 && page.Objects[n-1].Key == o.Key {
+						continue
+					}
+					if o.Key <= inner.StartAfter {
+						continue
+					}
 				}
 			}
+			if len(page.Objects) == inner.PageSize {
+				page.NextPageToken = driver.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
+				return page, nil
+			}
+			page.Objects = append(page.Objects, o)
 		}
-		if len(page.Objects) == inner.PageSize {
-			page.NextPageToken = driver.EncodePageToken(page.Objects[len(page.Objects)-1].Key)
-			break
+		if len(batch) <= inner.PageSize {
+			return page, nil
 		}
-		page.Objects = append(page.Objects, o)
 	}
-	return page
 }
 
 // Delete removes key, under the key's lock so that this process's
@@ -762,11 +796,20 @@ func (s *Store) deleteCold(ctx context.Context, key, want string) error {
 		if err := s.cat.sync(ctx, time.Now()); err != nil {
 			return err
 		}
-		live = s.cat.live(key)
+		var err error
+		if live, err = s.cat.live(ctx, key); err != nil {
+			return err
+		}
 	}
 	var serving string
-	if p, ok := s.cat.lookup(key); ok && s.packing() {
-		serving = p.entry.Attrs.Generation
+	if s.packing() {
+		p, ok, err := s.cat.lookup(ctx, key)
+		if err != nil {
+			return err
+		}
+		if ok {
+			serving = p.entry.Attrs.Generation
+		}
 	}
 	found := false
 	if serving == "" {
@@ -822,7 +865,11 @@ func (s *Store) deleteMoved(ctx context.Context, key, g string, conditional bool
 		if err := s.cat.sync(ctx, time.Now()); err != nil {
 			return err
 		}
-		for _, k := range s.cat.live(key) {
+		live, err := s.cat.live(ctx, key)
+		if err != nil {
+			return err
+		}
+		for _, k := range live {
 			if k.Gen == g {
 				if err := s.writeTombstone(ctx, []kill{k}); err != nil {
 					return err

@@ -22,7 +22,7 @@ import (
 func TestOpenURL(t *testing.T) {
 	ctx := context.Background()
 	good := "tiered://?" + url.Values{"hot": {"mem://"}, "cold": {"mem://"}, "after": {"5m"}, "concurrency": {"2"}, "manual": {"true"},
-		"pack_max_objects": {"500"}, "pack_max_bytes": {"64MiB"}, "pack_min_live_percent": {"40"}, "max_clock_skew": {"30s"}}.Encode()
+		"pack_max_objects": {"500"}, "pack_max_bytes": {"64MiB"}, "pack_min_live_percent": {"40"}, "max_clock_skew": {"30s"}, "index_cache_bytes": {"8MiB"}}.Encode()
 	s, err := blob.Open(ctx, good)
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +55,7 @@ func TestOpenURL(t *testing.T) {
 		"live over 100":     "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&pack_min_live_percent=150",
 		"live zero":         "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&pack_min_live_percent=0",
 		"negative skew":     "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&max_clock_skew=-1s",
+		"bad cache size":    "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&index_cache_bytes=-1",
 	} {
 		if s, err := blob.Open(ctx, u); !errors.Is(err, blob.ErrInvalidArgument) {
 			t.Errorf("%s: Open(%s) = %v, want ErrInvalidArgument", name, u, err)

@@ -22,7 +22,7 @@ func init() { blob.RegisterWithGocloud(Scheme, Open) }
 // parameters: interval, concurrency, max_objects_per_second,
 // max_bytes_per_second, move_timeout, manual, pack_max_objects (-1: no
 // packs), pack_max_bytes (a size such as 64MiB), pack_min_live_percent,
-// max_clock_skew (see Options). All are validated before any I/O.
+// max_clock_skew, index_cache_bytes (a size) (see Options). All are validated before any I/O.
 // Unknown parameters are an error.
 func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	q := driver.NewQuery(u)
@@ -39,6 +39,7 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 		PackMaxObjects:      q.Int("pack_max_objects", 0),
 		PackMaxBytes:        q.Size("pack_max_bytes", 0),
 		MaxClockSkew:        q.Duration("max_clock_skew", 0),
+		IndexCacheBytes:     q.Size("index_cache_bytes", 0),
 	}
 	if pct := q.Int("pack_min_live_percent", 0); pct < 0 || pct > 100 || (pct == 0 && q.Has("pack_min_live_percent")) {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: pack_min_live_percent %d: want 1..100", pct)
