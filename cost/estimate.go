@@ -93,7 +93,8 @@ func (w Workload) copies() float64 { return float64(max(w.Replicas, 1)) }
 type Cost struct {
 	Storage, Requests, Transfer float64
 	// Compactor is the part of Requests and Transfer that a tiered store's
-	// compactor and its pack log cost (zero for other layouts).
+	// compactor and its pack log cost (zero for other layouts); the
+	// application's own writes and deletes are not part of it.
 	Compactor float64
 }
 
@@ -182,9 +183,10 @@ func PackedDelete(n int) Requests {
 // compactor. The application deletes each object when its retention ends,
 // in both.
 //
-// Requests counted for tiering, beside the user's writes: per object moved,
-// PackMoveObject; per pack, PackMoveBatch; per delete, PackedDelete; per
-// pass, the listings of hot (objects and markers, a page per 1000 objects on
+// Requests counted for tiering: the application's writes (ZonalPut) and
+// deletes (PackedDelete: at the end of retention the object is in a pack);
+// the compactor's, per object moved, PackMoveObject; per pack,
+// PackMoveBatch; per pass, the listings of hot (objects and markers, a page per 1000 objects on
 // every replica, and on a quorum a Stat per replica of every tombstone it
 // still keeps, for quorum.Options.TombstoneGrace) and of the regional store
 // (the marker prefix twice, for recovery and maintenance, and the whole pack
@@ -240,9 +242,10 @@ func tieredCost(w Workload, hot, cold Price) Cost {
 	}
 	compactor := PackMoveObject(n).times(writes).
 		plus(PackMoveBatch.times(passes * packsPerPass)).
-		plus(perPass.times(passes)).
-		plus(PackedDelete(n).times(writes))
-	users := ZonalPut(n).times(writes)
+		plus(perPass.times(passes))
+	// The application's requests: its writes, and its deletes at the end
+	// of retention, which find each object in a pack.
+	users := ZonalPut(n).times(writes).plus(PackedDelete(n).times(writes))
 	// The compactor reads every object from hot once: retrieval is charged
 	// on it; packs are written regionally, where bytes are not charged.
 	moveTransfer := writes * (hot.transferGiB(w.ObjectBytes)*hot.RetrievalPerGiB + cold.transferGiB(w.ObjectBytes)*cold.UploadPerGiB)

@@ -45,12 +45,15 @@ const (
 
 // DefaultInterval is the time between the compactor's passes when
 // Options.Interval is zero, for the compaction age after (zero:
-// DefaultAfter): after/4, clamped to [10ms, 1m].
+// DefaultAfter): after/4, clamped to [10ms, 5m]. A pass lists all of hot
+// (over a quorum, with a Stat of every tombstone it keeps), so passes more
+// frequent than that cost requests and save almost no storage: an object
+// stays at most one interval past After.
 func DefaultInterval(after time.Duration) time.Duration {
 	if after == 0 {
 		after = DefaultAfter
 	}
-	return min(max(after/4, 10*time.Millisecond), time.Minute)
+	return min(max(after/4, 10*time.Millisecond), 5*time.Minute)
 }
 
 // Options configure a tiered Store. The zero value is usable: moves after
@@ -61,7 +64,7 @@ type Options struct {
 	// as time.Nanosecond to move as soon as possible.
 	After time.Duration
 	// Interval is the time between compaction passes. Zero means
-	// DefaultInterval(After): After/4, clamped to [10ms, 1m].
+	// DefaultInterval(After): After/4, clamped to [10ms, 5m].
 	Interval time.Duration
 	// Concurrency bounds the moves in flight (default DefaultConcurrency).
 	Concurrency int
