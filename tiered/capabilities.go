@@ -26,7 +26,7 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 	}
 	// Moved meanwhile, or never hot: cold is written before hot is deleted,
 	// so a miss in both means the object does not exist.
-	_, err = s.coldStat(ctx, key)
+	_, err = s.coldStat(ctx, key, s.settled())
 	return err
 }
 

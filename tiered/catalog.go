@@ -15,10 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
+	"github.com/zonalblob/zonalblob/blob/latency"
 )
 
 // logPrefix starts the names, in cold, of packs and tombstones: the pack
@@ -148,7 +150,9 @@ type catalog struct {
 	// mutex: a wait on it is one the runtime, and synctest, can see.)
 	turn      chan struct{}
 	refreshed time.Time // start of the last complete refresh
-	full      time.Time // start of the last complete full refresh
+	// last is refreshed, for readers that do not hold turn (Unix ns).
+	last atomic.Int64
+	full time.Time // start of the last complete full refresh
 
 	state sync.RWMutex
 	packs map[string]*packSummary // by log name
@@ -310,8 +314,12 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 		c.full = start
 	}
 	c.refreshed = start
+	c.last.Store(start.UnixNano())
 	return nil
 }
+
+// lastRefresh returns when the last complete refresh began.
+func (c *catalog) lastRefresh() time.Time { return time.Unix(0, c.last.Load()) }
 
 // load reads a log object the catalog does not have yet.
 func (c *catalog) load(ctx context.Context, name string) error {
@@ -768,7 +776,9 @@ func readRange(ctx context.Context, s blob.Store, key string, off, n int64) ([]b
 // writeTombstone commits kills to the log, and makes sure the tombstone is
 // found by every refresh that starts after this returns: it must be
 // committed within window/2 of its name's time, or it is written again
-// under a newer name.
+// under a newer name. It returns hotDeleteDelay after the commit, so that
+// what the caller does next (a removal from hot, a Delete's return) is seen
+// only by readers who will see the tombstone (see Store.settled).
 func (s *Store) writeTombstone(ctx context.Context, ks []kill) error {
 	if len(ks) == 0 {
 		return nil
@@ -780,10 +790,11 @@ func (s *Store) writeTombstone(ctx context.Context, ks []kill) error {
 		if err := blob.Put(ctx, s.cold, name, b, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
 			return err
 		}
+		committed := time.Now()
 		s.stats.tombstones.Add(1)
-		if time.Since(chosen) < s.cat.window()/2 {
+		if committed.Sub(chosen) < s.cat.window()/2 {
 			s.cat.addTomb(name, ks)
-			return nil
+			return latency.Sleep(ctx, s.hotDeleteDelay()-time.Since(committed))
 		}
 	}
 	return errors.New("tiered: tombstone writes keep taking longer than the pack log allows")

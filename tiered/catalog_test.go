@@ -1,8 +1,12 @@
 package tiered_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,4 +116,208 @@ func TestIndexCacheIsBounded(t *testing.T) {
 		t.Fatalf("listing after deletes: %d keys, want %d", len(got), len(want))
 	}
 	checkCache("at the end")
+}
+
+// gated holds each read of key on hot, while hold is set, until the test
+// lets it go.
+type gated struct {
+	blob.Store
+	key     string
+	hold    atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gated) NewRangeReader(ctx context.Context, key string, off, n int64) (blob.Reader, error) {
+	if key == g.key && g.hold.Load() {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	return g.Store.NewRangeReader(ctx, key, off, n)
+}
+
+// listed counts the listings of the pack log on cold, and reports each.
+type listed struct {
+	blob.Store
+	n     atomic.Int64
+	calls chan struct{}
+}
+
+func (l *listed) List(ctx context.Context, o *blob.ListOptions) (*blob.ListPage, error) {
+	page, err := l.Store.List(ctx, o)
+	if o != nil && strings.HasPrefix(o.Prefix, markerPrefix) {
+		l.n.Add(1)
+		select {
+		case l.calls <- struct{}{}:
+		default:
+		}
+	}
+	return page, err
+}
+
+// TestPackedReadsShareListings reads a key a pack holds. Reads in quick
+// succession share one listing of the pack log; after a pause, the listing
+// runs while hot is still being asked. Then a newer version is packed and
+// deleted from hot while a read is held inside its hot lookup: the read
+// must not serve the older pack's copy the catalog knew (the compactor
+// waits before its hot deletes, so a miss seen after them needs a listing
+// begun after the pack). The same for a Delete of a newer version in hot
+// while an older one is packed (it waits after its tombstone).
+func TestPackedReadsShareListings(t *testing.T) {
+	hot, cold := memPair(t)
+	g := &gated{Store: hot, key: "k", entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	l := &listed{Store: cold, calls: make(chan struct{}, 1)}
+	// The hot-delete delay is MoveTimeout/10: 100ms.
+	const delay = 100 * time.Millisecond
+	opts := tiered.Options{PackMaxObjects: 10, MoveTimeout: 10 * delay, MaxClockSkew: time.Millisecond}
+	compactor := manualWith(t, hot, cold, opts)
+	user := manualWith(t, g, l, opts)
+	ctx := ctxT(t)
+
+	mustPut(t, compactor, "k", "v1")
+	if res := compactor.CompactOnce(ctx); res.Moved != 1 {
+		t.Fatalf("pass %+v", res)
+	}
+	read := func() chan string {
+		out := make(chan string, 1)
+		go func() {
+			b, err := blob.ReadAll(ctx, user, "k")
+			if err != nil {
+				out <- "error: " + err.Error()
+				return
+			}
+			out <- string(b)
+		}()
+		return out
+	}
+	drain := func() {
+		select {
+		case <-l.calls:
+		default:
+		}
+	}
+	before := l.n.Load()
+	for range 10 {
+		if got := <-read(); got != "v1" {
+			t.Fatalf("read %q, want v1", got)
+		}
+	}
+	if n := l.n.Load() - before; n >= 10 {
+		t.Errorf("10 reads in a row listed the pack log %d times: they share listings", n)
+	} else {
+		t.Logf("10 reads in a row listed the pack log %d times", n)
+	}
+
+	// After a pause longer than the delay, the listing runs alongside hot.
+	time.Sleep(delay)
+	drain()
+	g.hold.Store(true)
+	second := read()
+	<-g.entered
+	select {
+	case <-l.calls:
+	case <-ctx.Done():
+		t.Fatal("no listing of the pack log while hot was asked")
+	}
+	g.gate <- struct{}{}
+	if got := <-second; got != "v1" {
+		t.Fatalf("read %q, want v1", got)
+	}
+
+	// v2 is acknowledged; a read begins, reads v1's pack ahead and is held
+	// in hot while v2 is packed and deleted from hot.
+	mustPut(t, compactor, "k", "v2")
+	third := read()
+	<-g.entered
+	if res := compactor.CompactOnce(ctx); res.Moved != 1 {
+		t.Fatalf("pass %+v", res)
+	}
+	g.gate <- struct{}{}
+	if got := <-third; got != "v2" {
+		t.Fatalf("read %q, want v2 (acknowledged before the read began)", got)
+	}
+
+	// v3 overwrites v2 in hot (v2's pack still serves it, shadowed); a read
+	// begins, reads v2's pack ahead and is held in hot while a Delete kills
+	// v2 in the log and deletes v3 from hot: the read finds nothing.
+	mustPut(t, user, "k", "v3")
+	fourth := read()
+	<-g.entered
+	if err := compactor.Delete(ctx, "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	g.gate <- struct{}{}
+	if got := <-fourth; !strings.Contains(got, "not found") {
+		t.Fatalf("read %q after an acknowledged delete, want not found", got)
+	}
+}
+
+// writeGated holds each writer of key on hot, while hold is set, until the
+// test lets it go.
+type writeGated struct {
+	blob.Store
+	key     string
+	hold    atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *writeGated) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	if key == g.key && g.hold.Load() {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	return g.Store.NewWriter(ctx, key, opts)
+}
+
+// TestCreateSeesAPackJustCommitted has an IfNotExist write check cold while
+// a pack move of the key has committed its pack but not yet deleted the
+// key from hot, and reach hot after it did: the write must fail, the key
+// existed all along. (The check comes before hot is asked, so it cannot
+// lean on the hot-delete delay as reads do: it lists the log.)
+func TestCreateSeesAPackJustCommitted(t *testing.T) {
+	hot, cold := memPair(t)
+	g := &writeGated{Store: hot, key: "k", entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	opts := tiered.Options{PackMaxObjects: 10, MoveTimeout: time.Second, MaxClockSkew: time.Millisecond}
+	compactor := manualWith(t, hot, cold, opts)
+	user := manualWith(t, g, cold, opts)
+	ctx := ctxT(t)
+	mustPut(t, compactor, "k", "v1")
+	// The user's catalog is listed just now.
+	if _, err := user.Stat(ctx, "other"); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatal(err)
+	}
+	moved := make(chan tiered.PassResult, 1)
+	go func() { moved <- compactor.CompactOnce(ctx) }()
+	for packs := 0; packs == 0; {
+		for o, err := range blob.All(ctx, cold, &blob.ListOptions{Prefix: markerPrefix + "log/"}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(o.Key, "-p-") {
+				packs++
+			}
+		}
+	}
+	g.hold.Store(true)
+	created := make(chan error, 1)
+	go func() {
+		created <- blob.Put(ctx, user, "k", []byte("v2"), &blob.WriterOptions{If: blob.IfNotExist()})
+	}()
+	select {
+	case <-g.entered:
+		if res := <-moved; res.Moved != 1 {
+			t.Fatalf("pass %+v", res)
+		}
+		g.gate <- struct{}{}
+	case err := <-created:
+		created <- err
+		<-moved
+	}
+	if err := <-created; !errors.Is(err, blob.ErrExists) {
+		t.Fatalf("IfNotExist write of a key moved meanwhile: %v, want ErrExists", err)
+	}
+	if got, err := blob.ReadAll(ctx, user, "k"); err != nil || string(got) != "v1" {
+		t.Fatalf("read %q, %v; want v1", got, err)
+	}
 }

@@ -374,7 +374,8 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 		return abandon(none, fmt.Errorf("tiered: verify %q: cold copy differs (size %d vs %d)", key, ca.Size, a.Size))
 	}
 	// Reads prefer what packs serve to cold's own object: older versions of
-	// key in packs die before hot's goes.
+	// key in packs die before hot's goes (writeTombstone waits
+	// hotDeleteDelay).
 	if _, err := s.killPacked(ctx, key); err != nil {
 		return none, 0, err
 	}

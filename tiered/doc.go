@@ -51,15 +51,24 @@
 // object, a Stat, a read and the conditional delete in hot.
 //
 // Packs and tombstones are named in cold by the time they were begun (the
-// pack log); a Store's catalog holds their indexes and kills. A read that
-// misses in hot brings the catalog up to date with one listing of the log
-// from a little before its last one (MoveTimeout twice, and MaxClockSkew:
-// a pack is committed within half that of its name's time, or its objects
-// stay in hot), so it sees every pack whose objects left hot before the
-// miss; it reads the pack the catalog knew meanwhile, one ranged read, and
-// keeps that read if the entry is still the one served. Stat, List,
-// attributes and generations are as for any cold object (List merges the
-// packed keys; they list with an empty Generation, like cold's).
+// pack log); a Store's catalog holds what it knows of them. Every change of
+// what packs serve stays unseen for hotDeleteDelay (MoveTimeout/10, at most
+// 200ms) after its log object is committed: a pack move deletes its objects
+// from hot only that long after the pack, and a Delete that writes a
+// tombstone removes the key from hot, or returns, only that long after the
+// tombstone. So an answer hot gives at time t (a miss, a listing) is
+// completed by a catalog that includes every log object committed before
+// t minus the delay: a catalog listed since then is used as it is, and an
+// older one is brought up to date with one listing of the log from a little
+// before its last one (MoveTimeout twice, and MaxClockSkew: a pack is
+// committed within half that of its name's time, or its objects stay in
+// hot). Reads in quick succession share a listing. A read of a key a cached
+// index holds (a key moved out of hot, likely to miss there) reads the
+// pack's range, and lists the log if its last listing is older than half
+// the delay, at the same time as it asks hot; it keeps the range read if
+// the entry is still the one served: a pack's bytes never change. Stat,
+// List, attributes and generations are as for any cold object (List merges
+// the packed keys; they list with an empty Generation, like cold's).
 //
 // Deletes and overwrites of packed objects kill them: a Delete writes a
 // tombstone naming the version, and a move of a newer version records the

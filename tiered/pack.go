@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/latency"
 )
 
 // batchPrefix starts the names of a pack move's marker in cold.
@@ -67,7 +68,8 @@ type packItem struct {
 //  5. Write the pack (cold, IfNotExist) and Stat it; it must have been
 //     committed within half the log window of its name's time, so every
 //     reader's refresh finds it.
-//  6. Delete each key from hot if it is still generation g.
+//  6. Wait until hotDeleteDelay has passed since the pack was committed,
+//     then delete each key from hot if it is still generation g.
 //  7. Delete the marker.
 //
 // A crash before 6 leaves the objects in hot, where they shadow the pack's
@@ -205,6 +207,7 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 	if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream"}); err != nil {
 		return done(err)
 	}
+	committed := time.Now()
 	pa, err := s.cold.Stat(ctx, name)
 	if err != nil {
 		return done(fmt.Errorf("tiered: verify pack: %w", err))
@@ -224,7 +227,12 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 	s.cat.addPack(lp)
 	s.stats.packs.Add(1)
 
-	// 6. Hot deletes, conditional on the generation packed.
+	// 6. Hot deletes, conditional on the generation packed, no sooner than
+	// hotDeleteDelay after the pack was committed: a reader whose hot
+	// lookup takes less than that lists the log alongside it.
+	if err := latency.Sleep(ctx, s.hotDeleteDelay()-time.Since(committed)); err != nil {
+		return done(err)
+	}
 	for _, it := range keep {
 		sem <- struct{}{}
 		wg.Go(func() {

@@ -74,7 +74,9 @@ type Options struct {
 	MaxBytesPerSecond   float64
 	// MoveTimeout bounds one move, or one pack move or rewrite (all of its
 	// objects), and is part of the pack log's window (default
-	// DefaultMoveTimeout).
+	// DefaultMoveTimeout). Give every process sharing the tiers the same
+	// value: readers rely on the writers' window and hot-delete delay, both
+	// derived from it.
 	MoveTimeout time.Duration
 	// Manual turns the background compactor off: moves happen only in
 	// CompactOnce.
@@ -240,73 +242,138 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	if err := s.check(driver.OpRead, key); err != nil {
 		return nil, err
 	}
+	var ahead *readAhead
+	if s.packing() {
+		ahead = s.startReadAhead(ctx, key, offset, length)
+	}
 	r, err := s.hot.NewRangeReader(ctx, key, offset, length)
+	since := s.settled()
 	if err == nil {
+		ahead.drop()
 		return &fallbackReader{s: s, ctx: ctx, key: key, off: offset, n: length, r: r}, nil
 	}
 	if !errors.Is(err, blob.ErrNotFound) {
+		ahead.drop()
 		return nil, err
 	}
-	return s.readCold(ctx, key, offset, length)
+	return s.readCold(ctx, key, offset, length, since, ahead)
+}
+
+// hotDeleteDelay is how long a change of what packs serve stays unseen by
+// the rest of the world: MoveTimeout/10, at most 200ms. A removal from hot
+// waits that long after the log objects that replace it were committed (a
+// pack move after its pack; a Delete or a move of a key with an older
+// packed version after the tombstone killing it), and a Delete that wrote
+// a tombstone waits that long before it returns. So an answer from hot
+// received at time t (a miss, or a listing without the key) is right once
+// the catalog includes every log object committed before t minus the
+// delay: see settled.
+func (s *Store) hotDeleteDelay() time.Duration {
+	return min(s.opts.MoveTimeout/10, 200*time.Millisecond)
+}
+
+// settled returns the time before which the catalog must include every log
+// object, for an answer hot gave just now. A refresh that began after it
+// serves every read that follows within the delay: reads in quick
+// succession share one listing of the log.
+func (s *Store) settled() time.Time { return time.Now().Add(-s.hotDeleteDelay()) }
+
+// readAhead is the part of a read of a key the catalog has in a cached pack
+// index that runs while hot is asked: a read of the cached entry's range
+// and, if the catalog's last listing is older than half hotDeleteDelay, a
+// listing of the pack log.
+type readAhead struct {
+	cancel context.CancelFunc
+	guess  packed
+	spec   chan specRead
+}
+
+type specRead struct {
+	r   blob.Reader
+	err error
+}
+
+// startReadAhead starts a readAhead for key if a cached pack index has a
+// live entry of it (a key moved out of hot, whose next read is likely to
+// miss there); nil otherwise.
+func (s *Store) startReadAhead(ctx context.Context, key string, offset, length int64) *readAhead {
+	guess, ok := s.cat.cached(key)
+	if !ok {
+		return nil
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	a := &readAhead{cancel: cancel, guess: guess, spec: make(chan specRead, 1)}
+	if start := time.Now(); start.Sub(s.cat.lastRefresh()) > s.hotDeleteDelay()/2 {
+		// The listing a miss would need, begun now (a failed one is made
+		// again after hot's answer).
+		go s.cat.sync(sctx, start)
+	}
+	go func() {
+		r, err := s.readPacked(sctx, guess, offset, length)
+		a.spec <- specRead{r, err}
+	}()
+	return a
+}
+
+// take returns the speculative read if it read entry p, and drops it
+// otherwise; nil if it failed or was taken.
+func (a *readAhead) take(p packed) blob.Reader {
+	if a == nil || a.spec == nil {
+		return nil
+	}
+	res := <-a.spec
+	a.spec = nil
+	if res.err == nil && p.pack.name == a.guess.pack.name && p.entry.Off == a.guess.entry.Off {
+		return &cancelReader{Reader: res.r, cancel: a.cancel}
+	}
+	if res.r != nil {
+		res.r.Close()
+	}
+	return nil
+}
+
+// drop abandons the read ahead.
+func (a *readAhead) drop() {
+	if a == nil {
+		return
+	}
+	a.cancel()
+	if a.spec != nil {
+		if res := <-a.spec; res.r != nil {
+			res.r.Close()
+		}
+		a.spec = nil
+	}
 }
 
 // readCold reads key from cold, after hot missed: from the pack that serves
 // it, if one does, else from the cold object of its name. The catalog is
-// brought up to date first, so a pack whose objects left hot before the miss
-// is seen.
+// brought up to date first, to include every log object committed before
+// since (see settled), so a pack whose objects left hot before the miss,
+// and a tombstone of a Delete acknowledged before the read began, are seen.
 //
-// Where the catalog already knows a pack that serves key, that pack is read
-// while the catalog is brought up to date, and the read is kept if the
-// catalog still names the same entry afterwards: a pack's bytes never
-// change, so it is the read that would have followed. A packed read then
-// costs about one cold round trip after hot's miss, not two.
-func (s *Store) readCold(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
+// A read ahead (the pack the catalog already knew, read while hot was
+// asked) is kept if the catalog still names the same entry afterwards: a
+// pack's bytes never change, so it is the read that would have followed. A
+// packed read then costs about one cold round trip, alongside hot's.
+func (s *Store) readCold(ctx context.Context, key string, offset, length int64, since time.Time, ahead *readAhead) (blob.Reader, error) {
 	if s.packing() {
-		since := time.Now()
-		type result struct {
-			r   blob.Reader
-			err error
-		}
-		var spec chan result
-		guess, guessed := s.cat.cached(key)
-		sctx, cancel := context.WithCancel(ctx)
-		if guessed {
-			spec = make(chan result, 1)
-			go func() {
-				r, err := s.readPacked(sctx, guess, offset, length)
-				spec <- result{r, err}
-			}()
-		}
-		discard := func() {
-			if spec != nil {
-				if res := <-spec; res.r != nil {
-					res.r.Close()
-				}
-				spec = nil
-			}
-		}
 		for attempt := 0; ; attempt++ {
 			if err := s.cat.sync(ctx, since); err != nil {
-				cancel()
-				discard()
+				ahead.drop()
 				return nil, err
 			}
 			p, ok, err := s.cat.lookup(ctx, key)
 			if err != nil {
-				cancel()
-				discard()
+				ahead.drop()
 				return nil, err
 			}
-			if spec != nil {
-				if ok && p.pack == guess.pack && p.entry.Off == guess.entry.Off {
-					res := <-spec
-					spec = nil
-					if res.err == nil {
-						return &cancelReader{Reader: res.r, cancel: cancel}, nil
-					}
+			if ok {
+				if r := ahead.take(p); r != nil {
+					return r, nil
 				}
-				discard()
 			}
+			ahead.drop()
 			if !ok {
 				break
 			}
@@ -315,17 +382,15 @@ func (s *Store) readCold(ctx context.Context, key string, offset, length int64) 
 				// The pack was rewritten and removed: its successor was
 				// committed before, and a full listing finds it.
 				if err := s.cat.refreshFull(ctx); err != nil {
-					cancel()
 					return nil, err
 				}
 				since = time.Time{}
 				continue
 			}
-			cancel()
 			return r, err
 		}
-		cancel()
 	}
+	ahead.drop()
 	r, err := s.cold.NewRangeReader(ctx, key, offset, length)
 	if err != nil {
 		return nil, err
@@ -360,7 +425,7 @@ func (f *fallbackReader) Read(p []byte) (int, error) {
 	n, err := f.r.Read(p)
 	if !f.read && n == 0 && err != nil && errors.Is(err, blob.ErrNotFound) {
 		f.read = true
-		c, cerr := f.s.readCold(f.ctx, f.key, f.off, f.n)
+		c, cerr := f.s.readCold(f.ctx, f.key, f.off, f.n, f.s.settled(), nil)
 		if cerr != nil {
 			return 0, cerr
 		}
@@ -481,7 +546,8 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	}
 	defer unlock()
 	if opts.If.NotExist() {
-		if _, err := s.coldStat(ctx, key); err == nil {
+		// Before hot is asked: every pack committed until now counts.
+		if _, err := s.coldStat(ctx, key, time.Now()); err == nil {
 			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrExists}
 		} else if !errors.Is(err, blob.ErrNotFound) {
 			return err
@@ -499,7 +565,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	case !errors.Is(err, blob.ErrNotFound):
 		return err
 	}
-	ca, err := s.coldStat(ctx, key)
+	ca, err := s.coldStat(ctx, key, s.settled())
 	if errors.Is(err, blob.ErrNotFound) || (err == nil && ca.Generation != want) {
 		return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 	}
@@ -527,14 +593,16 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	if err == nil || !errors.Is(err, blob.ErrNotFound) {
 		return a, err
 	}
-	return s.coldStat(ctx, key)
+	return s.coldStat(ctx, key, s.settled())
 }
 
-// coldStat returns the attributes of key's version in cold, after hot
-// missed: the pack entry's, or the cold object's.
-func (s *Store) coldStat(ctx context.Context, key string) (*blob.Attributes, error) {
+// coldStat returns the attributes of key's version in cold: the pack
+// entry's, or the cold object's. The catalog includes every log object
+// committed before since: settled() after a miss in hot, the present time
+// for a check made before hot is asked.
+func (s *Store) coldStat(ctx context.Context, key string, since time.Time) (*blob.Attributes, error) {
 	if s.packing() {
-		if err := s.cat.sync(ctx, time.Now()); err != nil {
+		if err := s.cat.sync(ctx, since); err != nil {
 			return nil, err
 		}
 		p, ok, err := s.cat.lookup(ctx, key)
@@ -603,7 +671,7 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 	// reads ask them after hot.
 	pp := &blob.ListPage{}
 	if s.packing() {
-		if err := s.cat.sync(ctx, time.Now()); err != nil {
+		if err := s.cat.sync(ctx, s.settled()); err != nil {
 			return nil, "", err
 		}
 		if pp, err = s.packedPage(ctx, inner); err != nil {
@@ -745,6 +813,8 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		if want != "" && g != want {
 			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 		}
+		// The versions packs serve die first, hotDeleteDelay before hot's
+		// goes (writeTombstone waits it).
 		if _, err := s.killPacked(ctx, key); err != nil {
 			return err
 		}

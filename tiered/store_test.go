@@ -118,7 +118,7 @@ func TestBackgroundCompactor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const after = 200 * time.Millisecond
 		hot, cold := memPair(t)
-		s, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: after, Interval: 10 * time.Millisecond})
+		s, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: after, Interval: 10 * time.Millisecond, MoveTimeout: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,8 +130,10 @@ func TestBackgroundCompactor(t *testing.T) {
 		if st := s.Stats(); st.MovedObjects != 0 || st.Passes == 0 {
 			t.Errorf("stats %+v: want passes and nothing moved before After", st)
 		}
-		// The first pass once the objects are After old moves them all.
-		time.Sleep(10 * time.Millisecond)
+		// The first pass once the objects are After old moves them all: it
+		// begins within an Interval and waits MoveTimeout/10 after writing
+		// the pack before its hot deletes.
+		time.Sleep(10*time.Millisecond + 5*time.Millisecond)
 		synctest.Wait()
 		st := s.Stats()
 		if st.MovedObjects != 3 || st.MovedBytes != 6 || st.Errors != 0 {
