@@ -171,20 +171,25 @@ func PackMoveObject(n int) Requests {
 var PackMoveBatch = Requests{RegionalWrites: 3, RegionalReads: 2}
 
 // PackedDelete is what a user's Delete of an object that lives in a pack
-// issues: a Stat of hot (a miss), a listing of the pack log and the
-// tombstone's write (the cold object's delete is free).
+// issues of its own: a Stat of hot (a miss) and the tombstone's write (the
+// cold object's delete is free). It also needs a listing of the pack log
+// begun at most tiered.HotDeleteDelay before hot's miss, which deletes in
+// flight together share: see DeleteListings.
 func PackedDelete(n int) Requests {
-	return ZonalStat(n).plus(Requests{RegionalWrites: 2})
+	return ZonalStat(n).plus(Requests{RegionalWrites: 1})
 }
 
-// Estimate compares, for one month of w in steady state, keeping every object
-// in hot (on w.Replicas zonal buckets) for its whole retention against tiering:
-// hot for w.After, then moved into regional packs by package tiered's
-// compactor. The application deletes each object when its retention ends,
-// in both.
-//
+// DeleteListings is the listings of the pack log per delete, for deletes
+// of packed objects at perSecond: one listing serves every delete that
+// begins within tiered.HotDeleteDelay after it, and each delete waits that
+// delay after its tombstone, so deletes at that rate run many at once.
+func DeleteListings(perSecond float64) float64 {
+	return min(1, 1/(perSecond*tiered.HotDeleteDelay(0).Seconds()))
+}
+
 // Requests counted for tiering: the application's writes (ZonalPut) and
-// deletes (PackedDelete: at the end of retention the object is in a pack);
+// deletes (PackedDelete and DeleteListings: at the end of retention the
+// object is in a pack);
 // the compactor's, per object moved, PackMoveObject; per pack,
 // PackMoveBatch; per pass, the listings of hot (objects and markers, a page per 1000 objects on
 // every replica, and on a quorum a Stat per replica of every tombstone it
@@ -245,7 +250,8 @@ func tieredCost(w Workload, hot, cold Price) Cost {
 		plus(perPass.times(passes))
 	// The application's requests: its writes, and its deletes at the end
 	// of retention, which find each object in a pack.
-	users := ZonalPut(n).times(writes).plus(PackedDelete(n).times(writes))
+	users := ZonalPut(n).times(writes).plus(PackedDelete(n).times(writes)).
+		plus(Requests{RegionalWrites: DeleteListings(w.WritesPerSecond)}.times(writes))
 	// The compactor reads every object from hot once: retrieval is charged
 	// on it; packs are written regionally, where bytes are not charged.
 	moveTransfer := writes * (hot.transferGiB(w.ObjectBytes)*hot.RetrievalPerGiB + cold.transferGiB(w.ObjectBytes)*cold.UploadPerGiB)

@@ -268,8 +268,18 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 // received at time t (a miss, or a listing without the key) is right once
 // the catalog includes every log object committed before t minus the
 // delay: see settled.
-func (s *Store) hotDeleteDelay() time.Duration {
-	return min(s.opts.MoveTimeout/10, 200*time.Millisecond)
+func (s *Store) hotDeleteDelay() time.Duration { return HotDeleteDelay(s.opts.MoveTimeout) }
+
+// HotDeleteDelay is how long a change of what packs serve stays unseen
+// after its log object is committed, for a Store whose MoveTimeout is
+// moveTimeout (zero: DefaultMoveTimeout): moveTimeout/10, at most 200ms.
+// Reads, Stats, listings and deletes of packed objects that begin within
+// it of one another share one listing of the pack log.
+func HotDeleteDelay(moveTimeout time.Duration) time.Duration {
+	if moveTimeout <= 0 {
+		moveTimeout = DefaultMoveTimeout
+	}
+	return min(moveTimeout/10, 200*time.Millisecond)
 }
 
 // settled returns the time before which the catalog must include every log
@@ -866,7 +876,8 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 func (s *Store) deleteCold(ctx context.Context, key, want string) error {
 	var live []kill
 	if s.packing() {
-		if err := s.cat.sync(ctx, time.Now()); err != nil {
+		// Hot missed just now (see settled).
+		if err := s.cat.sync(ctx, s.settled()); err != nil {
 			return err
 		}
 		var err error
