@@ -61,7 +61,10 @@ func DefaultInterval(after time.Duration) time.Duration {
 type Options struct {
 	// After is the age (from the hot object's ModTime) at which an object is
 	// moved to cold. Zero means DefaultAfter; use a tiny positive value such
-	// as time.Nanosecond to move as soon as possible.
+	// as time.Nanosecond to move as soon as possible. Give every process
+	// sharing the tiers the same After: a Delete takes a hot object younger
+	// than After (less MaxClockSkew and MoveTimeout) to be out of every
+	// move's reach.
 	After time.Duration
 	// Interval is the time between compaction passes. Zero means
 	// DefaultInterval(After): After/4, clamped to [10ms, 5m].
@@ -793,8 +796,14 @@ func (s *Store) packedPage(ctx context.Context, inner *blob.ListOptions) (*blob.
 //     g is deleted from hot on condition of its generation; a newer version
 //     written meanwhile is deleted instead (the loop), and a g moved out of
 //     hot meanwhile by a compactor in another process is removed where it
-//     went (deleteMoved). A deleted g is reported to a move of it under way
-//     in another process: through its marker (noteDelete, markedVersions).
+//     went. A pack move that read g may commit its pack after g left hot:
+//     so that no reader who found the key gone finds g again in that pack, g
+//     is killed before it leaves hot (a kill reaches every copy) whenever a
+//     move may be packing it: a marker names the key, or g is old enough to
+//     be moved (a move names each object in its marker before it reads it,
+//     and moves only objects older than After). A deleted g is reported to a
+//     move of it under way in another process: through its marker
+//     (noteDelete, markedVersions).
 //   - If hot does not, the version readers see is cold's: the cold object is
 //     deleted, then the version packs serve (which a reader prefers) is
 //     killed. Nothing in hot is touched: it was written after the Delete
@@ -823,39 +832,69 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		if want != "" && g != want {
 			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 		}
-		// The versions packs serve die first, hotDeleteDelay before hot's
-		// goes (writeTombstone waits it).
-		if _, err := s.killPacked(ctx, key); err != nil {
+		// What dies before g leaves hot, hotDeleteDelay before (writeTombstone
+		// waits it): the versions packs serve, the versions pack moves under
+		// way name, and g itself if a move may be packing it.
+		var kills, before []kill
+		preKilled := false
+		if s.packing() {
+			if err := s.cat.sync(ctx, time.Now()); err != nil {
+				return err
+			}
+			if kills, err = s.cat.live(ctx, key); err != nil {
+				return err
+			}
+			if before, err = s.markedVersions(ctx, key); err != nil {
+				return err
+			}
+			if len(before) > 0 || s.mayBeMoving(a) {
+				for _, k := range append(before, kill{Key: key, Gen: g}) {
+					if !slices.Contains(kills, k) {
+						kills = append(kills, k)
+					}
+				}
+				preKilled = true
+			}
+		}
+		if err := s.writeTombstone(ctx, kills); err != nil {
 			return err
 		}
 		if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
 			return err
 		}
-		var before []kill
-		if s.packing() {
-			if before, err = s.markedVersions(ctx, key); err != nil {
-				return err
-			}
-		}
 		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g})
+		if preKilled && (errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound)) {
+			// g changed or left hot meanwhile (stores differ in which they
+			// report for a conditional delete of a missing object).
+			if _, serr := s.hot.Stat(ctx, key); errors.Is(serr, blob.ErrNotFound) {
+				return s.deleteKilled(ctx, key, g, want != "")
+			} else if serr != nil {
+				return serr
+			}
+			err = &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+		}
 		switch {
 		case err == nil:
 			if err := s.noteDelete(ctx, key, g); err != nil {
 				return err
 			}
-			if !s.packing() {
+			if !s.packing() || preKilled {
 				return nil
 			}
+			// g was too young for any move, and no marker named the key: a
+			// marker that names g now was written since, by a move that
+			// misjudged its age (a clock off by more than MaxClockSkew).
 			after, err := s.markedVersions(ctx, key)
 			if err != nil {
 				return err
 			}
+			var late []kill
 			for _, k := range after {
-				if k.Gen == g && !slices.Contains(before, k) {
-					before = append(before, k)
+				if k.Gen == g {
+					late = append(late, k)
 				}
 			}
-			return s.writeTombstone(ctx, before)
+			return s.writeTombstone(ctx, late)
 		case errors.Is(err, blob.ErrPrecondition):
 			if want != "" {
 				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
@@ -868,6 +907,31 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		}
 	}
 	return blob.Errorf(driver.OpDelete, key, nil, "tiered: key kept changing")
+}
+
+// mayBeMoving reports whether a pack move may be packing the hot version
+// with attributes a: it is older than After, less the clock skew and a
+// move's duration (a move checks the age when it reads, on its own clock).
+func (s *Store) mayBeMoving(a *blob.Attributes) bool {
+	return s.opts.Now().Sub(a.ModTime) >= s.opts.After-s.opts.MaxClockSkew-s.opts.MoveTimeout
+}
+
+// deleteKilled finishes a Delete that killed generation g of key and then
+// found it gone from hot: moved out by a compactor (into a pack, where the
+// kill reached it, or to the cold object of its name), or deleted by
+// another Delete first.
+func (s *Store) deleteKilled(ctx context.Context, key, g string, conditional bool) error {
+	if err := s.cat.sync(ctx, time.Now()); err != nil {
+		return err
+	}
+	packed, err := s.cat.holds(ctx, kill{Key: key, Gen: g}, "")
+	if err != nil {
+		return err
+	}
+	if packed {
+		return nil
+	}
+	return s.deleteMoved(ctx, key, g, conditional)
 }
 
 // deleteCold deletes the version of key that cold holds (hot has none): the
