@@ -72,9 +72,10 @@
 //
 // Deletes and overwrites of packed objects kill them: a Delete writes a
 // tombstone naming the version, and a move of a newer version records the
-// older ones as superseded in its pack. A Delete that deletes a version from
-// hot while a pack move of its key is under way finds the move's marker and
-// kills whatever version of the key that pack holds. Kills are by
+// older ones as superseded in its pack. A Delete of a version in hot that a
+// pack move may be packing (a move's marker names the key, or the version is
+// old enough to move) kills it in the log before it removes it from hot, so
+// a pack the move commits after the removal never serves it. Kills are by
 // generation, so they reach every copy. A pack whose live share of bytes
 // falls below PackMinLive (and that is older than the log window) is
 // rewritten: its live entries, and the kills it carries that still apply to
