@@ -25,30 +25,6 @@ import (
 // logical clock, taken before the call and after it returned) and its
 // outcome, and the history of each key must have a linearization.
 
-type (
-	regKind   = register.Kind
-	regInput  = register.Input
-	regResult = register.Result
-	regOutput = register.Output
-)
-
-const (
-	kRead    = register.Read
-	kPut     = register.Put
-	kCAS     = register.CAS
-	kCreate  = register.Create
-	kDelete  = register.Delete
-	kCDelete = register.CDelete
-
-	rOK           = register.OK
-	rNotFound     = register.NotFound
-	rExists       = register.Exists
-	rPrecondition = register.Precondition
-	rUnknown      = register.Unknown
-
-	never = register.Never
-)
-
 // history records operations on one logical clock, shared by every store of
 // a test (one per simulated process).
 type history struct {
@@ -62,32 +38,32 @@ type history struct {
 // classifyErr maps an error of a write or delete to what the contract says
 // about its effect; drop means it certainly had none (the operation is left
 // out of the history).
-func classifyErr(kind regKind, err error) (res regResult, drop bool) {
+func classifyErr(kind register.Kind, err error) (res register.Result, drop bool) {
 	switch {
 	case err == nil:
-		return rOK, false
+		return register.OK, false
 	case errors.Is(err, quorum.ErrUncertain):
-		return rUnknown, false
-	case errors.Is(err, blob.ErrPrecondition) && (kind == kCAS || kind == kCDelete):
-		return rPrecondition, false
-	case errors.Is(err, blob.ErrExists) && kind == kCreate:
-		return rExists, false
-	case errors.Is(err, blob.ErrNotFound) && (kind == kDelete || kind == kCDelete):
-		return rNotFound, false
+		return register.Unknown, false
+	case errors.Is(err, blob.ErrPrecondition) && (kind == register.CAS || kind == register.CDelete):
+		return register.Precondition, false
+	case errors.Is(err, blob.ErrExists) && kind == register.Create:
+		return register.Exists, false
+	case errors.Is(err, blob.ErrNotFound) && (kind == register.Delete || kind == register.CDelete):
+		return register.NotFound, false
 	case errors.Is(err, quorum.ErrNoQuorum):
 		return 0, true
 	}
-	return rUnknown, false
+	return register.Unknown, false
 }
 
-func (h *history) add(client int, in regInput, call int64, out regOutput, ret int64) {
+func (h *history) add(client int, in register.Input, call int64, out register.Output, ret int64) {
 	h.mu.Lock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 	h.mu.Unlock()
 }
 
 // write runs a write or delete and records it. It returns the error.
-func (h *history) write(client int, in regInput, fn func() error) error {
+func (h *history) write(client int, in register.Input, fn func() error) error {
 	call := h.clock.Add(1)
 	err := fn()
 	ret := h.clock.Add(1)
@@ -96,15 +72,15 @@ func (h *history) write(client int, in regInput, fn func() error) error {
 	case drop:
 		h.refused.Add(1)
 		return err
-	case res == rUnknown:
+	case res == register.Unknown:
 		h.unknown.Add(1)
-		ret = never
-	case res == rOK:
+		ret = register.Never
+	case res == register.OK:
 		h.acked.Add(1)
 	default:
 		h.refused.Add(1)
 	}
-	h.add(client, in, call, regOutput{Res: res}, ret)
+	h.add(client, in, call, register.Output{Res: res}, ret)
 	return err
 }
 
@@ -116,9 +92,9 @@ func (h *history) read(ctx context.Context, client int, s blob.Store, key string
 	ret := h.clock.Add(1)
 	switch {
 	case err == nil:
-		h.add(client, regInput{Kind: kRead, Key: key}, call, regOutput{Value: value}, ret)
+		h.add(client, register.Input{Kind: register.Read, Key: key}, call, register.Output{Value: value}, ret)
 	case errors.Is(err, blob.ErrNotFound):
-		h.add(client, regInput{Kind: kRead, Key: key}, call, regOutput{Res: rNotFound}, ret)
+		h.add(client, register.Input{Kind: register.Read, Key: key}, call, register.Output{Res: register.NotFound}, ret)
 	default:
 		return "", "", err
 	}
@@ -141,31 +117,31 @@ func readGen(ctx context.Context, s blob.Store, key string) (string, string, err
 
 // put, cas, create, del and cdel are the recorded operations.
 func (h *history) put(ctx context.Context, c int, s blob.Store, key, v string) error {
-	return h.write(c, regInput{Kind: kPut, Key: key, Value: v}, func() error {
+	return h.write(c, register.Input{Kind: register.Put, Key: key, Value: v}, func() error {
 		return blob.Put(ctx, s, key, []byte(v), nil)
 	})
 }
 
 func (h *history) cas(ctx context.Context, c int, s blob.Store, key, expect, gen, v string) error {
-	return h.write(c, regInput{Kind: kCAS, Key: key, Value: v, Expect: expect}, func() error {
+	return h.write(c, register.Input{Kind: register.CAS, Key: key, Value: v, Expect: expect}, func() error {
 		return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfGenerationMatch(gen)})
 	})
 }
 
 func (h *history) create(ctx context.Context, c int, s blob.Store, key, v string) error {
-	return h.write(c, regInput{Kind: kCreate, Key: key, Value: v}, func() error {
+	return h.write(c, register.Input{Kind: register.Create, Key: key, Value: v}, func() error {
 		return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfNotExist()})
 	})
 }
 
 func (h *history) del(ctx context.Context, c int, s blob.Store, key string) error {
-	return h.write(c, regInput{Kind: kDelete, Key: key}, func() error {
+	return h.write(c, register.Input{Kind: register.Delete, Key: key}, func() error {
 		return s.Delete(ctx, key, nil)
 	})
 }
 
 func (h *history) cdel(ctx context.Context, c int, s blob.Store, key, expect, gen string) error {
-	return h.write(c, regInput{Kind: kCDelete, Key: key, Expect: expect}, func() error {
+	return h.write(c, register.Input{Kind: register.CDelete, Key: key, Expect: expect}, func() error {
 		return s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: gen})
 	})
 }

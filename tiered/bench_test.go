@@ -106,40 +106,49 @@ func BenchmarkWriteLatency(b *testing.B) {
 //
 //	go test ./tiered -run '^$' -bench Compaction -benchtime 3x
 func BenchmarkCompaction(b *testing.B) {
-	const n, size = 200, 256 << 10
 	for _, conc := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
-			hot, rawHot := slowMem(b, hotProfile, 4)
-			cold, _ := slowMem(b, coldProfile, 5)
-			ts, err := tiered.New(hot, cold, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: conc})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ts.Close()
-			ctx := context.Background()
-			data := make([]byte, size)
-			var took time.Duration
-			var moved int
-			for i := range b.N {
-				b.StopTimer()
-				for k := range n {
-					if err := blob.Put(ctx, rawHot, fmt.Sprintf("%d/%04d", i, k), data, nil); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StartTimer()
-				start := time.Now()
-				res := ts.CompactOnce(ctx)
-				took += time.Since(start)
-				if res.Moved != n || res.Failed != 0 {
-					b.Fatalf("pass %+v", res)
-				}
-				moved += res.Moved
-			}
-			b.ReportMetric(float64(moved)/took.Seconds(), "objects/s")
-			b.ReportMetric(float64(moved)*size/(1<<20)/took.Seconds(), "MiB/s")
+			benchPasses(b, tiered.Options{Concurrency: conc}, 200, 256<<10, 4)
 		})
 	}
+}
+
+// benchPasses runs b.N passes of a tiered store made with opts (moving at
+// once, manually) over slowed mem tiers, each moving n objects of size bytes
+// put into hot beforehand, and reports the objects and MiB moved per second
+// of pass. seed seeds the hot tier's latencies, seed+1 the cold tier's.
+func benchPasses(b *testing.B, opts tiered.Options, n, size int, seed uint64) *tiered.Store {
+	hot, rawHot := slowMem(b, hotProfile, seed)
+	cold, _ := slowMem(b, coldProfile, seed+1)
+	opts.After, opts.Manual = time.Nanosecond, true
+	ts, err := tiered.New(hot, cold, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ts.Close() })
+	ctx := context.Background()
+	data := make([]byte, size)
+	var took time.Duration
+	var moved int
+	for i := range b.N {
+		b.StopTimer()
+		for k := range n {
+			if err := blob.Put(ctx, rawHot, fmt.Sprintf("%d/%05d", i, k), data, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		start := time.Now()
+		res := ts.CompactOnce(ctx)
+		took += time.Since(start)
+		if res.Moved != n || res.Failed != 0 {
+			b.Fatalf("pass %+v", res)
+		}
+		moved += res.Moved
+	}
+	b.ReportMetric(float64(moved)/took.Seconds(), "objects/s")
+	b.ReportMetric(float64(moved)*float64(size)/(1<<20)/took.Seconds(), "MiB/s")
+	return ts
 }
 
 // BenchmarkPackedGet compares, in one run, reading a packed object through a
@@ -205,35 +214,6 @@ func BenchmarkPackedGet(b *testing.B) {
 //
 //	go test ./tiered -run '^$' -bench PackCompaction -benchtime 3x
 func BenchmarkPackCompaction(b *testing.B) {
-	const n, size = 2000, 64 << 10
-	hot, rawHot := slowMem(b, hotProfile, 8)
-	cold, _ := slowMem(b, coldProfile, 9)
-	ts, err := tiered.New(hot, cold, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 16})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ts.Close()
-	ctx := context.Background()
-	data := make([]byte, size)
-	var took time.Duration
-	var moved int
-	for i := range b.N {
-		b.StopTimer()
-		for k := range n {
-			if err := blob.Put(ctx, rawHot, fmt.Sprintf("%d/%05d", i, k), data, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StartTimer()
-		start := time.Now()
-		res := ts.CompactOnce(ctx)
-		took += time.Since(start)
-		if res.Moved != n || res.Failed != 0 {
-			b.Fatalf("pass %+v", res)
-		}
-		moved += res.Moved
-	}
-	b.ReportMetric(float64(moved)/took.Seconds(), "objects/s")
-	b.ReportMetric(float64(moved)*size/(1<<20)/took.Seconds(), "MiB/s")
+	ts := benchPasses(b, tiered.Options{Concurrency: 16}, 2000, 64<<10, 8)
 	b.ReportMetric(float64(ts.Stats().Packs)/float64(b.N), "packs/pass")
 }

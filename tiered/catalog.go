@@ -148,11 +148,11 @@ type catalog struct {
 	// turn holds a token while a refresh runs: refreshes are serialized, and
 	// a caller waiting for one gives up with its context. (A channel, not a
 	// mutex: a wait on it is one the runtime, and synctest, can see.)
-	turn      chan struct{}
-	refreshed time.Time // start of the last complete refresh
-	// last is refreshed, for readers that do not hold turn (Unix ns).
-	last atomic.Int64
-	full time.Time // start of the last complete full refresh
+	turn chan struct{}
+	// refreshed is the start of the last complete refresh: written under
+	// turn, read without it by reads deciding whether to list ahead.
+	refreshed atomic.Pointer[time.Time]
+	full      time.Time // start of the last complete full refresh
 
 	state sync.RWMutex
 	packs map[string]*packSummary // by log name
@@ -238,7 +238,7 @@ func (c *catalog) sync(ctx context.Context, since time.Time) error {
 		return err
 	}
 	defer c.unlock()
-	if c.refreshed.After(since) {
+	if c.lastRefresh().After(since) {
 		return nil
 	}
 	return c.refreshLocked(ctx, false)
@@ -286,7 +286,7 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 	}
 	after := ""
 	if !full {
-		after = logFloor(c.refreshed.Add(-c.window()))
+		after = logFloor(c.lastRefresh().Add(-c.window()))
 	}
 	seen := map[string]bool{}
 	for obj, err := range blob.All(ctx, c.s.cold, &blob.ListOptions{Prefix: logPrefix, StartAfter: after}) {
@@ -313,13 +313,17 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 		c.state.Unlock()
 		c.full = start
 	}
-	c.refreshed = start
-	c.last.Store(start.UnixNano())
+	c.refreshed.Store(&start)
 	return nil
 }
 
-// lastRefresh returns when the last complete refresh began.
-func (c *catalog) lastRefresh() time.Time { return time.Unix(0, c.last.Load()) }
+// lastRefresh returns when the last complete refresh began (zero: never).
+func (c *catalog) lastRefresh() time.Time {
+	if t := c.refreshed.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
+}
 
 // load reads a log object the catalog does not have yet.
 func (c *catalog) load(ctx context.Context, name string) error {

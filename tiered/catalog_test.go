@@ -118,22 +118,31 @@ func TestIndexCacheIsBounded(t *testing.T) {
 	checkCache("at the end")
 }
 
-// gated holds each read of key on hot, while hold is set, until the test
-// lets it go.
+// gated holds each read (while holdReads is set) and each writer (while
+// holdWrites is set) of key on hot, until the test lets it go.
 type gated struct {
 	blob.Store
-	key     string
-	hold    atomic.Bool
-	entered chan struct{}
-	gate    chan struct{}
+	key                   string
+	holdReads, holdWrites atomic.Bool
+	entered               chan struct{}
+	gate                  chan struct{}
 }
 
-func (g *gated) NewRangeReader(ctx context.Context, key string, off, n int64) (blob.Reader, error) {
-	if key == g.key && g.hold.Load() {
+func (g *gated) wait(key string, hold *atomic.Bool) {
+	if key == g.key && hold.Load() {
 		g.entered <- struct{}{}
 		<-g.gate
 	}
+}
+
+func (g *gated) NewRangeReader(ctx context.Context, key string, off, n int64) (blob.Reader, error) {
+	g.wait(key, &g.holdReads)
 	return g.Store.NewRangeReader(ctx, key, off, n)
+}
+
+func (g *gated) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	g.wait(key, &g.holdWrites)
+	return g.Store.NewWriter(ctx, key, opts)
 }
 
 // listed counts the listings of the pack log on cold, and reports each.
@@ -211,7 +220,7 @@ func TestPackedReadsShareListings(t *testing.T) {
 	// After a pause longer than the delay, the listing runs alongside hot.
 	time.Sleep(delay)
 	drain()
-	g.hold.Store(true)
+	g.holdReads.Store(true)
 	second := read()
 	<-g.entered
 	select {
@@ -252,24 +261,6 @@ func TestPackedReadsShareListings(t *testing.T) {
 	}
 }
 
-// writeGated holds each writer of key on hot, while hold is set, until the
-// test lets it go.
-type writeGated struct {
-	blob.Store
-	key     string
-	hold    atomic.Bool
-	entered chan struct{}
-	gate    chan struct{}
-}
-
-func (g *writeGated) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
-	if key == g.key && g.hold.Load() {
-		g.entered <- struct{}{}
-		<-g.gate
-	}
-	return g.Store.NewWriter(ctx, key, opts)
-}
-
 // TestCreateSeesAPackJustCommitted has an IfNotExist write check cold while
 // a pack move of the key has committed its pack but not yet deleted the
 // key from hot, and reach hot after it did: the write must fail, the key
@@ -277,7 +268,7 @@ func (g *writeGated) NewWriter(ctx context.Context, key string, opts *blob.Write
 // lean on the hot-delete delay as reads do: it lists the log.)
 func TestCreateSeesAPackJustCommitted(t *testing.T) {
 	hot, cold := memPair(t)
-	g := &writeGated{Store: hot, key: "k", entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	g := &gated{Store: hot, key: "k", entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	opts := tiered.Options{PackMaxObjects: 10, MoveTimeout: time.Second, MaxClockSkew: time.Millisecond}
 	compactor := manualWith(t, hot, cold, opts)
 	user := manualWith(t, g, cold, opts)
@@ -299,7 +290,7 @@ func TestCreateSeesAPackJustCommitted(t *testing.T) {
 			}
 		}
 	}
-	g.hold.Store(true)
+	g.holdWrites.Store(true)
 	created := make(chan error, 1)
 	go func() {
 		created <- blob.Put(ctx, user, "k", []byte("v2"), &blob.WriterOptions{If: blob.IfNotExist()})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -172,20 +173,7 @@ func (s *Store) compactPacks(ctx context.Context, res *PassResult, note func(mov
 		res.Bytes += int(size)
 		batch, batchBytes = batch[:0], 0
 	}
-	for obj, err := range blob.All(ctx, s.hot, nil) {
-		if err != nil {
-			if ctx.Err() == nil {
-				s.fail(err)
-				note(none, 0, err)
-			}
-			break
-		}
-		if obj.IsDir || isMarker(obj.Key) || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
-			continue
-		}
-		if err := s.limiter.wait(ctx, obj.Size); err != nil {
-			break
-		}
+	for obj := range s.eligible(ctx, note) {
 		if obj.Size > s.opts.PackMaxBytes {
 			o, size, err := s.moveKey(ctx, obj.Key)
 			if err != nil && ctx.Err() == nil {
@@ -215,6 +203,29 @@ func (s *Store) compactPacks(ctx context.Context, res *PassResult, note func(mov
 	s.setLag(oldest)
 }
 
+// eligible yields the hot objects a pass moves (older than After, not
+// markers), each once the rate limits allow it; a failed listing is noted
+// and ends the pass's walk.
+func (s *Store) eligible(ctx context.Context, note func(moveOutcome, int64, error)) iter.Seq[blob.ListObject] {
+	return func(yield func(blob.ListObject) bool) {
+		for obj, err := range blob.All(ctx, s.hot, nil) {
+			if err != nil {
+				if ctx.Err() == nil {
+					s.fail(err)
+					note(none, 0, err)
+				}
+				return
+			}
+			if obj.IsDir || isMarker(obj.Key) || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
+				continue
+			}
+			if s.limiter.wait(ctx, obj.Size) != nil || !yield(obj) {
+				return
+			}
+		}
+	}
+}
+
 func (s *Store) setLag(oldest time.Time) {
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
@@ -231,20 +242,7 @@ func (s *Store) compactEach(ctx context.Context, note func(moveOutcome, int64, e
 	sem := make(chan struct{}, s.opts.Concurrency)
 	var wg sync.WaitGroup
 	var oldest time.Time
-	for obj, err := range blob.All(ctx, s.hot, nil) {
-		if err != nil {
-			if ctx.Err() == nil {
-				s.fail(err)
-				note(none, 0, err)
-			}
-			break
-		}
-		if obj.IsDir || isMarker(obj.Key) || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
-			continue
-		}
-		if err := s.limiter.wait(ctx, obj.Size); err != nil {
-			break
-		}
+	for obj := range s.eligible(ctx, note) {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():

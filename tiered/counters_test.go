@@ -33,10 +33,12 @@ func (c *committedBy) at(step, key string) {
 // marker write per replica per pack (markers live in the regional store, so
 // none at all).
 func TestPackMoveCounts(t *testing.T) {
+	// -short moves 2000 objects (2 packs), with the same bounds.
+	n := int64(10000)
 	if testing.Short() {
-		t.Skip("moves 640 MiB")
+		n = 2000
 	}
-	const n, size = 10000, 64 << 10
+	const size = 64 << 10
 	var replicas []blob.Store
 	var faults []*fault.Store
 	var markers []*committedBy
@@ -60,7 +62,7 @@ func TestPackMoveCounts(t *testing.T) {
 	data := make([]byte, size)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
-	for i := range n {
+	for i := range int(n) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -77,13 +79,13 @@ func TestPackMoveCounts(t *testing.T) {
 	}
 	res := s.CompactOnce(ctx)
 	st := s.Stats()
-	if res.Moved != n || res.Failed != 0 {
+	if int64(res.Moved) != n || res.Failed != 0 {
 		t.Fatalf("pass %+v", res)
 	}
 	packs := st.Packs
 	writes := cold.Stats()[fault.OpCommit].Calls - coldBefore[fault.OpCommit].Calls
 	t.Logf("%d objects of %d KiB moved in %d packs: %d regional writes (%.4f per object), %d regional stats, %d reads, %d lists",
-		n, size>>10, packs, writes, float64(writes)/n,
+		n, size>>10, packs, writes, float64(writes)/float64(n),
 		cold.Stats()[fault.OpStat].Calls-coldBefore[fault.OpStat].Calls,
 		cold.Stats()[fault.OpRead].Calls-coldBefore[fault.OpRead].Calls,
 		cold.Stats()[fault.OpList].Calls-coldBefore[fault.OpList].Calls)
@@ -96,7 +98,7 @@ func TestPackMoveCounts(t *testing.T) {
 		}
 		t.Logf("replica %d: %d marker writes", i, m.n.Load())
 	}
-	if packs < n/tiered.DefaultPackMaxObjects {
+	if packs < n/int64(tiered.DefaultPackMaxObjects) {
 		t.Errorf("%d packs for %d objects: bound %d per pack", packs, n, tiered.DefaultPackMaxObjects)
 	}
 	checkModel(t, s, map[string]string{"obj/00000": string(data), fmt.Sprintf("obj/%05d", n-1): string(data)}, nil)

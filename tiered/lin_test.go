@@ -33,29 +33,6 @@ var (
 // call and after it returned) and its outcome, and each key's history must
 // have a linearization.
 
-type (
-	regKind   = register.Kind
-	regInput  = register.Input
-	regResult = register.Result
-	regOutput = register.Output
-)
-
-const (
-	kRead   = register.Read
-	kPut    = register.Put
-	kCAS    = register.CAS
-	kCreate = register.Create
-	kDelete = register.Delete
-
-	rOK           = register.OK
-	rNotFound     = register.NotFound
-	rExists       = register.Exists
-	rPrecondition = register.Precondition
-	rUnknown      = register.Unknown
-
-	never = register.Never
-)
-
 // history records operations on one logical clock shared by every process.
 type history struct {
 	clock atomic.Int64
@@ -65,7 +42,7 @@ type history struct {
 	errs  []string // errors of operations whose outcome is unknown
 }
 
-func (h *history) add(client int, in regInput, call int64, out regOutput, ret int64) {
+func (h *history) add(client int, in register.Input, call int64, out register.Output, ret int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
@@ -75,27 +52,27 @@ func (h *history) add(client int, in regInput, call int64, out regOutput, ret in
 	h.count[in.Kind.String()+" "+out.Res.String()]++
 }
 
-func (h *history) write(client int, in regInput, fn func() error) {
+func (h *history) write(client int, in register.Input, fn func() error) {
 	call := h.clock.Add(1)
 	err := fn()
 	ret := h.clock.Add(1)
-	var res regResult
+	var res register.Result
 	switch {
 	case err == nil:
-		res = rOK
-	case errors.Is(err, blob.ErrPrecondition) && in.Kind == kCAS:
-		res = rPrecondition
-	case errors.Is(err, blob.ErrExists) && in.Kind == kCreate:
-		res = rExists
-	case errors.Is(err, blob.ErrNotFound) && in.Kind == kDelete:
-		res = rNotFound
+		res = register.OK
+	case errors.Is(err, blob.ErrPrecondition) && in.Kind == register.CAS:
+		res = register.Precondition
+	case errors.Is(err, blob.ErrExists) && in.Kind == register.Create:
+		res = register.Exists
+	case errors.Is(err, blob.ErrNotFound) && in.Kind == register.Delete:
+		res = register.NotFound
 	default:
-		res, ret = rUnknown, never
+		res, ret = register.Unknown, register.Never
 		h.mu.Lock()
 		h.errs = append(h.errs, fmt.Sprintf("p%d %s %s: %v", client, in.Kind, in.Key, err))
 		h.mu.Unlock()
 	}
-	h.add(client, in, call, regOutput{Res: res}, ret)
+	h.add(client, in, call, register.Output{Res: res}, ret)
 }
 
 // read reads key and records it; it returns what it read and its generation.
@@ -111,10 +88,10 @@ func (h *history) read(ctx context.Context, client int, s blob.Store, key string
 	ret := h.clock.Add(1)
 	switch {
 	case err == nil:
-		h.add(client, regInput{Kind: kRead, Key: key}, call, regOutput{Value: string(b)}, ret)
+		h.add(client, register.Input{Kind: register.Read, Key: key}, call, register.Output{Value: string(b)}, ret)
 		return string(b), gen, true
 	case errors.Is(err, blob.ErrNotFound):
-		h.add(client, regInput{Kind: kRead, Key: key}, call, regOutput{Res: rNotFound}, ret)
+		h.add(client, register.Input{Kind: register.Read, Key: key}, call, register.Output{Res: register.NotFound}, ret)
 	}
 	return "", "", false
 }
@@ -236,18 +213,18 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 				case r < 45:
 					h.read(ctx, p, s, key)
 				case r < 75 || p != 0:
-					h.write(p, regInput{Kind: kPut, Key: key, Value: v}, func() error {
+					h.write(p, register.Input{Kind: register.Put, Key: key, Value: v}, func() error {
 						return blob.Put(ctx, s, key, []byte(v), nil)
 					})
 				case r < 85:
-					h.write(p, regInput{Kind: kDelete, Key: key}, func() error { return s.Delete(ctx, key, nil) })
+					h.write(p, register.Input{Kind: register.Delete, Key: key}, func() error { return s.Delete(ctx, key, nil) })
 				case r < 92:
-					h.write(p, regInput{Kind: kCreate, Key: key, Value: v}, func() error {
+					h.write(p, register.Input{Kind: register.Create, Key: key, Value: v}, func() error {
 						return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfNotExist()})
 					})
 				default:
 					if old, gen, ok := h.readGen(ctx, p, s, key); ok {
-						h.write(p, regInput{Kind: kCAS, Key: key, Value: v, Expect: old}, func() error {
+						h.write(p, register.Input{Kind: register.CAS, Key: key, Value: v, Expect: old}, func() error {
 							return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfGenerationMatch(gen)})
 						})
 					}

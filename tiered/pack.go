@@ -427,17 +427,23 @@ func (s *Store) eachMarkedItem(ctx context.Context, f func(kill)) error {
 // killPacked kills every version of key that packs serve, after bringing
 // the catalog up to date; it reports whether there was one.
 func (s *Store) killPacked(ctx context.Context, key string) (bool, error) {
-	if !s.packing() {
-		return false, nil
-	}
-	if err := s.cat.sync(ctx, time.Now()); err != nil {
-		return false, err
-	}
-	live, err := s.cat.live(ctx, key)
+	live, err := s.livePacked(ctx, key)
 	if err != nil {
 		return false, err
 	}
 	return len(live) > 0, s.writeTombstone(ctx, live)
+}
+
+// livePacked returns the versions of key that packs serve, with the catalog
+// brought up to date first (none when not packing).
+func (s *Store) livePacked(ctx context.Context, key string) ([]kill, error) {
+	if !s.packing() {
+		return nil, nil
+	}
+	if err := s.cat.sync(ctx, time.Now()); err != nil {
+		return nil, err
+	}
+	return s.cat.live(ctx, key)
 }
 
 // maintainPacks rewrites packs whose live share fell below PackMinLive and

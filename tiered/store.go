@@ -835,15 +835,13 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		// What dies before g leaves hot, hotDeleteDelay before (writeTombstone
 		// waits it): the versions packs serve, the versions pack moves under
 		// way name, and g itself if a move may be packing it.
-		var kills, before []kill
+		kills, err := s.livePacked(ctx, key)
+		if err != nil {
+			return err
+		}
+		var before []kill
 		preKilled := false
 		if s.packing() {
-			if err := s.cat.sync(ctx, time.Now()); err != nil {
-				return err
-			}
-			if kills, err = s.cat.live(ctx, key); err != nil {
-				return err
-			}
 			if before, err = s.markedVersions(ctx, key); err != nil {
 				return err
 			}
