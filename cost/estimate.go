@@ -158,17 +158,35 @@ func ZonalRead(n int) Requests {
 }
 
 // PackMoveObject is what the compactor issues for each object it moves into
-// a pack: two Stats (one before its marker, where the listing gives no
-// generation, as mem and quorum listings do not; one after), a read and a
-// conditional delete in hot.
+// a pack. On one bucket: two Stats (one before its marker, where the
+// listing gives no generation, as mem listings do not; one after), a read
+// and a conditional delete (free). On a quorum: a Stat of the fastest
+// replica before its marker, a survey of every replica after it (the Stats
+// a retirement needs), the value read from one replica, the retirement (a
+// conditional delete of each replica's copy, free: no consensus round, so
+// no write), and at a later pass a second retirement that confirms no copy
+// is left (a survey, and deletes only if some were).
 func PackMoveObject(n int) Requests {
-	return ZonalStat(n).times(2).plus(ZonalRead(n)).plus(ZonalDelete(n))
+	if n <= 1 {
+		return ZonalStat(n).times(2).plus(ZonalRead(n)).plus(ZonalDelete(n))
+	}
+	return ZonalStat(n).times(2).plus(Requests{ZonalReads: 2})
 }
 
 // PackMoveBatch is what it issues once per pack: the marker's write (and
 // its delete, free), the pack log's listing, the pack's write, its verifying
-// Stat and the read of its index.
-var PackMoveBatch = Requests{RegionalWrites: 3, RegionalReads: 2}
+// Stat and the read of its index; on a quorum, the marker is written again
+// (marked packed) before the objects are retired, and lives until a later
+// pass confirms the retirement: that pass's recovery reads it, and so does
+// the maintenance of the pass that wrote it (markers pin what they name).
+func PackMoveBatch(n int) Requests {
+	r := Requests{RegionalWrites: 3, RegionalReads: 2}
+	if n > 1 {
+		r.RegionalWrites++
+		r.RegionalReads += 2
+	}
+	return r
+}
 
 // PackedDelete is what a user's Delete of an object that lives in a pack
 // issues of its own: a Stat of hot (a miss) and the tombstone's write (the
@@ -191,9 +209,10 @@ func DeleteListings(perSecond float64) float64 {
 // deletes (PackedDelete and DeleteListings: at the end of retention the
 // object is in a pack);
 // the compactor's, per object moved, PackMoveObject; per pack,
-// PackMoveBatch; per pass, the listings of hot (objects and markers, a page per 1000 objects on
-// every replica, and on a quorum a Stat per replica of every tombstone it
-// still keeps, for quorum.Options.TombstoneGrace) and of the regional store
+// PackMoveBatch; per pass, the listings of hot (objects and markers, a page
+// per 1000 objects on every replica; a quorum's listing also Stats the
+// tombstones it keeps, but retirements leave none, and the application's
+// deletes find its objects packed) and of the regional store
 // (the marker prefix twice, for recovery and maintenance, and the whole pack
 // log for maintenance).
 func Estimate(w Workload, hot, cold Price) (allHot, tiered Cost) {
@@ -242,11 +261,8 @@ func tieredCost(w Workload, hot, cold Price) Cost {
 		ZonalWrites:    2 * copies * math.Max(1, math.Ceil(hotObjects/1000)),
 		RegionalWrites: 2 + math.Max(1, math.Ceil(logObjects/1000)),
 	}
-	if n > 1 {
-		perPass.ZonalReads = copies * w.WritesPerSecond * TombstoneGrace.Seconds()
-	}
 	compactor := PackMoveObject(n).times(writes).
-		plus(PackMoveBatch.times(passes * packsPerPass)).
+		plus(PackMoveBatch(n).times(passes * packsPerPass)).
 		plus(perPass.times(passes))
 	// The application's requests: its writes, and its deletes at the end
 	// of retention, which find each object in a pack.

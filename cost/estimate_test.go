@@ -26,20 +26,23 @@ func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1
 //	                 0.005)/1e3 = 1629.36; a listing of the pack log shared
 //	                 by the deletes of 200ms (20 at 100/s): 262.8e6/20 *
 //	                 0.005/1e3 = 65.7
-//	per object moved 2 Stats 6 B, read 4 B, delete 6 A + 9 B:
-//	                 262.8e6 * (6*0.005 + 19*0.0004)/1e3 = 9881.28
-//	per pack         3 A + 2 B; a pass every 75 s (After/4, at most 5m) of
-//	                 7500 objects: 8 packs; 35,040 passes: 280,320 packs
-//	                 * (3*0.005 + 2*0.0004)/1e3 = 4.429056
-//	per pass         hot: 2 listings * 3 replicas * 30 pages = 180 A, and a
-//	                 Stat per replica of 60,000 tombstones (10 min of deletes)
-//	                 = 180,000 B; cold: 2 marker listings + 121 pages of a
-//	                 120,480-object log = 123 A: 35,040 * (180*0.005 +
-//	                 180000*0.0004 + 123*0.005)/1e3 = 2575.9656
+//	per object moved a Stat of the fastest replica 1 B, a survey of the
+//	                 replicas 3 B, the read of one replica 1 B, and the
+//	                 survey confirming the retirement 3 B (its deletes, like
+//	                 the retirement's, are free):
+//	                 262.8e6 * 8*0.0004/1e3 = 840.96
+//	per pack         4 A (the marker twice) + 4 B (the index, the pack's
+//	                 Stat, the marker read twice); a pass every 75 s (After/4,
+//	                 at most 5m) of 7500 objects: 8 packs; 35,040 passes:
+//	                 280,320 packs * (4*0.005 + 4*0.0004)/1e3 = 6.054912
+//	per pass         hot: 2 listings * 3 replicas * 30 pages = 180 A (no
+//	                 tombstones to Stat: retirements leave none); cold: 2
+//	                 marker listings + 121 pages of a 120,480-object log =
+//	                 123 A: 35,040 * (180 + 123)*0.005/1e3 = 53.0856
 func TestEstimateArithmetic(t *testing.T) {
 	w := cost.Workload{WritesPerSecond: 100, ObjectBytes: 64 << 10, Retention: 7 * 24 * time.Hour, After: 5 * time.Minute, Replicas: 3}
 	allHot, tier := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard)
-	compactor := 9881.28 + 4.429056 + 2575.9656
+	compactor := 840.96 + 6.054912 + 53.0856
 	for _, c := range []struct {
 		what      string
 		got, want float64
@@ -60,7 +63,7 @@ func TestEstimateArithmetic(t *testing.T) {
 	}
 	// An explicit interval of 5 minutes: 8760 passes, each with 30 packs.
 	w.Interval = 5 * time.Minute
-	want := 8830.08 + 9881.28 + 1629.36 + 65.7 + 8760*30*(3*0.005+2*0.0004)/1e3 + 8760*(180*0.005+180000*0.0004+123*0.005)/1e3
+	want := 8830.08 + 840.96 + 1629.36 + 65.7 + 8760*30*(4*0.005+4*0.0004)/1e3 + 8760*(180+123)*0.005/1e3
 	if _, slow := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard); !near(slow.Requests, want) {
 		t.Errorf("tiered requests with a pass every 5m = %.6f, want %.6f", slow.Requests, want)
 	}

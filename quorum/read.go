@@ -64,6 +64,10 @@ func (s *Store) survey(ctx context.Context, key string, need int) ([]rstate, err
 // (CASPaxos's read), so a version is only ever returned once no later read
 // can miss it.
 func (s *Store) settle(ctx context.Context, op, key string) (*rstate, *value, error) {
+	// Bounded like a consensus round, so that no replay lands long after
+	// the survey it was decided on (see InFlightBound).
+	ctx, cancel := context.WithTimeout(ctx, s.opts.StragglerTimeout)
+	defer cancel()
 	for attempt := 0; ; attempt++ {
 		xs, err := s.survey(ctx, key, s.maj)
 		if err != nil {

@@ -29,9 +29,13 @@ import (
 // deleted has its accept there refused (accepts are conditional on the
 // generation the promise left), so nothing newer is lost or undone.
 //
-// Like tombstone collection, a retirement assumes that no write from long
-// before it is still in flight (StragglerTimeout bounds rounds and their
-// background accepts): retire only versions older than that by far.
+// While a retirement runs, an operation that surveyed the key before some
+// copies were deleted may write the version back onto a replica whose copy
+// was (a read settling it, a repair): it lands within InFlightBound of the
+// operation's start. So a caller confirms a retirement with a second Retire
+// begun that long after the first ended: one that deletes nothing and hears
+// from every replica (Retired.Complete, Deleted 0) proves no copy is left,
+// and none can come back.
 
 // Holding is what each replica held of a key when Survey stat'ed it.
 type Holding struct {
@@ -197,6 +201,12 @@ func (s *Store) Retire(ctx context.Context, h *Holding, version string) (Retired
 	out.Complete = true
 	return out, nil
 }
+
+// InFlightBound bounds how long after an operation starts its replica
+// writes can land: its rounds, and a read's settling, are bounded by
+// StragglerTimeout, and their writes finish in the background within
+// StragglerTimeout more.
+func (s *Store) InFlightBound() time.Duration { return 2 * s.opts.StragglerTimeout }
 
 // GenerationTime returns when the version named by generation gen was
 // issued, on its writer's clock (never later than the write took effect,

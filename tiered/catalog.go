@@ -458,6 +458,40 @@ func (c *catalog) unkillLocked(ks []kill) {
 	}
 }
 
+// packedAs is what the packs say of a version a hot store shows.
+type packedAs struct {
+	above bool // a pack holds a newer version of the key
+	same  bool // a pack holds this version
+	live  bool // a pack serves this version (it is not killed)
+}
+
+// stale reports that hot's version is one a move packed (and so may have
+// retired) or older: readers ask the packs instead.
+func (p packedAs) stale() bool { return p.above || p.same }
+
+// dead reports that hot's version is no one's current version: a newer one
+// was packed, or this one was packed and killed since.
+func (p packedAs) dead() bool { return p.above || p.same && !p.live }
+
+// packedAs reports what packs hold of key relative to generation gen
+// (generations ordered as strings, as a retirer's are).
+func (c *catalog) packedAs(ctx context.Context, key, gen string) (out packedAs, err error) {
+	err = c.retry(ctx, func() error {
+		out = packedAs{}
+		return c.entries(ctx, key, func(_ *loadedPack, e packEntry, killed bool) bool {
+			switch g := e.Attrs.Generation; {
+			case g > gen:
+				out.above = true
+			case g == gen:
+				out.same = true
+				out.live = out.live || !killed
+			}
+			return true
+		})
+	})
+	return out, err
+}
+
 // killed reports whether entry e is killed.
 func (c *catalog) killedLocked(e packEntry) bool {
 	return c.kills[kill{Key: e.Key, Gen: e.Attrs.Generation}] > 0

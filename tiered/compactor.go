@@ -38,6 +38,12 @@ type Stats struct {
 	// rewritten without their dead entries, and Tombstones the tombstones
 	// written (by this Store's deletes and maintenance).
 	Packs, Rewrites, Tombstones int64
+	// Retired counts hot replica copies a pack move deleted (hot is a
+	// quorum); Unretired the retirements left for recovery to finish (a
+	// replica did not answer); StaleHot the answers of hot that reads,
+	// Stats and listings set aside as older than the pack log's (copies a
+	// retirement had not removed yet).
+	Retired, Unretired, StaleHot int64
 	// IndexLoads counts pack indexes read from cold (each pack's once when
 	// the catalog first lists it, and again when the index cache had let it
 	// go); IndexCacheBytes and IndexesCached are what the cache holds now.
@@ -52,6 +58,7 @@ type Stats struct {
 type statsCounters struct {
 	passes, moved, bytes, conflicts, busy, errs, recovered atomic.Int64
 	packs, rewrites, tombstones, indexLoads                atomic.Int64
+	retired, unretired, staleHot                           atomic.Int64
 	mu                                                     sync.Mutex
 	lag                                                    time.Duration
 	lastPass                                               time.Time
@@ -67,6 +74,7 @@ func (s *Store) Stats() Stats {
 		Conflicts: c.conflicts.Load(), Busy: c.busy.Load(), Errors: c.errs.Load(),
 		Recovered: c.recovered.Load(),
 		Packs:     c.packs.Load(), Rewrites: c.rewrites.Load(), Tombstones: c.tombstones.Load(),
+		Retired: c.retired.Load(), Unretired: c.unretired.Load(), StaleHot: c.staleHot.Load(),
 		IndexLoads: c.indexLoads.Load(),
 	}
 	st.IndexCacheBytes, st.IndexesCached = s.cat.cache.size()

@@ -16,6 +16,19 @@ import (
 // that replaces it, or two "processes") share the same tiers.
 type nopClose struct{ blob.Store }
 
+// quorumHot is a quorum a test keeps open itself: it still retires.
+type quorumHot struct{ *quorum.Store }
+
+func (quorumHot) Close() error { return nil }
+
+// keepOpen returns s with a Close that does nothing (a quorum stays one).
+func keepOpen(s blob.Store) blob.Store {
+	if q, ok := s.(quorumHot); ok {
+		return q
+	}
+	return nopClose{s}
+}
+
 func (nopClose) Close() error { return nil }
 
 // hooked calls at(step, key) around the calls a move makes, so a test can act
@@ -108,7 +121,7 @@ func manualPacked(t *testing.T, hot, cold blob.Store, maxObjects int) *tiered.St
 func manualWith(t *testing.T, hot, cold blob.Store, o tiered.Options) *tiered.Store {
 	t.Helper()
 	o.After, o.Manual, o.Concurrency, o.Owner = time.Nanosecond, true, 1, "test-compactor"
-	s, err := tiered.New(nopClose{hot}, nopClose{cold}, o)
+	s, err := tiered.New(keepOpen(hot), nopClose{cold}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,16 +172,21 @@ func listKeys(t *testing.T, s blob.Store) []string {
 	return out
 }
 
+// quorumInFlight is the InFlightBound of the quorums newQuorum makes.
+const quorumInFlight = 4 * time.Second
+
 // newQuorum returns a quorum store over replicas with its background work
 // (probes, anti-entropy) slowed out of a test's way. Its reads are majority
 // reads, the quorum's linearizable mode: a tiered store's reads are as
 // linearizable as its hot store's.
 func newQuorum(t *testing.T, replicas []blob.Store) blob.Store {
 	t.Helper()
-	q, err := quorum.New(replicas, quorum.Options{Consistency: quorum.ReadMajority, ProbeInterval: time.Hour, AntiEntropyInterval: -1, CloseTimeout: time.Second})
+	q, err := quorum.New(replicas, quorum.Options{Consistency: quorum.ReadMajority, ProbeInterval: time.Hour, AntiEntropyInterval: -1, CloseTimeout: time.Second,
+		// Short, so that retirements are confirmed within a test (InFlightBound).
+		StragglerTimeout: quorumInFlight / 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close() })
-	return nopClose{q}
+	return quorumHot{q}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/quorum"
 )
 
 // batchPrefix starts the names of a pack move's marker in cold.
@@ -37,6 +38,11 @@ type batchMarker struct {
 	Items []kill    `json:"items"`
 	Owner string    `json:"owner"`
 	Time  time.Time `json:"time"`
+	// Packed is set, over a hot store that retires (see retirer), once the
+	// pack was committed in time and before any of its objects is retired:
+	// recovery then retires them again, and the marker stays until every
+	// replica answered.
+	Packed bool `json:"packed,omitempty"`
 }
 
 func batchMarkerKey(pack string) string {
@@ -50,6 +56,8 @@ type packItem struct {
 	obj   blob.ListObject
 	attrs *blob.Attributes
 	data  []byte
+	hold  *quorum.Holding // over a retirer: the survey that read it
+	stale bool            // over a retirer: a version the pack log knows already
 }
 
 // movePack moves objs (hot objects older than After, each at most
@@ -184,6 +192,21 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 	idx := &packIndex{}
 	var data bytes.Buffer
 	for _, it := range keep {
+		if s.ret != nil {
+			// Over a retirer, a version packed and killed since, or one
+			// older than a version a pack holds, is only retired (a copy a
+			// retirement left). One a pack serves already is packed again:
+			// that pack may be one committed too late for every reader to
+			// find.
+			p, err := s.cat.packedAs(ctx, it.obj.Key, it.attrs.Generation)
+			if err != nil {
+				return done(err)
+			}
+			it.stale = p.dead()
+			if it.stale {
+				continue
+			}
+		}
 		a := *it.attrs
 		idx.Entries = append(idx.Entries, packEntry{Key: a.Key, Off: int64(data.Len()), Len: int64(len(it.data)), Attrs: &a})
 		data.Write(it.data)
@@ -197,57 +220,50 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 			}
 		}
 	}
-	idx.DataBytes = int64(data.Len())
-	body, err := encodePack(idx, data.Bytes())
-	if err != nil {
-		return done(err)
+	if len(idx.Entries) > 0 {
+		committed, err := s.writePack(ctx, chosen, name, idx, data.Bytes())
+		if err != nil {
+			return done(err)
+		}
+		// 6. Hot deletes, conditional on the generation packed, no sooner
+		// than hotDeleteDelay after the pack was committed: a reader whose
+		// hot lookup takes less than that lists the log alongside it.
+		if err := latency.Sleep(ctx, s.hotDeleteDelay()-time.Since(committed)); err != nil {
+			return done(err)
+		}
 	}
-
-	// 5. The pack, verified, in time.
-	if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream"}); err != nil {
-		return done(err)
+	if s.ret != nil {
+		// Recovery retires what the marker names from now on: only what
+		// was packed or stale.
+		m.Packed, m.Items = true, nil
+		for _, it := range keep {
+			m.Items = append(m.Items, kill{Key: it.obj.Key, Gen: it.attrs.Generation})
+		}
+		mb, _ := json.Marshal(m)
+		if err := blob.Put(ctx, s.cold, mk, mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+			return done(err)
+		}
 	}
-	committed := time.Now()
-	pa, err := s.cold.Stat(ctx, name)
-	if err != nil {
-		return done(fmt.Errorf("tiered: verify pack: %w", err))
-	}
-	if pa.Size != int64(len(body)) {
-		return done(fmt.Errorf("tiered: verify pack: size %d, wrote %d", pa.Size, len(body)))
-	}
-	if time.Since(chosen) >= s.cat.window()/2 {
-		// Readers might not find it: the objects stay in hot, whose versions
-		// the pack's copies duplicate (a later rewrite drops the copies).
-		return done(fmt.Errorf("tiered: pack %s took %v, more than half the log window", name, time.Since(chosen)))
-	}
-	lp, err := readPackIndex(ctx, s.cold, name)
-	if err != nil {
-		return done(err)
-	}
-	s.cat.addPack(lp)
-	s.stats.packs.Add(1)
-
-	// 6. Hot deletes, conditional on the generation packed, no sooner than
-	// hotDeleteDelay after the pack was committed: a reader whose hot
-	// lookup takes less than that lists the log alongside it.
-	if err := latency.Sleep(ctx, s.hotDeleteDelay()-time.Since(committed)); err != nil {
-		return done(err)
-	}
+	unretired := 0
 	for _, it := range keep {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := s.hot.Delete(ctx, it.obj.Key, &blob.DeleteOptions{IfGenerationMatch: it.attrs.Generation})
+			gone, err := s.removeMoved(ctx, it)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case err == nil:
+			case err == nil && gone:
 				moved++
 				size += it.attrs.Size
-			case errors.Is(err, blob.ErrPrecondition), errors.Is(err, blob.ErrNotFound):
+			case err == nil:
 				// Overwritten (hot shadows the copy) or deleted by a user
 				// (who kills the copy through the marker).
 				s.stats.conflicts.Add(1)
+			case s.ret != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+				// A replica did not answer: recovery retires it again.
+				unretired++
+				s.stats.unretired.Add(1)
 			default:
 				firstErr = cmpErr(firstErr, err)
 			}
@@ -256,7 +272,66 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 	wg.Wait()
 	s.stats.moved.Add(int64(moved))
 	s.stats.bytes.Add(size)
+	if s.ret != nil {
+		// The marker stays, and with it what the log knows of these
+		// versions, until a later retirement confirms every copy is gone
+		// (recoverBatch).
+		return moved, size, firstErr
+	}
 	return done(firstErr)
+}
+
+// writePack writes a pack, verifies it, checks it was committed in time for
+// every reader's refresh to find it, and adds it to the catalog. It returns
+// when it was committed.
+func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, idx *packIndex, data []byte) (time.Time, error) {
+	idx.DataBytes = int64(len(data))
+	body, err := encodePack(idx, data)
+	if err != nil {
+		return time.Time{}, err
+	}
+
+	// 5. The pack, verified, in time.
+	if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream"}); err != nil {
+		return time.Time{}, err
+	}
+	committed := time.Now()
+	pa, err := s.cold.Stat(ctx, name)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("tiered: verify pack: %w", err)
+	}
+	if pa.Size != int64(len(body)) {
+		return time.Time{}, fmt.Errorf("tiered: verify pack: size %d, wrote %d", pa.Size, len(body))
+	}
+	if time.Since(chosen) >= s.cat.window()/2 {
+		// Readers might not find it: the objects stay in hot, whose versions
+		// the pack's copies duplicate (a later rewrite drops the copies).
+		return time.Time{}, fmt.Errorf("tiered: pack %s took %v, more than half the log window", name, time.Since(chosen))
+	}
+	lp, err := readPackIndex(ctx, s.cold, name)
+	if err != nil {
+		return time.Time{}, err
+	}
+	s.cat.addPack(lp)
+	s.stats.packs.Add(1)
+	return committed, nil
+}
+
+// removeMoved removes a packed object's version from hot: a conditional
+// delete, or over a retirer a retirement of it and every older copy. It
+// reports whether the version left hot (false: a newer one, or none, was
+// there).
+func (s *Store) removeMoved(ctx context.Context, it *packItem) (bool, error) {
+	if s.ret == nil {
+		err := s.hot.Delete(ctx, it.obj.Key, &blob.DeleteOptions{IfGenerationMatch: it.attrs.Generation})
+		if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	res, err := s.ret.Retire(ctx, it.hold, it.attrs.Generation)
+	s.stats.retired.Add(int64(res.Deleted))
+	return !res.Newer, err
 }
 
 // fillGenerations Stats, Concurrency at a time, the objects whose listing
@@ -274,7 +349,12 @@ func (s *Store) fillGenerations(ctx context.Context, objs []blob.ListObject) err
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			a, err := s.hot.Stat(ctx, objs[i].Key)
+			sctx := ctx
+			if s.ret != nil {
+				// The survey after the marker checks it against a majority.
+				sctx = quorum.WithConsistency(ctx, quorum.ReadFastest)
+			}
+			a, err := s.hot.Stat(sctx, objs[i].Key)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -299,6 +379,9 @@ func cmpErr(first, err error) error {
 // readForPack Stats and reads one object for a pack; nil if it changed or
 // went since it was listed.
 func (s *Store) readForPack(ctx context.Context, o blob.ListObject) (*packItem, error) {
+	if s.ret != nil {
+		return s.readHeld(ctx, o)
+	}
 	a, err := s.hot.Stat(ctx, o.Key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, nil
@@ -338,6 +421,35 @@ func (s *Store) readForPack(ctx context.Context, o blob.ListObject) (*packItem, 
 	return &packItem{obj: o, attrs: a, data: b}, nil
 }
 
+// readHeld is readForPack over a retirer: a survey of every replica (what
+// the retirement needs) in place of the Stat, and the value read from one
+// replica that holds the version surveyed.
+func (s *Store) readHeld(ctx context.Context, o blob.ListObject) (*packItem, error) {
+	h, err := s.ret.Survey(ctx, o.Key)
+	if err != nil {
+		return nil, err
+	}
+	a := h.Attributes()
+	if a == nil || a.Generation != o.Generation || s.opts.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes {
+		return nil, nil // changed since the marker named it
+	}
+	b, err := s.ret.ReadHeld(ctx, h)
+	if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != a.Size {
+		return nil, nil
+	}
+	if len(a.MD5) > 0 {
+		if sum := md5.Sum(b); !bytes.Equal(sum[:], a.MD5) {
+			return nil, nil
+		}
+	}
+	return &packItem{obj: o, attrs: a, data: b, hold: h}, nil
+}
+
 // dropBatchMarker removes a pack move's marker.
 func (s *Store) dropBatchMarker(ctx context.Context, mk string) error {
 	err := s.cold.Delete(ctx, mk, nil)
@@ -364,8 +476,47 @@ func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject) error {
 	if s.activeBatch(obj.Key) || (m.Owner != s.opts.Owner && s.opts.Now().Sub(m.Time) < 2*s.opts.MoveTimeout) {
 		return nil // being moved, here or perhaps by another process
 	}
+	if m.Packed && s.ret != nil {
+		// Its pack was committed in time and its objects retired, by a
+		// move that ended within MoveTimeout of m.Time: once operations in
+		// flight meanwhile have landed, a retirement that finds nothing
+		// left on any replica confirms it.
+		if s.opts.Now().Sub(m.Time) < s.opts.MoveTimeout+s.ret.InFlightBound() {
+			return nil
+		}
+		clean, err := s.confirmRetired(ctx, m.Items)
+		if err != nil || !clean {
+			// Retired again (or a replica did not answer): confirm again
+			// later.
+			m.Time = s.opts.Now()
+			mb, _ := json.Marshal(m)
+			if perr := blob.Put(ctx, s.cold, obj.Key, mb, &blob.WriterOptions{ContentType: "application/json"}); perr != nil {
+				return perr
+			}
+			return err
+		}
+	}
 	s.stats.recovered.Add(1)
 	return s.dropBatchMarker(ctx, obj.Key)
+}
+
+// confirmRetired retires items again and reports whether that found no
+// copy of any of them on any replica.
+func (s *Store) confirmRetired(ctx context.Context, items []kill) (bool, error) {
+	clean := true
+	for _, it := range items {
+		h, err := s.ret.Survey(ctx, it.Key)
+		if err != nil {
+			return false, err
+		}
+		res, err := s.ret.Retire(ctx, h, it.Gen)
+		s.stats.retired.Add(int64(res.Deleted))
+		if err != nil {
+			return false, err
+		}
+		clean = clean && res.Deleted == 0
+	}
+	return clean, nil
 }
 
 // activeBatch reports whether this Store's own pack move is using marker mk.
@@ -456,6 +607,13 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 	}
 	packs, tombs := s.cat.snapshot()
 	old := time.Now().Add(-s.cat.window())
+	// A pack move's marker names versions its retirement may have left
+	// copies of in hot: a pack that holds one of them keeps it until the
+	// marker is gone, killed or not (see retirer).
+	marked, err := s.markedItems(ctx)
+	if err != nil {
+		return err
+	}
 	for _, sum := range packs {
 		if t, _, _ := logTime(sum.name); t.After(old) {
 			continue
@@ -467,7 +625,7 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 		if live >= s.opts.PackMinLive {
 			continue
 		}
-		if err := s.rewritePack(ctx, sum); err != nil {
+		if err := s.rewritePack(ctx, sum, marked); err != nil {
 			return err
 		}
 	}
@@ -475,10 +633,6 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 	// names one of its versions (its pack may land late, and is only then
 	// listed): long after any pack that could hold one of its versions was
 	// committed.
-	marked, err := s.markedItems(ctx)
-	if err != nil {
-		return err
-	}
 	gc := time.Now().Add(-4 * s.cat.window())
 	for name, ks := range tombs {
 		if t, _, _ := logTime(name); t.After(gc) {
@@ -511,7 +665,7 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 // between leaves both: their common entries are the same versions, and a
 // kill applies to every copy. A reader that finds the old pack gone
 // relists the log and finds the new one, committed before.
-func (s *Store) rewritePack(ctx context.Context, sum *packSummary) error {
+func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[kill]bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
 	defer cancel()
 	lp, err := s.cat.index(ctx, sum)
@@ -527,6 +681,9 @@ func (s *Store) rewritePack(ctx context.Context, sum *packSummary) error {
 		keep, err := s.cat.keep(ctx, e, lp.name)
 		if err != nil {
 			return err
+		}
+		if !keep && marked[kill{Key: e.Key, Gen: e.Attrs.Generation}] {
+			return nil // rewritten once the marker is gone
 		}
 		if keep {
 			live = append(live, e)

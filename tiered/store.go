@@ -169,6 +169,7 @@ func (o Options) withDefaults() Options {
 type Store struct {
 	hot, cold blob.Store
 	opts      Options
+	ret       retirer // hot, if it is one
 
 	locks keyLocks
 	cat   *catalog
@@ -211,6 +212,7 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		limiter: newPacer(opts.MaxObjectsPerSecond, opts.MaxBytesPerSecond),
 		batches: map[string]bool{},
 	}
+	s.ret, _ = hot.(retirer)
 	s.cat = newCatalog(s)
 	if opts.Manual {
 		close(s.done)
@@ -252,6 +254,18 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	r, err := s.hot.NewRangeReader(ctx, key, offset, length)
 	since := s.settled()
 	if err == nil {
+		stale, serr := s.staleHot(ctx, key, r.Attributes().Generation, since)
+		switch {
+		case serr != nil:
+			r.Close()
+			ahead.drop()
+			return nil, serr
+		case stale:
+			// A copy a retirement left: the pack log has the key.
+			r.Close()
+			s.stats.staleHot.Add(1)
+			return s.readCold(ctx, key, offset, length, since, ahead)
+		}
 		ahead.drop()
 		return &fallbackReader{s: s, ctx: ctx, key: key, off: offset, n: length, r: r}, nil
 	}
@@ -565,17 +579,26 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 		} else if !errors.Is(err, blob.ErrNotFound) {
 			return err
 		}
-		return blob.Put(ctx, s.hot, key, data, &opts)
+		return s.putHot(ctx, key, data, opts, "")
 	}
 	want := opts.If.GenerationMatch()
-	a, err := s.hot.Stat(ctx, key)
-	switch {
-	case err == nil:
+	a, err := s.hotStat(ctx, key)
+	for try := 0; err == nil && try < 3; try++ {
 		if a.Generation != want {
 			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 		}
-		return blob.Put(ctx, s.hot, key, data, &opts)
-	case !errors.Is(err, blob.ErrNotFound):
+		err = blob.Put(ctx, s.hot, key, data, &opts)
+		if !errors.Is(err, blob.ErrPrecondition) {
+			return err
+		}
+		// want left hot since the Stat: replaced (the Stat now says so), or
+		// moved by a compactor in another process (cold has it now).
+		a, err = s.hotStat(ctx, key)
+	}
+	if err == nil {
+		return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
+	}
+	if !errors.Is(err, blob.ErrNotFound) {
 		return err
 	}
 	ca, err := s.coldStat(ctx, key, s.settled())
@@ -589,7 +612,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	// shadows the cold one until it is moved over it.
 	o := opts
 	o.If = blob.IfNotExist()
-	err = blob.Put(ctx, s.hot, key, data, &o)
+	err = s.putHot(ctx, key, data, o, want)
 	if errors.Is(err, blob.ErrExists) {
 		return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition, Err: err}
 	}
@@ -602,7 +625,7 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	if err := s.check(driver.OpStat, key); err != nil {
 		return nil, err
 	}
-	a, err := s.hot.Stat(ctx, key)
+	a, err := s.hotStat(ctx, key)
 	if err == nil || !errors.Is(err, blob.ErrNotFound) {
 		return a, err
 	}
@@ -703,6 +726,10 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 				bound = last
 			}
 		}
+	}
+	// Hot's stale copies are set aside once hot's page has set the bound.
+	if hp.Objects, err = s.filterStale(ctx, hp.Objects); err != nil {
+		return nil, "", err
 	}
 	size := inner.PageSize
 	page = &blob.ListPage{Objects: make([]blob.ListObject, 0, min(size, len(hp.Objects)+len(pp.Objects)+len(cp.Objects)))}
@@ -822,9 +849,20 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		want = opts.IfGenerationMatch
 	}
 	for range 10 {
-		a, err := s.hot.Stat(ctx, key)
+		a, stale, err := s.hotStatStale(ctx, key)
 		if errors.Is(err, blob.ErrNotFound) {
-			return s.deleteCold(ctx, key, want)
+			err := s.deleteCold(ctx, key, want)
+			if stale != "" && (err == nil || errors.Is(err, blob.ErrNotFound)) {
+				// Hot still holds a version packs killed now (or before): a
+				// pack move that packed it may not retire it, and once the
+				// packs forget it, it would be served again. Removed on
+				// condition of its generation, as a Delete removes one.
+				if herr := s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: stale}); herr != nil &&
+					!errors.Is(herr, blob.ErrPrecondition) && !errors.Is(herr, blob.ErrNotFound) {
+					return herr
+				}
+			}
+			return err
 		} else if err != nil {
 			return err
 		}
@@ -861,6 +899,20 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 			return err
 		}
 		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g})
+		if preKilled && s.ret != nil && errors.Is(err, blob.ErrPrecondition) {
+			// Over a retirer, readers ask the packs about a hot version a
+			// pack holds (staleHot): once one does, the tombstone written
+			// above deleted g for them, and what replaced g in hot came
+			// after.
+			if err := s.cat.sync(ctx, time.Now()); err != nil {
+				return err
+			}
+			if packed, herr := s.cat.holds(ctx, kill{Key: key, Gen: g}, ""); herr != nil {
+				return herr
+			} else if packed {
+				return nil
+			}
+		}
 		if preKilled && (errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound)) {
 			// g changed or left hot meanwhile (stores differ in which they
 			// report for a conditional delete of a missing object).

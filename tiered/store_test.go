@@ -118,7 +118,7 @@ func TestBackgroundCompactor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const after = 200 * time.Millisecond
 		hot, cold := memPair(t)
-		s, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: after, Interval: 10 * time.Millisecond, MoveTimeout: 50 * time.Millisecond})
+		s, err := tiered.New(keepOpen(hot), nopClose{cold}, tiered.Options{After: after, Interval: 10 * time.Millisecond, MoveTimeout: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func TestLagAndErrors(t *testing.T) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s, err := tiered.New(nopClose{hot}, nopClose{coldF}, tiered.Options{After: time.Minute, Manual: true, Now: clock})
+	s, err := tiered.New(keepOpen(hot), nopClose{coldF}, tiered.Options{After: time.Minute, Manual: true, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestConcurrencyAndRateBounds(t *testing.T) {
 		// Longer than the 5 ms between starts, so the bound is what limits.
 		coldF.AddLatency(fault.OpCommit, latency.Fixed(20*time.Millisecond))
 		c := &inFlight{Store: coldF}
-		s, err := tiered.New(nopClose{hot}, nopClose{c}, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 3, MaxObjectsPerSecond: 200, PackMaxObjects: -1})
+		s, err := tiered.New(keepOpen(hot), nopClose{c}, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 3, MaxObjectsPerSecond: 200, PackMaxObjects: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -207,8 +207,14 @@ func Describe(ops []porcupine.Operation) []string {
 				hi = mid
 			}
 		}
-		bad = append(bad, fmt.Sprintf("key %q: the first %d operations by call are not linearizable; the last 40 of them:", key, lo))
-		for _, o := range part[max(0, lo-40):lo] {
+		// A prefix can also fail because a read in it returns a value whose
+		// write was called after it: the ten operations called next are
+		// shown too.
+		bad = append(bad, fmt.Sprintf("key %q: the first %d operations by call are not linearizable; the last 40 of them, then the next 10:", key, lo))
+		for i, o := range part[max(0, lo-40):min(len(part), lo+10)] {
+			if max(0, lo-40)+i == lo {
+				bad = append(bad, "  (called after the failing prefix:)")
+			}
 			ret := fmt.Sprint(o.Return)
 			if o.Return == Never {
 				ret = "never"
