@@ -22,10 +22,11 @@ func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1
 //	tiered hot       100 * 300 s * 64 KiB = 1.8310546875 GiB * 3 * 0.110 = 0.604248046875
 //	tiered cold      100 * 604,500 s * 64 KiB = 3689.5751953125 GiB * 0.020 = 73.79150390625
 //	users' writes    262.8e6 * (6*0.005 + 9*0.0004)/1e3 = 8830.08
-//	users' deletes   hot Stat 3 B, tombstone 1 A: 262.8e6 * (3*0.0004 +
-//	                 0.005)/1e3 = 1629.36; a listing of the pack log shared
-//	                 by the deletes of 200ms (20 at 100/s): 262.8e6/20 *
-//	                 0.005/1e3 = 65.7
+//	users' deletes   hot Stat 3 B, a tombstone shared by the deletes of
+//	                 one regional write (20 ms: 2 at 100/s), 0.5 A:
+//	                 262.8e6 * (3*0.0004 + 0.5*0.005)/1e3 = 972.36; a listing
+//	                 of the pack log shared by the deletes of 200ms (20 at
+//	                 100/s): 262.8e6/20 * 0.005/1e3 = 65.7
 //	per object moved 2 Stats 6 B, read 4 B, delete 6 A + 9 B:
 //	                 262.8e6 * (6*0.005 + 19*0.0004)/1e3 = 9881.28
 //	per pack         3 A + 2 B; a pass every 75 s (After/4, at most 5m) of
@@ -33,13 +34,14 @@ func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1
 //	                 * (3*0.005 + 2*0.0004)/1e3 = 4.429056
 //	per pass         hot: 2 listings * 3 replicas * 30 pages = 180 A, and a
 //	                 Stat per replica of 60,000 tombstones (10 min of deletes)
-//	                 = 180,000 B; cold: 2 marker listings + 121 pages of a
-//	                 120,480-object log = 123 A: 35,040 * (180*0.005 +
-//	                 180000*0.0004 + 123*0.005)/1e3 = 2575.9656
+//	                 = 180,000 B; cold: 2 marker listings + 91 pages of a
+//	                 log of 60,480 packs and 30,000 tombstones (10 min of
+//	                 deletes, two to a tombstone) = 93 A: 35,040 *
+//	                 (180*0.005 + 180000*0.0004 + 93*0.005)/1e3 = 2570.7096
 func TestEstimateArithmetic(t *testing.T) {
 	w := cost.Workload{WritesPerSecond: 100, ObjectBytes: 64 << 10, Retention: 7 * 24 * time.Hour, After: 5 * time.Minute, Replicas: 3}
 	allHot, tier := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard)
-	compactor := 9881.28 + 4.429056 + 2575.9656
+	compactor := 9881.28 + 4.429056 + 2570.7096
 	for _, c := range []struct {
 		what      string
 		got, want float64
@@ -50,7 +52,7 @@ func TestEstimateArithmetic(t *testing.T) {
 		{"all-hot requests", allHot.Requests, 17660.16},
 		{"all-hot transfer", allHot.Transfer, 0},
 		{"tiered storage", tier.Storage, 0.604248046875 + 73.79150390625},
-		{"tiered requests", tier.Requests, 8830.08 + 1629.36 + 65.7 + compactor},
+		{"tiered requests", tier.Requests, 8830.08 + 972.36 + 65.7 + compactor},
 		{"tiered compactor", tier.Compactor, compactor},
 		{"tiered transfer", tier.Transfer, 0},
 	} {
@@ -60,9 +62,32 @@ func TestEstimateArithmetic(t *testing.T) {
 	}
 	// An explicit interval of 5 minutes: 8760 passes, each with 30 packs.
 	w.Interval = 5 * time.Minute
-	want := 8830.08 + 9881.28 + 1629.36 + 65.7 + 8760*30*(3*0.005+2*0.0004)/1e3 + 8760*(180*0.005+180000*0.0004+123*0.005)/1e3
+	want := 8830.08 + 9881.28 + 972.36 + 65.7 + 8760*30*(3*0.005+2*0.0004)/1e3 + 8760*(180*0.005+180000*0.0004+93*0.005)/1e3
 	if _, slow := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard); !near(slow.Requests, want) {
 		t.Errorf("tiered requests with a pass every 5m = %.6f, want %.6f", slow.Requests, want)
+	}
+}
+
+// Deletes of packed objects share tombstones (one a regional write, 20 ms)
+// and listings of the pack log (one a hot-delete delay, 200 ms) with the
+// deletes in flight at once: one each when they are too rare to meet.
+func TestDeleteShares(t *testing.T) {
+	for _, c := range []struct {
+		perSecond            float64
+		tombstones, listings float64
+	}{
+		{1, 1, 1},
+		{5, 1, 1},
+		{50, 1, 0.1},
+		{200, 0.25, 0.025},
+		{1000, 0.05, 0.005},
+	} {
+		if got := cost.DeleteTombstones(c.perSecond); !near(got, c.tombstones) {
+			t.Errorf("%g deletes/s: %g tombstones a delete, want %g", c.perSecond, got, c.tombstones)
+		}
+		if got := cost.DeleteListings(c.perSecond); !near(got, c.listings) {
+			t.Errorf("%g deletes/s: %g listings a delete, want %g", c.perSecond, got, c.listings)
+		}
 	}
 }
 
@@ -189,9 +214,9 @@ func TestCostTable(t *testing.T) {
 // tiered into packs against the untiered quorum. Over a quorum hot tier a
 // move's hot delete is a consensus round as dear as the write itself, and a
 // quorum's listing Stats its tombstones, so tiering pays where storage
-// dominates: from 64 KiB on every cloud, well under the quorum from 256
-// KiB, to less than half from 1 MiB. Below 64 KiB it costs more
-// than it saves.
+// dominates: from 64 KiB on every cloud (from 16 KiB on S3 and Azure), well
+// under the quorum from 256 KiB, to less than half from 1 MiB. Below that
+// it costs more than it saves.
 func TestTieringBySize(t *testing.T) {
 	for _, p := range cost.Pairs() {
 		for _, size := range []int64{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20} {

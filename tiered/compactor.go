@@ -36,7 +36,8 @@ type Stats struct {
 	Recovered int64
 	// Packs counts packs written (by moves and rewrites), Rewrites packs
 	// rewritten without their dead entries, and Tombstones the tombstones
-	// written (by this Store's deletes and maintenance).
+	// written (by this Store's deletes, moves and maintenance; the calls in
+	// flight at once share one).
 	Packs, Rewrites, Tombstones int64
 	// IndexLoads counts pack indexes read from cold (each pack's once when
 	// the catalog first lists it, and again when the index cache had let it

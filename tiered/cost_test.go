@@ -9,6 +9,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/cost"
 	"github.com/zonalblob/zonalblob/tiered"
 )
@@ -49,8 +50,9 @@ func nearRequests(got, want cost.Requests) bool {
 // bucket and on a 2-of-3 quorum of them, in front of a regional store, all
 // fault-wrapped, and checks the requests the wrappers counted against the
 // model's: a user's write, the compactor's work per object and per pack and
-// per pass, a user's delete of a packed object, and (for the untiered
-// layout) a delete in hot.
+// per pass, a user's delete of a packed object (with the listings and
+// tombstones the deletes in flight share), and (for the untiered layout) a
+// delete in hot.
 func TestCostCounts(t *testing.T) {
 	const objects, perPack = 1000, 100
 	for _, n := range []int{1, 3} {
@@ -107,11 +109,16 @@ func TestCostCounts(t *testing.T) {
 
 			// 100 deletes at once, as an application deleting at a steady
 			// rate runs them (each waits the hot-delete delay after its
-			// tombstone): each Stats hot and writes its tombstone, and they
-			// share listings of the pack log (cost.DeleteListings).
+			// tombstone): each Stats hot; they share listings of the pack
+			// log (cost.DeleteListings) and tombstones, the deletes that
+			// arrive while one is being written sharing the next
+			// (cost.DeleteTombstones). Cold's commits take a regional
+			// write's latency, as the model has them.
 			time.Sleep(tiered.HotDeleteDelay(2 * time.Second)) // the last listing is too old for them
+			slow := cold.AddLatency(fault.OpCommit, latency.Fixed(cost.RegionalWriteLatency))
 			before = count()
-			lists := cold.Stats()[fault.OpList].Calls
+			lists, tombs := cold.Stats()[fault.OpList].Calls, s.Stats().Tombstones
+			commits := cold.Stats()[fault.OpCommit].Calls
 			var wg sync.WaitGroup
 			for i := range 100 {
 				wg.Go(func() {
@@ -121,14 +128,23 @@ func TestCostCounts(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			cold.Remove(slow)
 			lists = cold.Stats()[fault.OpList].Calls - lists
+			tombs = s.Stats().Tombstones - tombs
+			commits = cold.Stats()[fault.OpCommit].Calls - commits
+			if commits != tombs {
+				t.Errorf("100 deletes committed %d objects to cold and wrote %d tombstones: want only tombstones", commits, tombs)
+			}
 			deletes := minus(count(), before)
-			deletes.RegionalWrites -= float64(lists)
+			deletes.RegionalWrites -= float64(lists + tombs)
 			check("a delete of a packed object", per(deletes, 100), cost.PackedDelete(n))
 			if lists < 1 || lists > 25 {
 				t.Errorf("100 deletes at once listed the pack log %d times: they share listings", lists)
 			}
-			t.Logf("100 deletes at once listed the pack log %d times", lists)
+			if tombs < 1 || tombs > 50 {
+				t.Errorf("100 deletes at once wrote %d tombstones: they share tombstones", tombs)
+			}
+			t.Logf("100 deletes at once listed the pack log %d times and wrote %d tombstones", lists, tombs)
 
 			for i := range 100 {
 				mustPut(t, hot, fmt.Sprintf("h%04d", i), "value")

@@ -183,6 +183,7 @@ type Store struct {
 	limiter *pacer
 
 	stats statsCounters
+	tombs *tombstoneBatcher
 
 	batchMu sync.Mutex
 	batches map[string]bool // markers of this Store's pack moves in flight
@@ -212,6 +213,7 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		batches: map[string]bool{},
 	}
 	s.cat = newCatalog(s)
+	s.tombs = newTombstoneBatcher(opts.MoveTimeout, maxTombstoneKills, s.commitTombstone)
 	if opts.Manual {
 		close(s.done)
 	} else {
