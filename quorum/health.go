@@ -219,13 +219,14 @@ type Stats struct {
 	Contended     int64 // rounds retried after losing to a concurrent one
 	ReadRepairs   int64 // reads that found the newest version on fewer than a majority
 	Collected     int64 // tombstones and placeholders collected
+	Retired       int64 // replica objects deleted by Retire
 }
 
 type atomicInt = atomic.Int64
 
 type statsCounters struct {
 	writes, failedWrites, readRepairs, hedges, repairs, markedDown, cameBack, antiEntropy atomicInt
-	rounds, contended, collected                                                          atomicInt
+	rounds, contended, collected, retired                                                 atomicInt
 }
 
 // Stats returns a snapshot of the store's counters and replica health.
@@ -235,7 +236,7 @@ func (s *Store) Stats() Stats {
 		Repairs: s.stats.repairs.Load(), MarkedDown: s.stats.markedDown.Load(), CameBack: s.stats.cameBack.Load(),
 		AntiEntropy: s.stats.antiEntropy.Load(), RepairPending: s.rq.len(),
 		Rounds: s.stats.rounds.Load(), Contended: s.stats.contended.Load(), ReadRepairs: s.stats.readRepairs.Load(),
-		Collected: s.stats.collected.Load(),
+		Collected: s.stats.collected.Load(), Retired: s.stats.retired.Load(),
 	}
 	s.mu.Lock()
 	st.TrackedKeys = len(s.floors)

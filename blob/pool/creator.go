@@ -146,8 +146,10 @@ func (c *Creator) load(prefix string) func(context.Context) (*prewarmed, error) 
 			return &prewarmed{key: key, w: w, cancel: cancel}, nil
 		}
 		cancel()
-		// The pool is closing, or the prewarm failed, perhaps after the store
-		// had created the object: undo it with a context Close does not end.
+		// The prewarm failed, perhaps after the store had created the
+		// object, or Close stopped waiting for it (ctx ended; Close does not
+		// cancel prewarms before, as a create cancelled in flight can land
+		// after this undo): undo it with a context of its own.
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer dcancel()
 		if err == nil {
@@ -264,8 +266,11 @@ func (c *Creator) Stats() map[string]Stats {
 }
 
 // Close discards every pooled writer (deleting their objects), including
-// writers handed out and never closed, waits for pooled writers being closed,
-// then closes the wrapped store.
+// writers handed out and never closed; lets prewarms in flight finish, then
+// deletes what they made; waits for pooled writers being closed; then closes
+// the wrapped store. It waits at most a minute for the prewarms and discards:
+// a prewarm still running then is cancelled, and an object it was creating may
+// be left, unwritten, for the orphan reconciler.
 func (c *Creator) Close() error {
 	if !c.life.Close() {
 		return driver.ClosedError(driver.OpClose, "")

@@ -111,31 +111,64 @@ func TestCreatorRefusesUnsafeAges(t *testing.T) {
 // slowPrewarmer is a Prewarmer over a memory store that behaves like a zonal
 // bucket: Prewarm creates the object empty at once, then takes prewarm to
 // answer (the flush); the writer's Close takes commit, honouring its context.
-// With hold set, a prewarm waits for its context to end after creating the
-// object, then fails with the context's error, or, with ignoreCancel, reports
-// success anyway (a flush that completed as the pool closed).
+//
+// With hold set, a prewarm is in flight until release is closed: it creates
+// its object at once and answers (the flush) when released, failing with
+// failHeld or succeeding; with lateCreate the create itself is held, and lands
+// when released even if the caller has given up (its context ended: it gets
+// the context's error at once), as a create request that a service has
+// received does when the client abandons it.
 type slowPrewarmer struct {
 	blob.Store
 	prewarm, commit time.Duration
 	hold            atomic.Bool
-	ignoreCancel    bool
-	held            atomic.Int64
+	release         chan struct{}
+	failHeld        bool
+	lateCreate      bool
+	held, landed    atomic.Int64 // prewarms held; their creates that landed
 }
 
 func (s *slowPrewarmer) Prewarm(ctx context.Context, key string, _ *blob.WriterOptions) (blob.Writer, error) {
-	if err := blob.Put(context.WithoutCancel(ctx), s.Store, key, nil, &blob.WriterOptions{If: blob.IfNotExist()}); err != nil {
-		return nil, err
+	create := func() error {
+		return blob.Put(context.WithoutCancel(ctx), s.Store, key, nil, &blob.WriterOptions{If: blob.IfNotExist()})
 	}
-	if s.hold.Load() {
-		s.held.Add(1)
-		<-ctx.Done()
-		if !s.ignoreCancel {
-			return nil, ctx.Err()
+	if !s.hold.Load() {
+		if err := create(); err != nil {
+			return nil, err
 		}
-	} else {
 		time.Sleep(s.prewarm)
+		return &slowWriter{s: s, ctx: ctx, key: key}, nil
 	}
-	return &slowWriter{s: s, ctx: ctx, key: key}, nil
+	s.held.Add(1)
+	if !s.lateCreate {
+		if err := create(); err != nil {
+			return nil, err
+		}
+		s.landed.Add(1)
+	}
+	answer := make(chan error, 1)
+	go func() {
+		<-s.release
+		var err error
+		if s.lateCreate {
+			if err = create(); err == nil {
+				s.landed.Add(1)
+			}
+		}
+		if err == nil && s.failHeld {
+			err = errors.New("flush failed")
+		}
+		answer <- err
+	}()
+	select {
+	case err := <-answer:
+		if err != nil {
+			return nil, err
+		}
+		return &slowWriter{s: s, ctx: ctx, key: key}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 type slowWriter struct {
@@ -254,14 +287,14 @@ func TestCreatorBoundsTheCommit(t *testing.T) {
 }
 
 // Close undoes every object it made: spares, writers handed out and never
-// closed, and prewarms in flight, whether they fail with Close's
-// cancellation after creating their object or succeed as the pool closes.
+// closed, and prewarms in flight at Close, whether they succeed or fail once
+// their object exists.
 func TestCreatorCloseLeavesNothing(t *testing.T) {
-	for _, ignoreCancel := range []bool{false, true} {
-		t.Run(fmt.Sprintf("prewarm-succeeds-at-close=%v", ignoreCancel), func(t *testing.T) {
+	for _, failHeld := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prewarm-fails=%v", failHeld), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
-				sp := &slowPrewarmer{prewarm: 10 * time.Millisecond, ignoreCancel: ignoreCancel}
+				sp := &slowPrewarmer{prewarm: 10 * time.Millisecond, release: make(chan struct{}), failHeld: failHeld}
 				c, mem := newSlowCreator(t, sp, pool.CreatorOptions{Capacity: 8, MinIdle: 4})
 				written, err := blob.CreateBytes(ctx, c, "log/", []byte("kept"), nil)
 				if err != nil {
@@ -277,7 +310,10 @@ func TestCreatorCloseLeavesNothing(t *testing.T) {
 				if sp.held.Load() == 0 {
 					t.Fatal("no prewarm in flight at Close: the test does not test what it says")
 				}
-				if err := c.Close(); err != nil {
+				closed := closeInBackground(c)
+				synctest.Wait()
+				close(sp.release)
+				if err := <-closed; err != nil {
 					t.Fatal(err)
 				}
 				synctest.Wait()
@@ -287,6 +323,57 @@ func TestCreatorCloseLeavesNothing(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A prewarm in flight at Close whose create the store has received but not
+// yet applied leaves nothing. Had Close cancelled it, the prewarm would have
+// returned at once and its undo run before the create landed, leaving an
+// empty object that no one writes and no closed store sweeps. Close lets the
+// create land, then deletes the object.
+func TestCreatorCloseLeavesNoLateCreate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		sp := &slowPrewarmer{release: make(chan struct{}), lateCreate: true}
+		sp.hold.Store(true)
+		c, mem := newSlowCreator(t, sp, pool.CreatorOptions{Capacity: 4, MinIdle: 2})
+		created := make(chan error, 1)
+		go func() {
+			_, _, err := blob.Create(ctx, c, "log/", nil)
+			created <- err
+		}()
+		synctest.Wait()
+		held := sp.held.Load()
+		if held == 0 {
+			t.Fatal("no create in flight at Close: the test does not test what it says")
+		}
+		closed := closeInBackground(c)
+		synctest.Wait()
+		// Close has gone as far as it can go before the creates land.
+		if n := sp.landed.Load(); n != 0 {
+			t.Fatalf("%d creates landed before they were released", n)
+		}
+		close(sp.release)
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := <-created; !errors.Is(err, blob.ErrClosed) {
+			t.Errorf("Create waiting at Close = %v, want ErrClosed", err)
+		}
+		if n := sp.landed.Load(); n != held {
+			t.Errorf("%d of the %d creates in flight at Close landed", n, held)
+		}
+		if got := listAll(t, mem, ""); len(got) != 0 {
+			t.Errorf("after Close, %d of the %d creates that landed after Close began are left: %q", len(got), held, got)
+		}
+	})
+}
+
+// closeInBackground starts c.Close and returns its result's channel.
+func closeInBackground(c *pool.Creator) <-chan error {
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	return closed
 }
 
 // keepOpen leaves the memory store open when the Creator closes, so a test can

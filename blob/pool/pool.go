@@ -24,8 +24,15 @@
 //     finishes first, that load or one already in flight, so a cold pool is
 //     never slower than no pool. LoadConcurrency bounds background loads; each
 //     waiting caller adds at most its own inline load.
-//   - Close discards everything the pool holds and waits for loads and
-//     discards in flight.
+//   - Close starts no more loads and discards everything the pool holds.
+//     Loads in flight are not cancelled: each runs to its end and what it
+//     made is discarded. A load cancelled midway could not know whether its
+//     item exists (a create the store has received may still land after the
+//     load gave up, and after its undo), so it could leave one behind.
+//     Close waits for those loads and for every discard; if its context ends
+//     first, it cancels the loads still running and returns the context's
+//     error, and an item one of them was making may be left for the store's
+//     own cleanup.
 //
 // The pool is generic and knows nothing of storage: Load and Discard do the I/O.
 package pool
@@ -59,7 +66,8 @@ const (
 
 // Options configure a Pool. Load, MaxItemAge and Capacity are required.
 type Options[T any] struct {
-	// Load makes one item. It is called with a context that Close cancels.
+	// Load makes one item. Its context ends only when a Close gives up
+	// waiting for the loads in flight (Close's context ended).
 	Load func(ctx context.Context) (T, error)
 	// Discard disposes of an item that will never be handed out (for
 	// gcsrapid: close the writer and delete the empty object). It runs in
@@ -86,7 +94,7 @@ type Options[T any] struct {
 type Pool[T any] struct {
 	opts Options[T]
 
-	ctx    context.Context // canceled by Close: stops loads
+	ctx    context.Context // the loads'; canceled once Close stops waiting for them
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // loads, discards and the sweeper
 	done   chan struct{}
@@ -390,8 +398,10 @@ func (p *Pool[T]) sweep() {
 	}
 }
 
-// Close stops the loaders, discards every item the pool holds and waits for
-// loads and discards in flight (or ctx). Waiting callers get ErrClosed.
+// Close stops the loaders and discards every item the pool holds; loads in
+// flight run to their end and their items are discarded. It waits for those
+// loads and for every discard, or until ctx ends: then it cancels the loads
+// still running and returns ctx's error. Waiting callers get ErrClosed at once.
 func (p *Pool[T]) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -409,7 +419,8 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 	}
 	p.waiters = nil
 	p.mu.Unlock()
-	p.cancel()
+	// Loads are not cancelled here: see the package doc.
+	defer p.cancel()
 	finished := make(chan struct{})
 	go func() { p.bg.Wait(); close(finished) }()
 	select {

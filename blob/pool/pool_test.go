@@ -264,8 +264,35 @@ func TestCloseFailsWaitersAndDiscardsLoadsInFlight(t *testing.T) {
 		if err := <-errc; !errors.Is(err, ErrClosed) {
 			t.Errorf("waiting Get = %v, want ErrClosed", err)
 		}
-		if s := p.Stats(); s.Hits+s.Misses != 1 {
+		s := p.Stats()
+		if s.Hits+s.Misses != 1 {
 			t.Errorf("stats %+v", s)
+		}
+		// The loads in flight at Close (the waiting caller's and a spare)
+		// ran to their end, uncancelled, and what they made was discarded
+		// before Close returned.
+		if s.LoadErrors != 0 || s.Loads != 2 || f.loads != 2 || f.discarded[DiscardShutdown] != 2 {
+			t.Errorf("load errors %d, loads %d (made %d), shutdown discards %d: want the 2 loads in flight finished and discarded",
+				s.LoadErrors, s.Loads, f.loads, f.discarded[DiscardShutdown])
+		}
+	})
+}
+
+// A Close whose context ends before the loads in flight do stops waiting,
+// cancels them and says so.
+func TestCloseCancelsLoadsWhenItsContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeObjects{delay: time.Hour}
+		p := newTestPool(t, f, Options[time.Time]{MaxItemAge: 2 * time.Hour, Capacity: 4, MinIdle: 1})
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close = %v, want the deadline exceeded", err)
+		}
+		synctest.Wait()
+		if s := p.Stats(); s.Loads != 0 || s.LoadErrors != 1 || s.Loading != 0 {
+			t.Errorf("loads %d, load errors %d, loading %d: want the one load in flight cancelled", s.Loads, s.LoadErrors, s.Loading)
 		}
 	})
 }

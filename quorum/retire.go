@@ -1,0 +1,211 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
+)
+
+// This file is how a caller that keeps a key's version elsewhere removes it
+// from the replicas without a consensus round (package tiered, once a
+// version is in a regional pack). A Delete writes a tombstone on every
+// replica, two writes each; a retirement deletes each replica's object on
+// condition of its generation, and deletes are free on every cloud.
+//
+// The price is the register's memory: a replica whose object was deleted
+// reads as one that never held the key, so until every replica's copy is
+// gone a majority read may find the retired version on a minority and
+// settle it back, or find it gone on a majority and report NotFound. The
+// caller must hold the version elsewhere, and must from then on treat any
+// version the quorum shows at or below the retired one as stale (tiered
+// does: a version at or below one its pack log knows is never served).
+// Versions above it are untouched: Retire deletes only objects whose
+// version is at or below it, each on condition of the generation it
+// stat'ed, and a round that promised on a replica before its object was
+// deleted has its accept there refused (accepts are conditional on the
+// generation the promise left), so nothing newer is lost or undone.
+//
+// Like tombstone collection, a retirement assumes that no write from long
+// before it is still in flight (StragglerTimeout bounds rounds and their
+// background accepts): retire only versions older than that by far.
+
+// Holding is what each replica held of a key when Survey stat'ed it.
+type Holding struct {
+	key    string
+	cur    *rstate
+	states []rstate
+}
+
+// Attributes returns the attributes of the key's chosen version, or nil if
+// it has none (deleted, or never written).
+func (h *Holding) Attributes() *blob.Attributes {
+	if h.cur == nil || h.cur.gone() {
+		return nil
+	}
+	return publicAttrs(h.cur)
+}
+
+// Survey stats key on every replica that answers within a moment of a
+// majority (one Stat each) and returns the chosen version with each
+// replica's object, as Retire and ReadHeld use them. A version found on
+// fewer than a majority is settled first, as a majority read settles it.
+func (s *Store) Survey(ctx context.Context, key string) (*Holding, error) {
+	if err := s.check(driver.OpStat, key); err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		xs, err := s.survey(ctx, key, s.maj)
+		if err != nil {
+			return nil, wrapOp("survey", key, err)
+		}
+		cur := highest(xs)
+		if countAcc(xs, cur.acc) >= s.maj || cur.acc == "" {
+			return &Holding{key: key, cur: cur, states: xs}, nil
+		}
+		if attempt == roundAttempts-1 {
+			return nil, blob.Errorf("survey", key, nil, "%w: the key's replicas keep changing", ErrNoQuorum)
+		}
+		if _, _, err := s.settle(ctx, "survey", key); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ReadHeld reads the value of the version h found, from one replica that
+// holds it (one read). It fails with blob.ErrPrecondition if that replica's
+// object changed since the survey, and blob.ErrNotFound if h found none.
+func (s *Store) ReadHeld(ctx context.Context, h *Holding) ([]byte, error) {
+	if err := s.check(driver.OpRead, h.key); err != nil {
+		return nil, err
+	}
+	if h.cur == nil || h.cur.gone() {
+		return nil, &blob.Error{Op: driver.OpRead, Key: h.key, Kind: blob.ErrNotFound}
+	}
+	v, err := s.readValue(ctx, h.key, h.cur)
+	switch {
+	case errors.Is(err, errChanged), errors.Is(err, blob.ErrNotFound):
+		return nil, &blob.Error{Op: driver.OpRead, Key: h.key, Kind: blob.ErrPrecondition, Err: err}
+	case err != nil:
+		return nil, wrapOp(driver.OpRead, h.key, err)
+	}
+	return v.data, nil
+}
+
+// Retired is what a Retire did.
+type Retired struct {
+	// Deleted counts the replica objects deleted.
+	Deleted int
+	// Newer reports that some replica holds a version newer than the one
+	// retired: the key was written again.
+	Newer bool
+	// Complete reports that every replica answered and none holds a version
+	// at or below the one retired any more.
+	Complete bool
+}
+
+// Retire deletes, from every replica, the key's object if it holds a
+// version at or below version (a value or a tombstone; a placeholder whose
+// promise is at or below it too), each on condition of the replica
+// generation h found (a replica h did not hear from, or whose object
+// changed since, is stat'ed again first). It never touches a newer version.
+// See the top of this file for what the caller must guarantee. An error
+// reports replicas that could not be reached or kept changing; what was
+// deleted stays deleted, and Retire may be called again.
+func (s *Store) Retire(ctx context.Context, h *Holding, version string) (Retired, error) {
+	var out Retired
+	if err := s.check(driver.OpDelete, h.key); err != nil {
+		return out, err
+	}
+	if version == "" {
+		return out, blob.Errorf(driver.OpDelete, h.key, blob.ErrInvalidArgument, "retire needs a version")
+	}
+	seen := make(map[*replica]rstate, len(h.states))
+	for _, x := range h.states {
+		if x.ok() {
+			seen[x.r] = x
+		}
+	}
+	type result struct {
+		deleted int
+		newer   bool
+		err     error
+	}
+	ch := make(chan result, len(s.reps))
+	for _, r := range s.reps {
+		x, ok := seen[r]
+		go func() {
+			var res result
+		tries:
+			for try := 0; try < 4; try++ {
+				res.err = nil
+				if !ok || try > 0 {
+					x = s.statReplica(ctx, r, h.key)
+				}
+				if !x.ok() {
+					res.err = fmt.Errorf("replica %d: %w", r.idx, x.err)
+					break tries
+				}
+				switch {
+				case x.kind == absent:
+					ch <- res
+					return
+				case x.kind == empty && x.prom > version:
+					// A round under way since: it holds no version.
+					ch <- res
+					return
+				case x.kind != empty && (x.ver == "" || x.ver > version):
+					res.newer = x.kind == live
+					ch <- res
+					return
+				}
+				start := time.Now()
+				err := r.s.Delete(ctx, h.key, &blob.DeleteOptions{IfGenerationMatch: x.attrs.Generation})
+				s.observe(r, time.Since(start), err, ctx.Err() != nil)
+				switch {
+				case err == nil:
+					res.deleted++
+					ch <- res
+					return
+				case refusal(err):
+					res.err = fmt.Errorf("replica %d changed: %w", r.idx, err)
+					continue
+				default:
+					res.err = fmt.Errorf("replica %d: %w", r.idx, err)
+					break tries
+				}
+			}
+			ch <- res
+		}()
+	}
+	var errs []error
+	for range s.reps {
+		res := <-ch
+		out.Deleted += res.deleted
+		out.Newer = out.Newer || res.newer
+		if res.err != nil {
+			errs = append(errs, res.err)
+		}
+	}
+	s.stats.retired.Add(int64(out.Deleted))
+	if len(errs) > 0 {
+		return out, blob.Errorf(driver.OpDelete, h.key, nil, "%w: retire: %v", ErrNoQuorum, errors.Join(errs...))
+	}
+	out.Complete = true
+	return out, nil
+}
+
+// GenerationTime returns when the version named by generation gen was
+// issued, on its writer's clock (never later than the write took effect,
+// within clock skew). A key's versions that took effect later have greater
+// generations, compared as strings.
+func GenerationTime(gen string) (time.Time, bool) {
+	ns := tokenTime(gen)
+	if ns == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
