@@ -74,8 +74,12 @@ func TestCostCounts(t *testing.T) {
 			}
 			_, coldMem := memPair(t)
 			cold := fault.Wrap(coldMem, fault.Options{Seed: 9})
-			// MoveTimeout sets the hot-delete delay (a tenth) each delete waits.
-			s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: perPack, MoveTimeout: 2 * time.Second})
+			// MoveTimeout bounds each pack move (a hundred hot deletes, each a
+			// consensus round over a quorum: generous, for a busy machine
+			// under -race) and sets the hot-delete delay each delete waits
+			// (a tenth, at most 200ms).
+			const moveTimeout = 10 * time.Second
+			s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: perPack, MoveTimeout: moveTimeout})
 			count := func() cost.Requests { return requestsOf(zonal, cold) }
 			check := func(what string, got, want cost.Requests) {
 				t.Helper()
@@ -114,7 +118,7 @@ func TestCostCounts(t *testing.T) {
 			// arrive while one is being written sharing the next
 			// (cost.DeleteTombstones). Cold's commits take a regional
 			// write's latency, as the model has them.
-			time.Sleep(tiered.HotDeleteDelay(2 * time.Second)) // the last listing is too old for them
+			time.Sleep(tiered.HotDeleteDelay(moveTimeout)) // the last listing is too old for them
 			slow := cold.AddLatency(fault.OpCommit, latency.Fixed(cost.RegionalWriteLatency))
 			before = count()
 			lists, tombs := cold.Stats()[fault.OpList].Calls, s.Stats().Tombstones
