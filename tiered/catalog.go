@@ -20,7 +20,6 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
-	"github.com/zonalblob/zonalblob/blob/latency"
 )
 
 // logPrefix starts the names, in cold, of packs and tombstones: the pack
@@ -809,33 +808,6 @@ func readRange(ctx context.Context, s blob.Store, key string, off, n int64) ([]b
 	}
 	defer r.Close()
 	return io.ReadAll(r)
-}
-
-// writeTombstone commits kills to the log, and makes sure the tombstone is
-// found by every refresh that starts after this returns: it must be
-// committed within window/2 of its name's time, or it is written again
-// under a newer name. It returns hotDeleteDelay after the commit, so that
-// what the caller does next (a removal from hot, a Delete's return) is seen
-// only by readers who will see the tombstone (see Store.settled).
-func (s *Store) writeTombstone(ctx context.Context, ks []kill) error {
-	if len(ks) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(ks)
-	for range 3 {
-		chosen := s.logNow()
-		name := logName(kindTomb, chosen)
-		if err := blob.Put(ctx, s.cold, name, b, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
-			return err
-		}
-		committed := time.Now()
-		s.stats.tombstones.Add(1)
-		if committed.Sub(chosen) < s.cat.window()/2 {
-			s.cat.addTomb(name, ks)
-			return latency.Sleep(ctx, s.hotDeleteDelay()-time.Since(committed))
-		}
-	}
-	return errors.New("tiered: tombstone writes keep taking longer than the pack log allows")
 }
 
 // readPacked reads a range of a packed object: one ranged read of its pack.

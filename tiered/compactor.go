@@ -36,7 +36,8 @@ type Stats struct {
 	Recovered int64
 	// Packs counts packs written (by moves and rewrites), Rewrites packs
 	// rewritten without their dead entries, and Tombstones the tombstones
-	// written (by this Store's deletes and maintenance).
+	// written (by this Store's deletes, moves and maintenance; the calls in
+	// flight at once share one).
 	Packs, Rewrites, Tombstones int64
 	// Retired counts hot replica copies a pack move deleted (hot is a
 	// quorum); Unretired the retirements left for recovery to finish (a

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/cost"
 	"github.com/zonalblob/zonalblob/tiered"
 )
@@ -49,8 +50,9 @@ func nearRequests(got, want cost.Requests) bool {
 // bucket and on a 2-of-3 quorum of them, in front of a regional store, all
 // fault-wrapped, and checks the requests the wrappers counted against the
 // model's: a user's write, the compactor's work per object and per pack and
-// per pass, a user's delete of a packed object, and (for the untiered
-// layout) a delete in hot.
+// per pass, a user's delete of a packed object (with the listings and
+// tombstones the deletes in flight share), and (for the untiered layout) a
+// delete in hot.
 func TestCostCounts(t *testing.T) {
 	const objects, perPack = 1000, 100
 	for _, n := range []int{1, 3} {
@@ -72,8 +74,12 @@ func TestCostCounts(t *testing.T) {
 			}
 			_, coldMem := memPair(t)
 			cold := fault.Wrap(coldMem, fault.Options{Seed: 9})
-			// MoveTimeout sets the hot-delete delay (a tenth) each delete waits.
-			s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: perPack, MoveTimeout: 2 * time.Second})
+			// MoveTimeout bounds each pack move (a hundred objects surveyed,
+			// read and retired: generous, for a busy machine under -race)
+			// and sets the hot-delete delay each delete waits (a tenth, at
+			// most 200ms).
+			const moveTimeout = 4 * time.Second
+			s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: perPack, MoveTimeout: moveTimeout})
 			count := func() cost.Requests { return requestsOf(zonal, cold) }
 			check := func(what string, got, want cost.Requests) {
 				t.Helper()
@@ -106,7 +112,7 @@ func TestCostCounts(t *testing.T) {
 				if st := s.Stats(); st.Retired != objects*int64(n) {
 					t.Fatalf("the pass retired %d replica copies, want %d", st.Retired, objects*n)
 				}
-				time.Sleep(2*time.Second + quorumInFlight)
+				time.Sleep(moveTimeout + quorumInFlight)
 				before = count()
 				s.CompactOnce(ctxT(t))
 				pass = addRequests(pass, minus(count(), before))
@@ -124,11 +130,16 @@ func TestCostCounts(t *testing.T) {
 
 			// 100 deletes at once, as an application deleting at a steady
 			// rate runs them (each waits the hot-delete delay after its
-			// tombstone): each Stats hot and writes its tombstone, and they
-			// share listings of the pack log (cost.DeleteListings).
-			time.Sleep(tiered.HotDeleteDelay(2 * time.Second)) // the last listing is too old for them
+			// tombstone): each Stats hot; they share listings of the pack
+			// log (cost.DeleteListings) and tombstones, the deletes that
+			// arrive while one is being written sharing the next
+			// (cost.DeleteTombstones). Cold's commits take a regional
+			// write's latency, as the model has them.
+			time.Sleep(tiered.HotDeleteDelay(moveTimeout)) // the last listing is too old for them
+			slow := cold.AddLatency(fault.OpCommit, latency.Fixed(cost.RegionalWriteLatency))
 			before = count()
-			lists := cold.Stats()[fault.OpList].Calls
+			lists, tombs := cold.Stats()[fault.OpList].Calls, s.Stats().Tombstones
+			commits := cold.Stats()[fault.OpCommit].Calls
 			var wg sync.WaitGroup
 			for i := range 100 {
 				wg.Go(func() {
@@ -138,14 +149,23 @@ func TestCostCounts(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			cold.Remove(slow)
 			lists = cold.Stats()[fault.OpList].Calls - lists
+			tombs = s.Stats().Tombstones - tombs
+			commits = cold.Stats()[fault.OpCommit].Calls - commits
+			if commits != tombs {
+				t.Errorf("100 deletes committed %d objects to cold and wrote %d tombstones: want only tombstones", commits, tombs)
+			}
 			deletes := minus(count(), before)
-			deletes.RegionalWrites -= float64(lists)
+			deletes.RegionalWrites -= float64(lists + tombs)
 			check("a delete of a packed object", per(deletes, 100), cost.PackedDelete(n))
 			if lists < 1 || lists > 25 {
 				t.Errorf("100 deletes at once listed the pack log %d times: they share listings", lists)
 			}
-			t.Logf("100 deletes at once listed the pack log %d times", lists)
+			if tombs < 1 || tombs > 50 {
+				t.Errorf("100 deletes at once wrote %d tombstones: they share tombstones", tombs)
+			}
+			t.Logf("100 deletes at once listed the pack log %d times and wrote %d tombstones", lists, tombs)
 
 			for i := range 100 {
 				mustPut(t, hot, fmt.Sprintf("h%04d", i), "value")

@@ -72,7 +72,14 @@
 //
 // Deletes and overwrites of packed objects kill them: a Delete writes a
 // tombstone naming the version, and a move of a newer version records the
-// older ones as superseded in its pack. A Delete of a version in hot that a
+// older ones as superseded in its pack. A Store writes one tombstone at a
+// time, and the kills of the Deletes, moves and rewrites that call for one
+// while a tombstone is being written share the next (up to 10,000 kills
+// each): a lone Delete's is written at once, and under load a tombstone,
+// one regional write, carries the deletes of a regional write's latency.
+// Each caller returns once the tombstone carrying its kills is committed
+// (and the delay after), or with the error of its write; a caller that
+// gives up leaves that write to the others. A Delete of a version in hot that a
 // pack move may be packing (a move's marker names the key, or the version is
 // old enough to move) kills it in the log before it removes it from hot, so
 // a pack the move commits after the removal never serves it. Kills are by
@@ -81,7 +88,7 @@
 // rewritten: its live entries, and the kills it carries that still apply to
 // another pack, go into a new pack, and only then is it deleted; a reader
 // that finds it gone relists the log. A tombstone is removed once no pack
-// holds a version it kills, four windows after it was written.
+// holds any version it kills, four windows after it was written.
 //
 // The catalog keeps, of each pack, its key range and a Bloom filter of its
 // keys (about 10 bits an object), and the indexes themselves in a cache of

@@ -184,6 +184,7 @@ type Store struct {
 	limiter *pacer
 
 	stats statsCounters
+	tombs *tombstoneBatcher
 
 	batchMu sync.Mutex
 	batches map[string]bool // markers of this Store's pack moves in flight
@@ -214,6 +215,7 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 	}
 	s.ret, _ = hot.(retirer)
 	s.cat = newCatalog(s)
+	s.tombs = newTombstoneBatcher(opts.MoveTimeout, maxTombstoneKills, s.commitTombstone)
 	if opts.Manual {
 		close(s.done)
 	} else {

@@ -294,7 +294,7 @@ func writeCost(out io.Writer, w cost.Workload) error {
 		return err
 	}
 	fmt.Fprintln(out, "```")
-	fmt.Fprintln(out, "\nRequests are counted as package tiered's tests count them on the stores: a quorum write or delete is a consensus round (2 writes and 3 reads on each replica); tiering moves objects into regional packs (per object a Stat, a read and the hot delete; per pack a marker, the pack, a listing, a Stat and an index read), a Delete of a packed object is a hot Stat and a tombstone (and a listing of the pack log that the deletes of 200 ms share), and each pass lists hot (a quorum's listing Stats every tombstone it keeps) and the pack log. For small objects those requests can cost more than the storage tiering saves. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
+	fmt.Fprintln(out, "\nRequests are counted as package tiered's tests count them on the stores: a quorum write or delete is a consensus round (2 writes and 3 reads on each replica); tiering moves objects into regional packs (per object a Stat, a read and the hot delete; per pack a marker, the pack, a listing, a Stat and an index read), a Delete of a packed object is a hot Stat, a share of a tombstone (the deletes that arrive while one is being written, 20 ms, share the next) and a share of a listing of the pack log (which the deletes of 200 ms share), and each pass lists hot (a quorum's listing Stats every tombstone it keeps) and the pack log. For small objects those requests can cost more than the storage tiering saves. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
 	return nil
 }
 
