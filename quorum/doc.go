@@ -154,6 +154,22 @@
 // row is marked down; operations skip it while enough others are up, and the
 // prober brings it back.
 //
+// # Retiring a version kept elsewhere
+//
+// Survey, ReadHeld and Retire serve a caller that has copied a key's
+// version elsewhere (package tiered, into a regional pack) and wants it off
+// the replicas without a tombstone round: Survey stats every replica,
+// ReadHeld reads the version from one, and Retire deletes each replica's
+// copy of it, or of an older version, on condition of its generation
+// (deletes are free; a tombstone round is two writes a replica). Nothing
+// newer is touched, and a round that promised on a replica before its copy
+// went has its accept refused there, so nothing newer is lost. But the
+// retirement is not atomic: until every copy is gone a majority read may
+// settle a lingering copy back, so the caller must treat any version at or
+// below the retired one as stale from then on, and confirm the retirement
+// with another Retire begun InFlightBound after the first (a read's
+// settling and a round's writes land within it) that deletes nothing.
+//
 // # Optional capabilities
 //
 // A Store is a blob.Prewarmer (above) and a blob.Finalizer: Finalize settles

@@ -50,6 +50,38 @@
 // pack, two regional writes, a listing, a Stat and an index read; per
 // object, a Stat, a read and the conditional delete in hot.
 //
+// # Retiring from a quorum
+//
+// Over a quorum (package quorum) a conditional delete is a consensus round
+// writing a tombstone on every replica, as dear as the write it removes. So
+// a pack move over a quorum surveys each object on every replica after its
+// marker (quorum.Store.Survey: the version a majority holds, and each
+// replica's copy), reads it from one replica, and once the pack is
+// committed retires it (quorum.Store.Retire): each replica's copy of that
+// version, or of an older one, is deleted on condition of its generation.
+// Deletes are free: per object, a Stat of the fastest replica, two surveys
+// (this one and the confirming one below) and one read, and no write.
+//
+// A retirement is not atomic: until every copy is gone the quorum may show
+// the version again (a majority read finding it on one replica settles it
+// back) or not. So a Store over a quorum never serves a hot version at or
+// below one a pack holds (staleHot): reads, Stats, listings, Deletes and
+// conditional writes ask the packs instead, which say whether it is still
+// the key's version or was killed. Versions younger than After (less twice
+// MaxClockSkew and MoveTimeout) cannot have been packed and are served as
+// they are, without looking. That rule needs the pack log to remember a
+// retired version for as long as a copy may remain: the move marks its
+// marker packed before it retires anything and leaves it in place; a pack
+// holding a version a marker names is not rewritten, and a tombstone
+// killing one is not removed, while the marker stays; and a later pass,
+// begun once operations in flight during the retirement have landed
+// (quorum.Store.InFlightBound: a read settling the version may write a
+// copy back), retires the marker's versions again and removes the marker
+// only if that found no copy on any replica. A replica that is down keeps
+// the marker until it answers. A Delete that finds a killed version's copy
+// in hot removes it with a Delete of its own (a consensus round, rare:
+// only a delete racing a move finds one).
+//
 // Packs and tombstones are named in cold by the time they were begun (the
 // pack log); a Store's catalog holds what it knows of them. Every change of
 // what packs serve stays unseen for hotDeleteDelay (MoveTimeout/10, at most
