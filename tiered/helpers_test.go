@@ -179,11 +179,15 @@ const quorumInFlight = 4 * time.Second
 // (probes, anti-entropy) slowed out of a test's way. Its reads are majority
 // reads, the quorum's linearizable mode: a tiered store's reads are as
 // linearizable as its hot store's.
-func newQuorum(t *testing.T, replicas []blob.Store) blob.Store {
+func newQuorum(t *testing.T, replicas []blob.Store, tune ...func(*quorum.Options)) blob.Store {
 	t.Helper()
-	q, err := quorum.New(replicas, quorum.Options{Consistency: quorum.ReadMajority, ProbeInterval: time.Hour, AntiEntropyInterval: -1, CloseTimeout: time.Second,
+	o := quorum.Options{Consistency: quorum.ReadMajority, ProbeInterval: time.Hour, AntiEntropyInterval: -1, CloseTimeout: time.Second,
 		// Short, so that retirements are confirmed within a test (InFlightBound).
-		StragglerTimeout: quorumInFlight / 2})
+		StragglerTimeout: quorumInFlight / 2}
+	for _, f := range tune {
+		f(&o)
+	}
+	q, err := quorum.New(replicas, o)
 	if err != nil {
 		t.Fatal(err)
 	}
