@@ -9,11 +9,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/quorum"
 	"github.com/zonalblob/zonalblob/reconcile"
 	"github.com/zonalblob/zonalblob/tiered"
 )
@@ -63,6 +65,12 @@ type sim struct {
 	// packObjects is the compactor's PackMaxObjects (negative: each object
 	// moved on its own).
 	packObjects int
+	// Over a quorum: the compactor's quorum client (over the fault-wrapped,
+	// hooked replicas), and the replicas' fault wrappers.
+	compactorHot blob.Store
+	replicaFs    []*fault.Store
+	duringMu     sync.Mutex
+	inPass       bool // under duringMu
 }
 
 const simGrace = 30 * time.Second
@@ -87,13 +95,14 @@ func TestSimulation(t *testing.T) {
 	for _, mode := range []struct {
 		name        string
 		packObjects int
-	}{{"objects", -1}, {"packs", 4}} {
+		quorum      bool
+	}{{"objects", -1, false}, {"packs", 4, false}, {"quorum", 4, true}} {
 		t.Run(mode.name, func(t *testing.T) {
 			total := map[string]int{}
 			for i := range max(*simSeeds, 1) {
 				sd := seed + uint64(i)
 				t.Logf("seed %d (replay: go test ./tiered -run TestSimulation/%s -tiered.seed=%d -tiered.steps=%d)", sd, mode.name, sd, *simSteps)
-				for k, v := range runSimulation(t, sd, mode.packObjects) {
+				for k, v := range runSimulation(t, sd, mode.packObjects, mode.quorum) {
 					total[k] += v
 				}
 				if t.Failed() {
@@ -108,8 +117,12 @@ func TestSimulation(t *testing.T) {
 	}
 }
 
-// runSimulation runs one seed and returns what it did, by action.
-func runSimulation(t *testing.T, seed uint64, packObjects int) map[string]int {
+// runSimulation runs one seed and returns what it did, by action. With
+// overQuorum the hot tier is a 2-of-3 quorum: the user's and the
+// compactor's quorum clients share three replicas, faults are injected on
+// one replica at a time under the compactor's, and pack moves retire what
+// they packed.
+func runSimulation(t *testing.T, seed uint64, packObjects int, overQuorum bool) map[string]int {
 	hot, cold := memPair(t)
 	s := &sim{
 		t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), hot: hot, cold: cold,
@@ -118,7 +131,25 @@ func runSimulation(t *testing.T, seed uint64, packObjects int) map[string]int {
 		model: map[string]string{}, gone: map[string]bool{}, referenced: map[string]bool{}, counts: map[string]int{},
 		settling: map[string]bool{}, packObjects: packObjects,
 	}
-	s.user = manualWith(t, hot, cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: simIndexCache})
+	userHot := hot
+	if overQuorum {
+		// Rounds bounded tight, so that retirements are confirmed within
+		// a run (InFlightBound).
+		tune := func(o *quorum.Options) {
+			o.StragglerTimeout, o.ProbeInterval = 100*time.Millisecond, 10*time.Millisecond
+		}
+		var raw, faulted []blob.Store
+		for i := range 3 {
+			r, _ := memPair(t)
+			f := fault.Wrap(r, fault.Options{Seed: seed + 20 + uint64(i), Name: fmt.Sprint("hot", i)})
+			s.replicaFs = append(s.replicaFs, f)
+			raw, faulted = append(raw, nopClose{r}), append(faulted, &hooked{Store: f, name: "hot", at: func(step, key string) { s.during(step, key) }})
+		}
+		userHot = newQuorum(t, raw, tune)
+		s.hot = userHot
+		s.compactorHot = newQuorum(t, faulted, tune)
+	}
+	s.user = manualWith(t, userHot, cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: simIndexCache})
 	s.restart()
 	for step := 0; step < *simSteps && len(s.violations) < 20; step++ {
 		s.offset += time.Duration(s.rng.IntN(3)) * time.Second
@@ -150,8 +181,7 @@ func runSimulation(t *testing.T, seed uint64, packObjects int) map[string]int {
 	// With faults and users gone, one pass moves everything and the model
 	// still holds.
 	s.quiet = true
-	s.hotF.Reset()
-	s.coldF.Reset()
+	s.resetFaults()
 	if res := s.compactor.CompactOnce(ctxT(t)); res.Failed != 0 {
 		s.violate("final pass failed: %+v", res)
 	}
@@ -301,17 +331,35 @@ func (s *sim) compact() {
 	ops := []fault.Op{fault.OpStat, fault.OpRead, fault.OpReadData, fault.OpWrite, fault.OpWriteData, fault.OpCommit, fault.OpDelete, fault.OpList}
 	for range s.rng.IntN(3) {
 		f := s.hotF
+		if s.replicaFs != nil {
+			f = s.replicaFs[s.rng.IntN(len(s.replicaFs))]
+		}
 		if s.rng.IntN(2) == 0 {
 			f = s.coldF
 		}
 		f.Add(fault.Rule{Op: ops[s.rng.IntN(len(ops))], Probability: 0.3, Effect: fault.Effect(s.rng.IntN(2))})
 	}
+	s.setInPass(true)
 	s.compactor.CompactOnce(ctxT(s.t))
+	s.setInPass(false) // and a hook that began in the pass has ended
 	s.moving = ""
-	s.hotF.Reset()
-	s.coldF.Reset()
+	s.resetFaults()
 	if s.markers() == 0 {
 		clear(s.settling)
+	}
+}
+
+func (s *sim) setInPass(v bool) {
+	s.duringMu.Lock()
+	s.inPass = v
+	s.duringMu.Unlock()
+}
+
+func (s *sim) resetFaults() {
+	s.hotF.Reset()
+	s.coldF.Reset()
+	for _, f := range s.replicaFs {
+		f.Reset()
 	}
 }
 
@@ -328,6 +376,14 @@ func (s *sim) markers() int {
 // during runs at every hooked call of a move: sometimes the user acts on the
 // key being moved (or another), and reads must always find acknowledged data.
 func (s *sim) during(step, key string) {
+	// A quorum calls its replicas at once, and finishes some calls in the
+	// background after an operation returns: one hook at a time, and only
+	// while a pass runs (the user is otherwise the main loop).
+	s.duringMu.Lock()
+	defer s.duringMu.Unlock()
+	if s.compactorHot != nil && !s.inPass {
+		return
+	}
 	if !strings.HasPrefix(key, markerPrefix) {
 		s.moving = key
 	}
@@ -361,7 +417,13 @@ func (s *sim) restart() {
 		s.addStats()
 	}
 	at := func(step, key string) { s.during(step, key) }
-	c, err := tiered.New(&hooked{Store: s.hotF, name: "hot", at: at}, &hooked{Store: s.coldF, name: "cold", at: at},
+	var hot blob.Store = &hooked{Store: s.hotF, name: "hot", at: at}
+	if s.compactorHot != nil {
+		// The compactor's quorum client outlives its crashes: it is the
+		// tiered store's state that a crash loses.
+		hot = s.compactorHot
+	}
+	c, err := tiered.New(hot, &hooked{Store: s.coldF, name: "cold", at: at},
 		tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, Owner: "sim-compactor", PackMaxObjects: s.packObjects,
 			MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: simIndexCache})
 	if err != nil {
