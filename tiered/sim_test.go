@@ -133,10 +133,11 @@ func runSimulation(t *testing.T, seed uint64, packObjects int, overQuorum bool) 
 	}
 	userHot := hot
 	if overQuorum {
-		// Rounds bounded tight, so that retirements are confirmed within
-		// a run (InFlightBound).
+		// Rounds bounded tighter than by default, so that retirements are
+		// confirmed within a run (InFlightBound), and the same for both
+		// clients: a confirmation waits out the other's operations too.
 		tune := func(o *quorum.Options) {
-			o.StragglerTimeout, o.ProbeInterval = 100*time.Millisecond, 10*time.Millisecond
+			o.StragglerTimeout, o.ProbeInterval = time.Second, 10*time.Millisecond
 		}
 		var raw, faulted []blob.Store
 		for i := range 3 {
