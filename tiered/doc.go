@@ -78,7 +78,9 @@
 // (quorum.Store.InFlightBound: a read settling the version may write a
 // copy back), retires the marker's versions again and removes the marker
 // only if that found no copy on any replica. A replica that is down keeps
-// the marker until it answers. A Delete that finds a killed version's copy
+// the marker until it answers. Every quorum client over the same replicas
+// must use the same StragglerTimeout (which sets InFlightBound), as every
+// process sharing the tiers uses the same After and MoveTimeout. A Delete that finds a killed version's copy
 // in hot removes it with a Delete of its own (a consensus round, rare:
 // only a delete racing a move finds one).
 //
