@@ -166,7 +166,9 @@
 // went has its accept refused there, so nothing newer is lost. But the
 // retirement is not atomic: until every copy is gone a majority read may
 // settle a lingering copy back, so the caller must treat any version at or
-// below the retired one as stale from then on, and confirm the retirement
+// below the retired one as stale from then on, retire only versions issued
+// more than InFlightBound ago (a retirement deletes the chain from which a
+// retrying operation learns whether it took effect), and confirm the retirement
 // with another Retire begun InFlightBound after the first (a read's
 // settling and a round's writes land within it) that deletes nothing.
 //

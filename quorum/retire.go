@@ -29,6 +29,13 @@ import (
 // deleted has its accept there refused (accepts are conditional on the
 // generation the promise left), so nothing newer is lost or undone.
 //
+// A retirement also deletes the chain of versions the replicas keep, from
+// which an operation retrying after a partial accept learns whether it took
+// effect (see consensus): retire only versions issued more than
+// InFlightBound ago (GenerationTime), when no operation that wrote them, or
+// an older version, can still be retrying; otherwise it would write its
+// value again.
+//
 // While a retirement runs, an operation that surveyed the key before some
 // copies were deleted may write the version back onto a replica whose copy
 // was (a read settling it, a repair): it lands within InFlightBound of the

@@ -79,7 +79,7 @@ func TestCostCounts(t *testing.T) {
 			// and sets the hot-delete delay each delete waits (a tenth, at
 			// most 200ms).
 			const moveTimeout = 4 * time.Second
-			s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: perPack, MoveTimeout: moveTimeout})
+			s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: perPack, MoveTimeout: moveTimeout, MaxClockSkew: 10 * time.Millisecond})
 			count := func() cost.Requests { return requestsOf(zonal, cold) }
 			check := func(what string, got, want cost.Requests) {
 				t.Helper()
@@ -94,7 +94,9 @@ func TestCostCounts(t *testing.T) {
 			}
 			check("a write", per(minus(count(), before), objects), cost.ZonalPut(n))
 
-			time.Sleep(time.Millisecond)
+			// Older than the quorum's in-flight bound, as objects older
+			// than After are in any deployment: the pass retires them.
+			time.Sleep(quorumInFlight)
 			before = count()
 			if res := s.CompactOnce(ctxT(t)); res.Moved != objects || s.Stats().Packs != objects/perPack {
 				t.Fatalf("pass %+v, stats %+v", res, s.Stats())
@@ -112,7 +114,7 @@ func TestCostCounts(t *testing.T) {
 				if st := s.Stats(); st.Retired != objects*int64(n) {
 					t.Fatalf("the pass retired %d replica copies, want %d", st.Retired, objects*n)
 				}
-				time.Sleep(moveTimeout + quorumInFlight)
+				time.Sleep(moveTimeout + quorumInFlight + 100*time.Millisecond)
 				before = count()
 				s.CompactOnce(ctxT(t))
 				pass = addRequests(pass, minus(count(), before))

@@ -54,7 +54,7 @@ func TestPackMoveCounts(t *testing.T) {
 	cold := fault.Wrap(coldMem, fault.Options{Seed: 9})
 	// A generous MoveTimeout: it bounds a whole pack move, 1000 objects read
 	// through the quorum, and the race detector slows them down.
-	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: tiered.DefaultPackMaxObjects, Concurrency: 16, MoveTimeout: 10 * time.Minute})
+	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: tiered.DefaultPackMaxObjects, Concurrency: 16, MoveTimeout: 10 * time.Minute, MaxClockSkew: 10 * time.Millisecond})
 	// The race detector slows this test down several times: its context is
 	// longer than ctxT's minute.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -72,7 +72,9 @@ func TestPackMoveCounts(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	time.Sleep(time.Millisecond)
+	// Older than the quorum's in-flight bound, as objects older than After
+	// are in any deployment: the pass retires them.
+	time.Sleep(quorumInFlight)
 	coldBefore := cold.Stats()
 	for _, m := range markers {
 		m.n.Store(0)

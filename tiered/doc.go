@@ -78,7 +78,12 @@
 // (quorum.Store.InFlightBound: a read settling the version may write a
 // copy back), retires the marker's versions again and removes the marker
 // only if that found no copy on any replica. A replica that is down keeps
-// the marker until it answers. Every quorum client over the same replicas
+// the marker until it answers. A version issued less than InFlightBound
+// (and MaxClockSkew) ago is not retired by its move but by that later
+// pass: an operation still retrying learns from the replicas' chain of
+// versions whether it took effect, and a retirement deletes the chain (with
+// After longer than that, as in any deployment, moves retire at once).
+// Every quorum client over the same replicas
 // must use the same StragglerTimeout (which sets InFlightBound), as every
 // process sharing the tiers uses the same After and MoveTimeout. A Delete that finds a killed version's copy
 // in hot removes it with a Delete of its own (a consensus round, rare:

@@ -329,10 +329,21 @@ func (s *Store) removeMoved(ctx context.Context, it *packItem) (bool, error) {
 		}
 		return err == nil, err
 	}
+	if t, ok := quorum.GenerationTime(it.attrs.Generation); ok && time.Since(t) < s.ret.InFlightBound()+s.opts.MaxClockSkew {
+		// An operation that wrote this version, or an older one, may still
+		// be retrying: it learns whether it took effect from the chain of
+		// versions the replicas keep, which a retirement deletes, and would
+		// take effect again. Recovery retires it once that cannot be (After
+		// is that much longer in any deployment; tests move at once).
+		return false, errTooYoung
+	}
 	res, err := s.ret.Retire(ctx, it.hold, it.attrs.Generation)
 	s.stats.retired.Add(int64(res.Deleted))
 	return !res.Newer, err
 }
+
+// errTooYoung: a version is too young to retire yet (see removeMoved).
+var errTooYoung = errors.New("tiered: version too young to retire")
 
 // fillGenerations Stats, Concurrency at a time, the objects whose listing
 // gave no generation (mem and quorum listings do not); one gone since it was
@@ -481,7 +492,7 @@ func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject) error {
 		// move that ended within MoveTimeout of m.Time: once operations in
 		// flight meanwhile have landed, a retirement that finds nothing
 		// left on any replica confirms it.
-		if s.opts.Now().Sub(m.Time) < s.opts.MoveTimeout+s.ret.InFlightBound() {
+		if s.opts.Now().Sub(m.Time) < s.opts.MoveTimeout+s.ret.InFlightBound()+s.opts.MaxClockSkew {
 			return nil
 		}
 		clean, err := s.confirmRetired(ctx, m.Items)
