@@ -421,15 +421,24 @@ func (s *Store) readForPack(ctx context.Context, o blob.ListObject) (*packItem, 
 	} else if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) != a.Size {
+	if !readAsStated(b, a) {
 		return nil, nil // a newer version was read
+	}
+	return &packItem{obj: o, attrs: a, data: b}, nil
+}
+
+// readAsStated reports whether bytes read are those of the version a Stat
+// described: its size, and its MD5 where it has one.
+func readAsStated(b []byte, a *blob.Attributes) bool {
+	if int64(len(b)) != a.Size {
+		return false
 	}
 	if len(a.MD5) > 0 {
 		if sum := md5.Sum(b); !bytes.Equal(sum[:], a.MD5) {
-			return nil, nil
+			return false
 		}
 	}
-	return &packItem{obj: o, attrs: a, data: b}, nil
+	return true
 }
 
 // readHeld is readForPack over a retirer: a survey of every replica (what
@@ -450,13 +459,8 @@ func (s *Store) readHeld(ctx context.Context, o blob.ListObject) (*packItem, err
 	} else if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) != a.Size {
+	if !readAsStated(b, a) {
 		return nil, nil
-	}
-	if len(a.MD5) > 0 {
-		if sum := md5.Sum(b); !bytes.Equal(sum[:], a.MD5) {
-			return nil, nil
-		}
 	}
 	return &packItem{obj: o, attrs: a, data: b, hold: h}, nil
 }

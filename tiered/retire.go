@@ -55,11 +55,17 @@ func (s *Store) staleHot(ctx context.Context, key, gen string, since time.Time) 
 	if s.ret == nil || !s.packing() || gen == "" || !s.mayBePacked(gen) {
 		return false, nil
 	}
-	if err := s.cat.sync(ctx, since); err != nil {
-		return false, err
-	}
-	p, err := s.cat.packedAs(ctx, key, gen)
+	p, err := s.packedSince(ctx, key, gen, since)
 	return p.stale(), err
+}
+
+// packedSince is what packs committed before since hold of key relative to
+// generation gen.
+func (s *Store) packedSince(ctx context.Context, key, gen string, since time.Time) (packedAs, error) {
+	if err := s.cat.sync(ctx, since); err != nil {
+		return packedAs{}, err
+	}
+	return s.cat.packedAs(ctx, key, gen)
 }
 
 // hotStat is hot's Stat, with a stale version reported as NotFound.
@@ -107,10 +113,7 @@ func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.W
 		}
 		dead := a.Generation == accept
 		if !dead && s.packing() && a.Generation != "" {
-			if serr := s.cat.sync(ctx, s.settled()); serr != nil {
-				return serr
-			}
-			p, serr := s.cat.packedAs(ctx, key, a.Generation)
+			p, serr := s.packedSince(ctx, key, a.Generation, s.settled())
 			if serr != nil {
 				return serr
 			}

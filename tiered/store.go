@@ -906,13 +906,8 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 			// pack holds (staleHot): once one does, the tombstone written
 			// above deleted g for them, and what replaced g in hot came
 			// after.
-			if err := s.cat.sync(ctx, time.Now()); err != nil {
-				return err
-			}
-			if packed, herr := s.cat.holds(ctx, kill{Key: key, Gen: g}, ""); herr != nil {
+			if packed, herr := s.packedNow(ctx, key, g); herr != nil || packed {
 				return herr
-			} else if packed {
-				return nil
 			}
 		}
 		if preKilled && (errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound)) {
@@ -973,17 +968,19 @@ func (s *Store) mayBeMoving(a *blob.Attributes) bool {
 // kill reached it, or to the cold object of its name), or deleted by
 // another Delete first.
 func (s *Store) deleteKilled(ctx context.Context, key, g string, conditional bool) error {
-	if err := s.cat.sync(ctx, time.Now()); err != nil {
+	if packed, err := s.packedNow(ctx, key, g); err != nil || packed {
 		return err
-	}
-	packed, err := s.cat.holds(ctx, kill{Key: key, Gen: g}, "")
-	if err != nil {
-		return err
-	}
-	if packed {
-		return nil
 	}
 	return s.deleteMoved(ctx, key, g, conditional)
+}
+
+// packedNow reports whether a pack committed by now holds generation g of
+// key.
+func (s *Store) packedNow(ctx context.Context, key, g string) (bool, error) {
+	if err := s.cat.sync(ctx, time.Now()); err != nil {
+		return false, err
+	}
+	return s.cat.holds(ctx, kill{Key: key, Gen: g}, "")
 }
 
 // deleteCold deletes the version of key that cold holds (hot has none): the
