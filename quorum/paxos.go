@@ -56,6 +56,13 @@ type promised struct {
 // versions can never be chosen. A failure after accepts went out is
 // reported with ErrUncertain.
 func (s *Store) consensus(ctx context.Context, op, key string, decide decision, mine ...string) (*rstate, error) {
+	return s.decideKey(ctx, op, key, decide, false, mine)
+}
+
+// decideKey is consensus; with restate, a round that keeps the current
+// version accepts it again at its own ballot on a majority even when a
+// majority already holds it (see Resolve).
+func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, restate bool, mine []string) (*rstate, error) {
 	// Bounded, so that no promise or accept of this operation can land
 	// after TombstoneGrace (see collect).
 	ctx, cancel := context.WithTimeout(ctx, s.opts.StragglerTimeout)
@@ -63,7 +70,7 @@ func (s *Store) consensus(ctx context.Context, op, key string, decide decision, 
 	floor := ""
 	for attempt := 0; ; attempt++ {
 		s.stats.rounds.Add(1)
-		r := s.round(ctx, op, key, floor, decide, mine)
+		r := s.round(ctx, op, key, floor, decide, restate, mine)
 		if r.landed != "" {
 			mine = append(mine, r.landed)
 		}
@@ -102,7 +109,7 @@ type roundResult struct {
 }
 
 // round is one CASPaxos round: prepare, decide, accept.
-func (s *Store) round(ctx context.Context, op, key, floor string, decide decision, mine []string) roundResult {
+func (s *Store) round(ctx context.Context, op, key, floor string, decide decision, restate bool, mine []string) roundResult {
 	b := s.newToken(floor)
 	proms, err := s.prepare(ctx, key, b)
 	if err != nil {
@@ -125,7 +132,7 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 		// operation left versions at higher ballots on some replicas, the
 		// current version is accepted again at this round's ballot on a
 		// majority, above them, so that none of them can ever be chosen.
-		if countAcc(proms, cur.acc) >= s.maj && (len(mine) == 0 || cur.acc >= slices.Max(mine)) {
+		if !restate && countAcc(proms, cur.acc) >= s.maj && (len(mine) == 0 || cur.acc >= slices.Max(mine)) {
 			return roundResult{cur: cur, err: derr}
 		}
 		v, err := s.readValue(ctx, key, cur)
@@ -319,4 +326,36 @@ func (s *Store) readState(ctx context.Context, key string, r *replica) (rstate, 
 	}
 	v, err := s.readValue(ctx, key, &x)
 	return x, v, err
+}
+
+// Resolve makes key's current version chosen at a ballot of its own on a
+// majority of the replicas (a key with no version gets a tombstone), so
+// that no write partly accepted before it can take effect after it returns:
+// one whose operation failed (ErrNoQuorum, ErrUncertain, a cancelled
+// context) after its accepts reached fewer than a majority.
+//
+// A read does not do that. It serves what a majority holds, and a later
+// read that meets a failed operation's accept at a higher ballot, on a
+// replica the first read did not hear, finishes that operation: it takes
+// effect late, which is linearizable (it never returned) but not what a
+// caller who judged the failed operation by a read expects. A caller that
+// must know whether its failed write took effect (a compactor deciding
+// about a move whose conditional delete failed) resolves the key, then
+// reads it. It costs one round: a promise and an accept on each replica.
+func (s *Store) Resolve(ctx context.Context, key string) error {
+	if err := s.check(driver.OpWrite, key); err != nil {
+		return err
+	}
+	_, err := s.decideKey(ctx, "resolve", key, func(cur *rstate) (*value, error) {
+		if cur.kind == absent || cur.kind == empty {
+			// Placeholders carry no ballot, so only a version can stand
+			// above a failed write's: a tombstone reads as no object.
+			return &value{kind: tomb}, nil
+		}
+		return nil, nil
+	}, true, nil)
+	if err != nil && ctx.Err() != nil {
+		return driver.WrapError("resolve", key, ctx.Err(), nil)
+	}
+	return err
 }
