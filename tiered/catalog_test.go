@@ -255,6 +255,7 @@ func TestPackedReadsShareListings(t *testing.T) {
 	if err := compactor.Delete(ctx, "k", nil); err != nil {
 		t.Fatal(err)
 	}
+	g.holdReads.Store(false) // a miss in both tiers asks hot again
 	g.gate <- struct{}{}
 	if got := <-fourth; !strings.Contains(got, "not found") {
 		t.Fatalf("read %q after an acknowledged delete, want not found", got)

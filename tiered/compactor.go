@@ -45,6 +45,9 @@ type Stats struct {
 	// Stats and listings set aside as older than the pack log's (copies a
 	// retirement had not removed yet).
 	Retired, Unretired, StaleHot int64
+	// MissesChecked counts reads and Stats that missed in both tiers and
+	// asked both again before reporting NotFound (see NewRangeReader).
+	MissesChecked int64
 	// IndexLoads counts pack indexes read from cold (each pack's once when
 	// the catalog first lists it, and again when the index cache had let it
 	// go); IndexCacheBytes and IndexesCached are what the cache holds now.
@@ -59,7 +62,7 @@ type Stats struct {
 type statsCounters struct {
 	passes, moved, bytes, conflicts, busy, errs, recovered atomic.Int64
 	packs, rewrites, tombstones, indexLoads                atomic.Int64
-	retired, unretired, staleHot                           atomic.Int64
+	retired, unretired, staleHot, missesChecked            atomic.Int64
 	mu                                                     sync.Mutex
 	lag                                                    time.Duration
 	lastPass                                               time.Time
@@ -76,7 +79,8 @@ func (s *Store) Stats() Stats {
 		Recovered: c.recovered.Load(),
 		Packs:     c.packs.Load(), Rewrites: c.rewrites.Load(), Tombstones: c.tombstones.Load(),
 		Retired: c.retired.Load(), Unretired: c.unretired.Load(), StaleHot: c.staleHot.Load(),
-		IndexLoads: c.indexLoads.Load(),
+		MissesChecked: c.missesChecked.Load(),
+		IndexLoads:    c.indexLoads.Load(),
 	}
 	st.IndexCacheBytes, st.IndexesCached = s.cat.cache.size()
 	c.mu.Lock()

@@ -156,6 +156,13 @@ func (s *Store) recoverMarkers(ctx context.Context) {
 	}
 }
 
+// resolver is a hot store whose failed writes can take effect after they
+// returned (a quorum): Resolve makes sure those before it either have or
+// never will.
+type resolver interface {
+	Resolve(ctx context.Context, key string) error
+}
+
 func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject) error {
 	b, err := blob.ReadAll(ctx, s.hot, obj.Key)
 	if errors.Is(err, blob.ErrNotFound) {
@@ -199,6 +206,15 @@ func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject) error {
 		// outlive that.
 		stale = true
 	default:
+		if r, ok := s.hot.(resolver); ok {
+			// The move's delete from hot may have failed with its accept on
+			// a replica or two: a quorum read that hears one finishes it,
+			// later. Resolved, it either took effect or never will, and
+			// the Stat below tells which.
+			if err := r.Resolve(ctx, m.Key); err != nil {
+				return err
+			}
+		}
 		ha, err := s.hot.Stat(ctx, m.Key)
 		switch {
 		case errors.Is(err, blob.ErrNotFound):

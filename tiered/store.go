@@ -253,6 +253,25 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	if s.packing() {
 		ahead = s.startReadAhead(ctx, key, offset, length)
 	}
+	r, err := s.readOnce(ctx, key, offset, length, ahead)
+	if !errors.Is(err, blob.ErrNotFound) {
+		return r, err
+	}
+	// Missed in both tiers, which proves the key absent only if what cold
+	// held when hot missed was deleted as the key's deletion. A Delete of
+	// a version put in hot after that miss first deletes the older copy it
+	// shadows in cold (so that the copy never shows once the version is
+	// gone): a read that missed in hot before the put and in cold after
+	// that deletion saw a key that existed throughout. Asked again, hot
+	// has the new version, or has lost it since to a Delete that left
+	// nothing in either tier; a move of it would have put its copy in
+	// cold first, where the second look finds it.
+	s.stats.missesChecked.Add(1)
+	return s.readOnce(ctx, key, offset, length, nil)
+}
+
+// readOnce asks hot, then, if hot does not have key, cold.
+func (s *Store) readOnce(ctx context.Context, key string, offset, length int64, ahead *readAhead) (blob.Reader, error) {
 	r, err := s.hot.NewRangeReader(ctx, key, offset, length)
 	since := s.settled()
 	if err == nil {
@@ -627,11 +646,17 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	if err := s.check(driver.OpStat, key); err != nil {
 		return nil, err
 	}
-	a, err := s.hotStat(ctx, key)
-	if err == nil || !errors.Is(err, blob.ErrNotFound) {
-		return a, err
+	for again := false; ; again = true {
+		a, err := s.hotStat(ctx, key)
+		if err == nil || !errors.Is(err, blob.ErrNotFound) {
+			return a, err
+		}
+		a, err = s.coldStat(ctx, key, s.settled())
+		if !errors.Is(err, blob.ErrNotFound) || again {
+			return a, err
+		}
+		s.stats.missesChecked.Add(1) // see NewRangeReader
 	}
-	return s.coldStat(ctx, key, s.settled())
 }
 
 // coldStat returns the attributes of key's version in cold: the pack
@@ -897,10 +922,20 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		if err := s.writeTombstone(ctx, kills); err != nil {
 			return err
 		}
-		if err := s.cold.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+		copyOfG, err := s.deleteColdObject(ctx, key, g)
+		if err != nil {
 			return err
 		}
 		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g})
+		if copyOfG && (errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound)) {
+			// The cold object this Delete removed was a move's copy of g:
+			// g left hot in that move (a move's delete that failed can
+			// still take effect later, when a quorum read finishes it), so
+			// removing the copy deleted g, or g was still in hot then and
+			// this Delete ran before whatever replaced it. Deleting again
+			// would take effect twice.
+			return nil
+		}
 		if preKilled && s.ret != nil && errors.Is(err, blob.ErrPrecondition) {
 			// Over a retirer, readers ask the packs about a hot version a
 			// pack holds (staleHot): once one does, the tombstone written
@@ -954,6 +989,31 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		}
 	}
 	return blob.Errorf(driver.OpDelete, key, nil, "tiered: key kept changing")
+}
+
+// deleteColdObject deletes the cold object of key, if there is one, ahead of
+// a Delete of hot's version g (so that an older copy is not served once g
+// is gone), and reports whether it was a move's copy of g.
+func (s *Store) deleteColdObject(ctx context.Context, key, g string) (copyOfG bool, err error) {
+	for range 4 {
+		ca, err := s.cold.Stat(ctx, key)
+		if errors.Is(err, blob.ErrNotFound) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		err = s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		switch {
+		case err == nil:
+			return ca.Metadata[generationKey] == g, nil
+		case errors.Is(err, blob.ErrNotFound):
+			return false, nil
+		case !errors.Is(err, blob.ErrPrecondition):
+			return false, err
+		}
+		// Replaced since the Stat (a move's copy landing): look again.
+	}
+	return false, blob.Errorf(driver.OpDelete, key, nil, "tiered: cold object kept changing")
 }
 
 // mayBeMoving reports whether a pack move may be packing the hot version
