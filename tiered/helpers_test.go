@@ -23,8 +23,9 @@ func (quorumHot) Close() error { return nil }
 
 // keepOpen returns s with a Close that does nothing (a quorum stays one).
 func keepOpen(s blob.Store) blob.Store {
-	if q, ok := s.(quorumHot); ok {
-		return q
+	switch s := s.(type) {
+	case quorumHot, *hooked: // their Close does nothing
+		return s
 	}
 	return nopClose{s}
 }
@@ -72,6 +73,18 @@ func (h *hooked) Delete(ctx context.Context, key string, opts *blob.DeleteOption
 }
 
 func (h *hooked) Close() error { return nil }
+
+// Resolve passes a quorum's Resolve through (recovery resolves a key
+// before it judges a failed move by a Stat); other stores have nothing to
+// resolve.
+func (h *hooked) Resolve(ctx context.Context, key string) error {
+	if r, ok := h.Store.(interface {
+		Resolve(context.Context, string) error
+	}); ok {
+		return r.Resolve(ctx, key)
+	}
+	return nil
+}
 
 type hookedWriter struct {
 	blob.Writer
