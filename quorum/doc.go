@@ -70,7 +70,12 @@
 // effect; with ErrUncertain added (its accepts landed somewhere and its
 // retries could not settle it) it may take effect, once, later: a majority
 // read or repair may finish it. So may an operation that failed with its
-// context's error. Replicas are never rolled back.
+// context's error. Replicas are never rolled back. A caller that must know
+// how such an operation ended resolves the key first (Resolve: one round
+// that accepts the current version again at a ballot of its own, or a
+// tombstone if there is none); after it, the failed operation has taken
+// effect or never will, and a read tells which. A read alone does not: it
+// may not hear the replica that holds the failed operation's accept.
 //
 // # Store-chosen names
 //

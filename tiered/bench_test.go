@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/quorum"
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
@@ -119,6 +121,13 @@ func BenchmarkCompaction(b *testing.B) {
 // of pass. seed seeds the hot tier's latencies, seed+1 the cold tier's.
 func benchPasses(b *testing.B, opts tiered.Options, n, size int, seed uint64) *tiered.Store {
 	hot, rawHot := slowMem(b, hotProfile, seed)
+	return benchPassesOver(b, hot, rawHot, 0, opts, n, size, seed)
+}
+
+// benchPassesOver is benchPasses over a given hot store (rawHot is how the
+// objects are written, outside the timer): before each pass it waits
+// settle, so that a quorum's versions are old enough to retire.
+func benchPassesOver(b *testing.B, hot, rawHot blob.Store, settle time.Duration, opts tiered.Options, n, size int, seed uint64) *tiered.Store {
 	cold, _ := slowMem(b, coldProfile, seed+1)
 	opts.After, opts.Manual = time.Nanosecond, true
 	ts, err := tiered.New(hot, cold, opts)
@@ -132,11 +141,24 @@ func benchPasses(b *testing.B, opts tiered.Options, n, size int, seed uint64) *t
 	var moved int
 	for i := range b.N {
 		b.StopTimer()
-		for k := range n {
-			if err := blob.Put(ctx, rawHot, fmt.Sprintf("%d/%05d", i, k), data, nil); err != nil {
-				b.Fatal(err)
-			}
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for w := range 16 {
+			wg.Go(func() {
+				for k := w; k < n; k += 16 {
+					if err := blob.Put(ctx, rawHot, fmt.Sprintf("%d/%05d", i, k), data, nil); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
 		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(settle)
 		b.StartTimer()
 		start := time.Now()
 		res := ts.CompactOnce(ctx)
@@ -210,10 +232,35 @@ func BenchmarkPackedGet(b *testing.B) {
 }
 
 // BenchmarkPackCompaction measures a pass that moves 2000 objects of 64 KiB
-// into packs at the default bounds, over the same latency profiles.
+// into packs at the default bounds, over the same latency profiles: from
+// one hot store (mem), and from a 2-of-3 quorum of such stores (quorum),
+// whose pass reads each object from one replica and retires it from all
+// three (its versions older than the quorum's InFlightBound, as they are
+// with After at its default).
 //
 //	go test ./tiered -run '^$' -bench PackCompaction -benchtime 3x
 func BenchmarkPackCompaction(b *testing.B) {
-	ts := benchPasses(b, tiered.Options{Concurrency: 16}, 2000, 64<<10, 8)
-	b.ReportMetric(float64(ts.Stats().Packs)/float64(b.N), "packs/pass")
+	b.Run("mem", func(b *testing.B) {
+		ts := benchPasses(b, tiered.Options{Concurrency: 16}, 2000, 64<<10, 8)
+		b.ReportMetric(float64(ts.Stats().Packs)/float64(b.N), "packs/pass")
+	})
+	b.Run("quorum", func(b *testing.B) {
+		var reps []blob.Store
+		for i := range 3 {
+			f, _ := slowMem(b, hotProfile, 20+uint64(i))
+			reps = append(reps, f)
+		}
+		q, err := quorum.New(reps, quorum.Options{Consistency: quorum.ReadMajority, StragglerTimeout: 50 * time.Millisecond, AntiEntropyInterval: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer q.Close()
+		ts := benchPassesOver(b, q, q, q.InFlightBound()+10*time.Millisecond, tiered.Options{Concurrency: 16, MaxClockSkew: time.Millisecond}, 2000, 64<<10, 8)
+		st := ts.Stats()
+		if st.Retired < int64(2000*b.N) {
+			b.Fatalf("retired %d replica copies in %d passes of 2000 objects", st.Retired, b.N)
+		}
+		b.ReportMetric(float64(st.Packs)/float64(b.N), "packs/pass")
+		b.ReportMetric(float64(st.Retired)/float64(st.MovedObjects), "copies-retired/object")
+	})
 }

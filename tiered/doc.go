@@ -26,7 +26,10 @@
 // IfGenerationMatch also consult cold (one cold Stat) and are committed
 // under a per-key lock. Reads and Stat try hot, then cold, asking cold only
 // after hot's miss (so no read returns a version older than one acknowledged
-// before it began). List merges both tiers, hot's
+// before it began). A miss in both asks both again before it is reported:
+// a Delete of a version put in hot after the first miss deletes the older
+// copy it shadows in cold first, so two misses alone do not prove the key
+// was ever absent (Stats.MissesChecked counts these). List merges both tiers, hot's
 // attributes winning; objects listed from cold only have an empty Generation
 // (Stat has it). Delete takes effect at one instant, the removal of the
 // version readers see, and never removes a version written after it. An
@@ -168,7 +171,11 @@
 // the same Owner, after 2*MoveTimeout by any other): if hot still has the
 // copy's generation the move is simply made again; if hot is gone and no one
 // marked the marker, step 6 happened and the copy is the object; if hot has
-// another generation, the copy is stale and removed.
+// another generation, the copy is stale and removed. Over a quorum, step 6
+// may fail with its tombstone on a minority of replicas, and a later read
+// that hears one of them finishes it: recovery resolves the key
+// (quorum.Store.Resolve) before its Stat, so that the delete has taken
+// effect or never will.
 //
 // # Races, and how each is closed
 //
@@ -192,7 +199,11 @@
 //     finds it; one that removed g1 before it stops the move at step 3. A
 //     move of a later generation is never marked, so a Delete cannot remove
 //     a version written after it. If hot was already gone, Delete removes
-//     cold once more (the move may have finished in between).
+//     cold once more (the move may have finished in between). A Delete
+//     whose removal from cold took a move's copy of the very version it
+//     deletes, and that then finds that version gone from hot or replaced,
+//     is done: the move's delete from hot took effect (perhaps late, over a
+//     quorum), so removing the copy deleted the version.
 //   - Conditional writes (IfNotExist, IfGenerationMatch): in this process the
 //     key's lock excludes a move between the check of both tiers and the
 //     commit. In another process, an object absent from hot when the check
