@@ -686,7 +686,12 @@ func (s *Store) coldStat(ctx context.Context, key string, since time.Time) (*blo
 
 // List merges one page of each tier. Hot is listed before cold: an object
 // moved after hot's listing was already in cold before it, so an object that
-// exists for the whole listing is never missed. An object in both tiers (mid
+// exists for the whole listing is never missed, with one exception: a key
+// in cold only when hot is listed, replaced in hot and then deleted before
+// cold is listed, is missed (the Delete removes the copy the new version
+// shadows first), though the Delete may return only after the listing.
+// Reads and Stats ask both tiers again for that reason; a listing would
+// have to list hot twice. An object in both tiers (mid
 // move, or overwritten after a move) appears once, with hot's attributes.
 // Objects listed from cold only have an empty Generation (cold listings do
 // not carry the metadata that holds it); Stat returns it.
