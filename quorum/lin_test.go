@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/internal/register"
@@ -28,9 +26,7 @@ import (
 // history records operations on one logical clock, shared by every store of
 // a test (one per simulated process).
 type history struct {
-	clock atomic.Int64
-	mu    sync.Mutex
-	ops   []porcupine.Operation
+	register.Recorder
 	// counts
 	acked, unknown, refused, reads atomic.Int64
 }
@@ -56,17 +52,11 @@ func classifyErr(kind register.Kind, err error) (res register.Result, drop bool)
 	return register.Unknown, false
 }
 
-func (h *history) add(client int, in register.Input, call int64, out register.Output, ret int64) {
-	h.mu.Lock()
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
-	h.mu.Unlock()
-}
-
 // write runs a write or delete and records it. It returns the error.
 func (h *history) write(client int, in register.Input, fn func() error) error {
-	call := h.clock.Add(1)
+	call := h.Tick()
 	err := fn()
-	ret := h.clock.Add(1)
+	ret := h.Tick()
 	res, drop := classifyErr(in.Kind, err)
 	switch {
 	case drop:
@@ -80,21 +70,21 @@ func (h *history) write(client int, in register.Input, fn func() error) error {
 	default:
 		h.refused.Add(1)
 	}
-	h.add(client, in, call, register.Output{Res: res}, ret)
+	h.Add(client, in, call, register.Output{Res: res}, ret)
 	return err
 }
 
 // read reads key (with its generation) and records it; failed reads are not
 // recorded, as they return nothing.
 func (h *history) read(ctx context.Context, client int, s blob.Store, key string) (value, gen string, err error) {
-	call := h.clock.Add(1)
+	call := h.Tick()
 	value, gen, err = readGen(ctx, s, key)
-	ret := h.clock.Add(1)
+	ret := h.Tick()
 	switch {
 	case err == nil:
-		h.add(client, register.Input{Kind: register.Read, Key: key}, call, register.Output{Value: value}, ret)
+		h.Add(client, register.Input{Kind: register.Read, Key: key}, call, register.Output{Value: value}, ret)
 	case errors.Is(err, blob.ErrNotFound):
-		h.add(client, register.Input{Kind: register.Read, Key: key}, call, register.Output{Res: register.NotFound}, ret)
+		h.Add(client, register.Input{Kind: register.Read, Key: key}, call, register.Output{Res: register.NotFound}, ret)
 	default:
 		return "", "", err
 	}
@@ -147,13 +137,6 @@ func (h *history) cdel(ctx context.Context, c int, s blob.Store, key, expect, ge
 }
 
 // check fails t unless the history is linearizable.
-func (h *history) check(t testing.TB, timeout time.Duration) {
-	t.Helper()
-	h.mu.Lock()
-	ops := append([]porcupine.Operation(nil), h.ops...)
-	h.mu.Unlock()
-	register.Check(t, ops, timeout)
-}
 
 // gate is a test wrapper that holds chosen commits and deletes of one process
 // on one replica until the test releases them, to force an interleaving.

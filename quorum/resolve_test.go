@@ -106,7 +106,7 @@ func TestResolveEndsAFailedWrite(t *testing.T) {
 					t.Fatalf("read with replica %d down: %q, want %q (replicas %q)", down, v, want, replicaBytes(c, key))
 				}
 			}
-			h.check(t, checkTimeout)
+			h.Check(t, checkTimeout)
 		})
 	}
 }

@@ -56,7 +56,7 @@ func TestScenarioLateStragglerAfterConditionalWrite(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // let stragglers and repairs run
 			c.finalReads(h, key)
 			t.Logf("replicas: %q", replicaBytes(c, key))
-			h.check(t, checkTimeout)
+			h.Check(t, checkTimeout)
 		})
 	}
 }
@@ -113,7 +113,7 @@ func TestScenarioIfNotExistRaceAcrossProcesses(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	c.finalReads(h, key)
 	t.Logf("replicas: %q", replicaBytes(c, key))
-	h.check(t, checkTimeout)
+	h.Check(t, checkTimeout)
 }
 
 // Many creators in three processes, a round per key: of any round at most
@@ -141,7 +141,7 @@ func TestScenarioRacingCreatorsThreeProcesses(t *testing.T) {
 			h.read(majority(ctx), 10+i, p.q, key)
 		}
 	}
-	h.check(t, checkTimeout)
+	h.Check(t, checkTimeout)
 	t.Logf("%d acknowledged, %d refused, %d unknown", h.acked.Load(), h.refused.Load(), h.unknown.Load())
 }
 
@@ -182,7 +182,7 @@ func TestScenarioConditionalWriteBelowMajority(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 			c.finalReads(h, key)
-			h.check(t, checkTimeout)
+			h.Check(t, checkTimeout)
 		})
 	}
 }
@@ -222,7 +222,7 @@ func TestScenarioDeleteReadAcrossProcesses(t *testing.T) {
 	}
 	c.finalReads(h, key)
 	t.Logf("replicas: %q", replicaBytes(c, key))
-	h.check(t, checkTimeout)
+	h.Check(t, checkTimeout)
 }
 
 // Majority reads across three processes without faults: a plain write whose
@@ -261,7 +261,7 @@ func TestScenarioMajorityReadsAfterOverwrite(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	c.finalReads(h, key)
 	t.Logf("replicas: %q", replicaBytes(c, key))
-	h.check(t, checkTimeout)
+	h.Check(t, checkTimeout)
 }
 
 // waitAll waits until every replica holds value for key.

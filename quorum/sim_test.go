@@ -122,7 +122,7 @@ func runWorkload(t *testing.T, c *cluster, seed uint64, clients, n, keys int, fa
 	n2 := c.start()
 	n2.q.AntiEntropy(context.Background())
 	c.finalReads(h, ks...)
-	h.check(t, 2*time.Minute)
+	h.Check(t, 2*time.Minute)
 	return h
 }
 

@@ -106,9 +106,9 @@ func moveWhoseHotDeleteFailed(t *testing.T, name string) {
 		fu[0].SetDown(true)
 		h.read(ctx, 1, user, key)
 		hearOnly0And2 = fu
-		call := h.clock.Add(1)
+		call := h.Tick()
 		err := user.Delete(ctx, key, nil)
-		ret := h.clock.Add(1)
+		ret := h.Tick()
 		fu[1].SetDown(false)
 		if hearOnly0And2 != nil {
 			t.Fatal("the Delete did not delete from hot")
@@ -141,7 +141,7 @@ func moveWhoseHotDeleteFailed(t *testing.T, name string) {
 		h.read(ctx, 1, user, key)
 		h.read(ctx, 2, compactor, key)
 	}
-	h.check(t, time.Minute)
+	h.Check(t, time.Minute)
 }
 
 // replicaStates describes what each replica holds for key: "absent",

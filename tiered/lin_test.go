@@ -13,8 +13,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
@@ -36,17 +34,17 @@ var (
 
 // history records operations on one logical clock shared by every process.
 type history struct {
-	clock atomic.Int64
+	register.Recorder
 	mu    sync.Mutex
-	ops   []porcupine.Operation
 	count map[string]int
 	errs  []string // errors of operations whose outcome is unknown
 }
 
+// add records an operation and counts it by kind and outcome.
 func (h *history) add(client int, in register.Input, call int64, out register.Output, ret int64) {
+	h.Add(client, in, call, out, ret)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 	if h.count == nil {
 		h.count = map[string]int{}
 	}
@@ -54,9 +52,9 @@ func (h *history) add(client int, in register.Input, call int64, out register.Ou
 }
 
 func (h *history) write(client int, in register.Input, fn func() error) {
-	call := h.clock.Add(1)
+	call := h.Tick()
 	err := fn()
-	ret := h.clock.Add(1)
+	ret := h.Tick()
 	var res register.Result
 	switch {
 	case err == nil:
@@ -78,7 +76,7 @@ func (h *history) write(client int, in register.Input, fn func() error) {
 
 // read reads key and records it; it returns what it read and its generation.
 func (h *history) read(ctx context.Context, client int, s blob.Store, key string) (value, gen string, ok bool) {
-	call := h.clock.Add(1)
+	call := h.Tick()
 	r, err := s.NewRangeReader(ctx, key, 0, -1)
 	var b []byte
 	if err == nil {
@@ -86,7 +84,7 @@ func (h *history) read(ctx context.Context, client int, s blob.Store, key string
 		gen = r.Attributes().Generation
 		r.Close()
 	}
-	ret := h.clock.Add(1)
+	ret := h.Tick()
 	switch {
 	case err == nil:
 		h.add(client, register.Input{Kind: register.Read, Key: key}, call, register.Output{Value: string(b)}, ret)
@@ -113,14 +111,6 @@ func (h *history) readGen(ctx context.Context, client int, s blob.Store, key str
 		return "", "", false
 	}
 	return value, before.Generation, true
-}
-
-func (h *history) check(t *testing.T, timeout time.Duration) {
-	t.Helper()
-	h.mu.Lock()
-	ops := append([]porcupine.Operation(nil), h.ops...)
-	h.mu.Unlock()
-	register.Check(t, ops, timeout)
 }
 
 // TestLinearizable runs several processes (tiered stores over the same
@@ -273,12 +263,12 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 	}
 	st := stores[0].Stats()
 	t.Logf("%d operations %v; %d objects moved, %d packs; %d hot reads slowed; %d replica copies retired, %d retirements left for recovery, %d stale hot versions set aside, %d markers recovered, %d replica outages",
-		len(h.ops), h.count, moved.Load(), st.Packs, delayed, st.Retired, st.Unretired, st.StaleHot, st.Recovered, flaps.Load())
+		len(h.Ops()), h.count, moved.Load(), st.Packs, delayed, st.Retired, st.Unretired, st.StaleHot, st.Recovered, flaps.Load())
 	for _, e := range h.errs {
 		t.Logf("outcome unknown: %s", e)
 	}
 	if moved.Load()+st.Packs == 0 || delayed == 0 {
 		t.Fatalf("moved %d, slowed %d: the run did not overlap reads with moves", moved.Load(), delayed)
 	}
-	h.check(t, time.Minute)
+	h.Check(t, time.Minute)
 }

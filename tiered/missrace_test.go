@@ -59,10 +59,10 @@ func missInBothTiers(t *testing.T, packs int, stat bool) {
 			h.write(1, register.Input{Kind: register.Put, Key: key, Value: v1}, func() error {
 				return blob.Put(ctx, user, key, []byte(v1), nil)
 			})
-			call := h.clock.Add(1)
+			call := h.Tick()
 			go func() {
 				err := deleter.Delete(ctx, key, nil)
-				ret := h.clock.Add(1)
+				ret := h.Tick()
 				res := register.OK
 				if err != nil {
 					res, ret = register.Unknown, register.Never
@@ -105,14 +105,14 @@ func missInBothTiers(t *testing.T, packs int, stat bool) {
 		t.Fatal(err)
 	}
 	h.read(ctx, 3, reader, key)
-	h.check(t, time.Minute)
+	h.Check(t, time.Minute)
 }
 
 // stat records a Stat as a read whose value is known by its size.
 func (h *history) stat(ctx context.Context, client int, s blob.Store, key string, bySize map[int64]string) {
-	call := h.clock.Add(1)
+	call := h.Tick()
 	a, err := s.Stat(ctx, key)
-	ret := h.clock.Add(1)
+	ret := h.Tick()
 	switch {
 	case err == nil:
 		h.add(client, register.Input{Kind: register.Read, Key: key}, call, register.Output{Value: bySize[a.Size]}, ret)
