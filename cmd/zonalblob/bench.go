@@ -79,7 +79,7 @@ Examples:
 			fs.StringVar(&scenarios, "scenario", "", "comma-separated `scenarios` to run (default: all)")
 			fs.Var(&urls, "url", "run Put and Create against the store at `URL` instead of the emulators (repeatable)")
 			fs.StringVar(&mode, "mode", string(load.Mode), "load `mode`: open (fixed rate) or closed (workers back to back)")
-			fs.Var(rateFlag{&load.Rate, 0, 1e6}, "rate", "offered operations per second in open loop (up to 1000000)")
+			fs.Var(rateFlag(&load.Rate, 0, 1e6), "rate", "offered operations per second in open loop (up to 1000000)")
 			fs.DurationVar(&load.Duration, "duration", load.Duration, "measured time per row")
 			fs.DurationVar(&load.Warmup, "warmup", load.Warmup, "unmeasured time per row before it")
 			fs.StringVar(&sizes, "size", "10,1MiB", "comma-separated object `sizes` (bytes, or with KiB/MiB)")
@@ -91,11 +91,11 @@ Examples:
 			fs.StringVar(&out, "out", "bench-out", "`directory` for "+benchTable+", "+benchPlot+" and "+benchJSON)
 			fs.Var(&showProgress, "progress", "draw a progress bar (default: when stderr is a terminal)")
 			fs.BoolVar(&costOnly, "cost", false, "print only the prices and the monthly cost estimate, measure nothing")
-			fs.Var(rateFlag{&work.WritesPerSecond, 0, maxCostWrites}, "cost-writes", "cost estimate: writes per second (more than 0, up to 10000000)")
-			fs.Var(sizeFlag{&work.ObjectBytes, 1, maxCostSize}, "cost-size", "cost estimate: object `size`, 1 byte to 5TiB (4096, 64KiB, 1.5MiB)")
-			fs.Var(daysFlag{&work.Retention, maxCostDays}, "cost-retention", "cost estimate: how long objects are kept (`duration`, or days as 30d; up to 36500d)")
-			fs.Var(daysFlag{&work.After, maxCostDays}, "cost-hot", "cost estimate: how long objects stay zonal before compaction (`duration`, at most the retention)")
-			fs.Var(intFlag{&work.Replicas, 1, 16}, "cost-replicas", "cost estimate: zonal buckets of the quorum, 1 to 16")
+			fs.Var(rateFlag(&work.WritesPerSecond, 0, maxCostWrites), "cost-writes", "cost estimate: writes per second (more than 0, up to 10000000)")
+			fs.Var(sizeFlag(&work.ObjectBytes, 1, maxCostSize), "cost-size", "cost estimate: object `size`, 1 byte to 5TiB (4096, 64KiB, 1.5MiB)")
+			fs.Var(daysFlag(&work.Retention, maxCostDays), "cost-retention", "cost estimate: how long objects are kept (`duration`, or days as 30d; up to 36500d)")
+			fs.Var(daysFlag(&work.After, maxCostDays), "cost-hot", "cost estimate: how long objects stay zonal before compaction (`duration`, at most the retention)")
+			fs.Var(intFlag(&work.Replicas, 1, 16), "cost-replicas", "cost estimate: zonal buckets of the quorum, 1 to 16")
 			return func(ctx context.Context, s streams, args []string) error {
 				var err error
 				if err := work.Validate(); err != nil {

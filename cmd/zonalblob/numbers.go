@@ -122,89 +122,60 @@ func parseDays(s string, hi time.Duration) (time.Duration, error) {
 
 func daysString(d time.Duration) string { return fmt.Sprintf("%dd", int(d.Hours()/24)) }
 
-// The flag types below parse with the rules above, so a bad value is a
-// usage error naming the flag, before anything runs.
+// The flags below parse with the rules above, so a bad value is a usage
+// error naming the flag, before anything runs.
 
-type sizeFlag struct {
-	p      *int64
-	lo, hi int64
+// numberFlag is a flag.Value of T, read with parse and written with format.
+type numberFlag[T any] struct {
+	p      *T
+	parse  func(string) (T, error)
+	format func(T) string
 }
 
-func (f sizeFlag) String() string {
+func (f numberFlag[T]) String() string {
 	if f.p == nil {
-		return ""
+		return "" // the zero value the flag package makes to test for defaults
 	}
-	return sizeName(*f.p)
+	return f.format(*f.p)
 }
 
-func (f sizeFlag) Set(s string) error {
-	n, err := parseSize(s, f.lo, f.hi)
-	if err == nil {
-		*f.p = n
-	}
-	return err
-}
-
-type rateFlag struct {
-	p      *float64
-	lo, hi float64
-}
-
-func (f rateFlag) String() string {
-	if f.p == nil {
-		return ""
-	}
-	return strconv.FormatFloat(*f.p, 'g', -1, 64)
-}
-
-func (f rateFlag) Set(s string) error {
-	v, err := parseRate(s, f.lo, f.hi)
+func (f numberFlag[T]) Set(s string) error {
+	v, err := f.parse(s)
 	if err == nil {
 		*f.p = v
 	}
 	return err
 }
 
-type daysFlag struct {
-	p  *time.Duration
-	hi time.Duration
+// sizeFlag is a size from lo to hi bytes.
+func sizeFlag(p *int64, lo, hi int64) numberFlag[int64] {
+	return numberFlag[int64]{p, func(s string) (int64, error) { return parseSize(s, lo, hi) }, sizeName}
 }
 
-func (f daysFlag) String() string {
-	if f.p == nil {
-		return ""
-	}
-	if *f.p%(24*time.Hour) == 0 && *f.p > 0 {
-		return fmt.Sprintf("%dd", *f.p/(24*time.Hour))
-	}
-	return f.p.String()
+// rateFlag is a rate in (lo, hi].
+func rateFlag(p *float64, lo, hi float64) numberFlag[float64] {
+	return numberFlag[float64]{p, func(s string) (float64, error) { return parseRate(s, lo, hi) },
+		func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }}
 }
 
-func (f daysFlag) Set(s string) error {
-	d, err := parseDays(s, f.hi)
-	if err == nil {
-		*f.p = d
-	}
-	return err
+// daysFlag is a duration, in days or Go's form, from more than 0 to hi.
+func daysFlag(p *time.Duration, hi time.Duration) numberFlag[time.Duration] {
+	return numberFlag[time.Duration]{p, func(s string) (time.Duration, error) { return parseDays(s, hi) },
+		func(d time.Duration) string {
+			if d%(24*time.Hour) == 0 && d > 0 {
+				return fmt.Sprintf("%dd", d/(24*time.Hour))
+			}
+			return d.String()
+		}}
 }
 
-type intFlag struct {
-	p      *int
-	lo, hi int
-}
-
-func (f intFlag) String() string {
-	if f.p == nil {
-		return ""
-	}
-	return strconv.Itoa(*f.p)
-}
-
-func (f intFlag) Set(s string) error {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil || n < f.lo || n > f.hi {
-		return fmt.Errorf("%q is not a whole number from %d to %d", s, f.lo, f.hi)
-	}
-	*f.p = n
-	return nil
+// intFlag is a whole number from lo to hi.
+func intFlag(p *int, lo, hi int) numberFlag[int] {
+	return numberFlag[int]{p, func(s string) (int, error) {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < lo || n > hi {
+			return 0, fmt.Errorf("%q is not a whole number from %d to %d", s, lo, hi)
+		}
+		return n, nil
+	}, strconv.Itoa}
 }
