@@ -66,31 +66,37 @@ func rapidZones(profile gcsrapidtest.Profile) func(t testing.TB, n int) []blob.S
 	return func(t testing.TB, n int) []blob.Store {
 		out := make([]blob.Store, n)
 		for i := range out {
-			srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: profile, Seed: uint64(i + 1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(srv.Close)
-			name := fmt.Sprintf("log%d", bucketSeq.Add(1))
-			if err := srv.CreateBucket(name, true); err != nil {
-				t.Fatal(err)
-			}
-			client, err := srv.Client(context.Background(), storage.WithDisabledClientMetrics())
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := gcsrapid.New(context.Background(), client, name, gcsrapid.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				s.Close()
-				client.Close()
-			})
-			out[i] = s
+			out[i], _ = rapidZone(t, profile, i)
 		}
 		return out
 	}
+}
+
+// rapidZone is zone i: a gcsrapid store over a bucket of an emulator of its
+// own, which it returns for its counters.
+func rapidZone(t testing.TB, profile gcsrapidtest.Profile, i int) (blob.Store, *gcsrapidtest.Server) {
+	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: profile, Seed: uint64(i + 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	name := fmt.Sprintf("log%d", bucketSeq.Add(1))
+	if err := srv.CreateBucket(name, true); err != nil {
+		t.Fatal(err)
+	}
+	client, err := srv.Client(context.Background(), storage.WithDisabledClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := gcsrapid.New(context.Background(), client, name, gcsrapid.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		client.Close()
+	})
+	return s, srv
 }
 
 var backends = []backend{

@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/storage"
-
 	"github.com/zonalblob/zonalblob/blob"
-	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/s3express"
 	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
@@ -28,27 +25,7 @@ type countedZones struct {
 func rapidCounted(t testing.TB, n int) countedZones {
 	var cz countedZones
 	for i := range n {
-		srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Seed: uint64(i + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Close)
-		name := fmt.Sprintf("log%d", bucketSeq.Add(1))
-		if err := srv.CreateBucket(name, true); err != nil {
-			t.Fatal(err)
-		}
-		client, err := srv.Client(context.Background(), storage.WithDisabledClientMetrics())
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := gcsrapid.New(context.Background(), client, name, gcsrapid.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			s.Close()
-			client.Close()
-		})
+		s, srv := rapidZone(t, gcsrapidtest.Zero(), i)
 		cz.stores = append(cz.stores, s)
 		cz.created = append(cz.created, func() int64 { return srv.Stats().ObjectsCreated })
 	}
