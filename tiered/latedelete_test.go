@@ -54,7 +54,7 @@ func moveWhoseHotDeleteFailed(t *testing.T, name string) {
 		o.FailureThreshold = 1 << 20
 		o.StragglerTimeout = 300 * time.Millisecond
 	}
-	process := func(name string, at func(step, key string)) (*tiered.Store, []*fault.Store) {
+	process := func(name string, at func(step, key string)) (*tiered.Store, []*fault.Store, *quorum.Store) {
 		var fs []*fault.Store
 		var rs []blob.Store
 		for i, m := range mems {
@@ -62,8 +62,9 @@ func moveWhoseHotDeleteFailed(t *testing.T, name string) {
 			fs = append(fs, f)
 			rs = append(rs, nopClose{f})
 		}
-		hot := &hooked{Store: newQuorum(t, rs, tune), name: "hot", at: at}
-		return manualWith(t, hot, cold, tiered.Options{PackMaxObjects: -1, MoveTimeout: 2 * time.Second, MaxClockSkew: time.Millisecond}), fs
+		q := newQuorum(t, rs, tune)
+		hot := &hooked{Store: q, name: "hot", at: at}
+		return manualWith(t, hot, cold, tiered.Options{PackMaxObjects: -1, MoveTimeout: 2 * time.Second, MaxClockSkew: time.Millisecond}), fs, q.(quorumHot).Store
 	}
 	// hearOnly0And2 is set when a process's delete of key from hot must
 	// hear replica 0: its replica 0 comes back and replica 1 goes down.
@@ -75,8 +76,8 @@ func moveWhoseHotDeleteFailed(t *testing.T, name string) {
 			hearOnly0And2 = nil
 		}
 	}
-	compactor, fc := process("compactor", at)
-	user, fu := process("user", at)
+	failing, ff, fq := process("failing", at)
+	user, fu, _ := process("user", at)
 	h := &history{}
 	ctx := ctxT(t)
 	h.write(0, register.Input{Kind: register.Put, Key: key, Value: v1}, func() error {
@@ -86,16 +87,18 @@ func moveWhoseHotDeleteFailed(t *testing.T, name string) {
 	// The move's delete from hot: replicas 1 and 2 promise (slower than
 	// replica 0, so that its promise is among the round's) and refuse the
 	// accept.
-	for _, f := range fc[1:] {
+	for _, f := range ff[1:] {
 		f.Add(fault.Rule{Op: fault.OpCommit, KeyPrefix: key, Effect: fault.Delay, Latency: latency.Dist{P50: 20 * time.Millisecond, P99: 20 * time.Millisecond}})
 		f.Add(fault.Rule{Op: fault.OpCommit, KeyPrefix: key, Skip: 1})
 	}
-	if res := compactor.CompactOnce(ctx); res.Failed == 0 || res.Moved != 0 {
+	if res := failing.CompactOnce(ctx); res.Failed == 0 || res.Moved != 0 {
 		t.Fatalf("pass %+v: the move's delete from hot did not fail", res)
 	}
-	for _, f := range fc {
-		f.Reset()
-	}
+	// The process whose move failed stops (as a crashed one would), its
+	// faults in place, so that its repair of the key cannot finish the
+	// delete: the compactor that follows shares its Owner, and recovers.
+	fq.Close()
+	compactor, fc, _ := process("compactor", at)
 	held := replicaStates(t, mems, key)
 	if held != "[tombstone v1 v1]" {
 		t.Fatalf("replicas hold %s, want the move's tombstone on replica 0 only", held)

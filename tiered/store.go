@@ -1008,6 +1008,11 @@ func (s *Store) deleteColdObject(ctx context.Context, key, g string) (copyOfG bo
 			return false, err
 		}
 		err = s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		if errors.Is(err, blob.ErrUnsupported) {
+			// A cold store without generation preconditions: delete what
+			// is there, as a Delete did before it needed to know what.
+			err = s.cold.Delete(ctx, key, nil)
+		}
 		switch {
 		case err == nil:
 			return ca.Metadata[generationKey] == g, nil
