@@ -139,6 +139,15 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 		if err != nil {
 			return roundResult{err: fmt.Errorf("%w: reading the current version: %v", ErrNoQuorum, err), retry: true}
 		}
+		if cur.kind == absent || cur.kind == empty {
+			// No version (never written, collected, or retired): a
+			// placeholder carries no ballot, so only a version can stand
+			// above the earlier attempts' (a tombstone, which reads as no
+			// object). Accepting the absence itself left them the highest
+			// ballot, and a later read finished an operation that had
+			// been refused.
+			v = &value{kind: tomb, ver: b, chain: chainAfter(b, cur)}
+		}
 		if _, err := s.accept(ctx, key, proms, v, b, s.maj); err != nil {
 			return roundResult{err: err, retry: true}
 		}
