@@ -60,7 +60,9 @@
 // blob.ErrPrecondition, blob.ErrNotFound) is given only on a current version
 // held by a majority, accepted again at the round's ballot first when it is
 // not (or when an earlier attempt of the operation left a version at a
-// higher ballot), so it is linearizable too. A round that loses a prepare to a higher ballot tries
+// higher ballot; where the key has no version, a tombstone is accepted
+// instead, since an absence carries no ballot), so it is linearizable too.
+// A round that loses a prepare to a higher ballot tries
 // again. A round whose accepts landed on too few replicas also tries again,
 // and learns from the current version's chain (ChainKey: the versions that
 // took effect before it, newest first, up to 32) whether its own version
