@@ -29,6 +29,9 @@ import (
 // round.
 type decision func(cur *rstate) (*value, error)
 
+// keep is the decision of a read: the current version stays.
+func keep(*rstate) (*value, error) { return nil, nil }
+
 // roundAttempts bounds the rounds one operation runs (StragglerTimeout
 // bounds their time): enough that a handful of writers racing on one key
 // on a slow machine all get through.
@@ -355,14 +358,9 @@ func (s *Store) Resolve(ctx context.Context, key string) error {
 	if err := s.check(driver.OpWrite, key); err != nil {
 		return err
 	}
-	_, err := s.decideKey(ctx, "resolve", key, func(cur *rstate) (*value, error) {
-		if cur.kind == absent || cur.kind == empty {
-			// Placeholders carry no ballot, so only a version can stand
-			// above a failed write's: a tombstone reads as no object.
-			return &value{kind: tomb}, nil
-		}
-		return nil, nil
-	}, true, nil)
+	// A round that keeps the current version accepts a tombstone where
+	// the key has none (see round).
+	_, err := s.decideKey(ctx, "resolve", key, keep, true, nil)
 	if err != nil && ctx.Err() != nil {
 		return driver.WrapError("resolve", key, ctx.Err(), nil)
 	}

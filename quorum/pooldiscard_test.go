@@ -190,6 +190,17 @@ func TestPooledQuorumCloseLeavesNoLateCreate(t *testing.T) {
 // valuesLeft lists, for each replica, the names other than key for which it
 // holds a value (not a tombstone or placeholder).
 func valuesLeft(t *testing.T, mems []blob.Store, key string) []string {
+	return replicaObjects(t, mems, func(name string, hidden bool) bool { return name != key && !hidden })
+}
+
+// holdsHidden reports whether a replica holds a tombstone or a placeholder.
+func holdsHidden(t *testing.T, mems []blob.Store) bool {
+	return len(replicaObjects(t, mems, func(_ string, hidden bool) bool { return hidden })) > 0
+}
+
+// replicaObjects lists, as "replica I: NAME", the replicas' objects for
+// which keep is true (hidden: a tombstone or a placeholder).
+func replicaObjects(t *testing.T, mems []blob.Store, keep func(name string, hidden bool) bool) []string {
 	ctx := context.Background()
 	var out []string
 	for i, m := range mems {
@@ -197,31 +208,13 @@ func valuesLeft(t *testing.T, mems []blob.Store, key string) []string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if obj.Key == key {
-				continue
-			}
-			if a, err := m.Stat(ctx, obj.Key); err == nil && a.Metadata[quorum.StateKey] == "" {
+			a, err := m.Stat(ctx, obj.Key)
+			if err == nil && keep(obj.Key, a.Metadata[quorum.StateKey] != "") {
 				out = append(out, fmt.Sprintf("replica %d: %s", i, obj.Key))
 			}
 		}
 	}
 	return out
-}
-
-// holdsHidden reports whether a replica holds a tombstone or a placeholder.
-func holdsHidden(t *testing.T, mems []blob.Store) bool {
-	ctx := context.Background()
-	for _, m := range mems {
-		for obj, err := range blob.All(ctx, m, nil) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a, err := m.Stat(ctx, obj.Key); err == nil && a.Metadata[quorum.StateKey] != "" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // memsAsIs is the replicas themselves, with a Close that leaves them open.

@@ -88,7 +88,7 @@ func (s *Store) settle(ctx context.Context, op, key string) (*rstate, *value, er
 			return nil, nil, blob.Errorf(op, key, nil, "%w: the key's replicas keep changing", ErrNoQuorum)
 		}
 		// Someone promised a higher ballot: a round of our own decides.
-		if _, err := s.consensus(ctx, op, key, func(*rstate) (*value, error) { return nil, nil }); err != nil {
+		if _, err := s.consensus(ctx, op, key, keep); err != nil {
 			return nil, nil, err
 		}
 	}

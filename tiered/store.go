@@ -646,17 +646,21 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	if err := s.check(driver.OpStat, key); err != nil {
 		return nil, err
 	}
-	for again := false; ; again = true {
-		a, err := s.hotStat(ctx, key)
-		if err == nil || !errors.Is(err, blob.ErrNotFound) {
-			return a, err
-		}
-		a, err = s.coldStat(ctx, key, s.settled())
-		if !errors.Is(err, blob.ErrNotFound) || again {
-			return a, err
-		}
-		s.stats.missesChecked.Add(1) // see NewRangeReader
+	a, err := s.statOnce(ctx, key)
+	if !errors.Is(err, blob.ErrNotFound) {
+		return a, err
 	}
+	s.stats.missesChecked.Add(1) // a miss in both tiers: see NewRangeReader
+	return s.statOnce(ctx, key)
+}
+
+// statOnce asks hot, then, if hot does not have key, cold.
+func (s *Store) statOnce(ctx context.Context, key string) (*blob.Attributes, error) {
+	a, err := s.hotStat(ctx, key)
+	if err == nil || !errors.Is(err, blob.ErrNotFound) {
+		return a, err
+	}
+	return s.coldStat(ctx, key, s.settled())
 }
 
 // coldStat returns the attributes of key's version in cold: the pack
