@@ -104,11 +104,17 @@
 // A Writer buffers the object and commits it at Close: a caller cancelling
 // before Close commits nothing anywhere, one slow replica cannot throttle
 // the stream to the others, and the same bytes can be accepted and repaired.
-// It costs the object's size in memory. An operation's rounds are bounded by
-// StragglerTimeout, and its accepts that were not needed for the
-// acknowledgement finish in the background within StragglerTimeout more;
-// replicas that missed them are queued for repair. Close of the Store waits
-// for them (at most CloseTimeout).
+// It keeps up to 8 MiB in memory and the rest in an unlinked temporary file,
+// as do the promises and reads that carry a large current version, so
+// memory does not grow with the object. Bounds follow the work: an
+// operation's rounds are bounded by StragglerTimeout plus the time to move
+// the largest object it handles at MinRate (1 MiB/s), and its accepts that
+// were not needed for the acknowledgement finish in the background within
+// that allowance more; replicas that missed them are queued for repair.
+// Close of the Store waits for them (at most CloseTimeout). An operation
+// that its bound ends, while the caller's context is live, fails with
+// ErrNoQuorum (and ErrUncertain if its accepts may have landed), never with
+// a context error.
 //
 // # Deletes and tombstones
 //
@@ -130,6 +136,17 @@
 // higher ballot, and if that cannot reach a majority, a round of CASPaxos's
 // read (a round that keeps the current version) decides. NotFound is a
 // tombstone or nothing, chosen the same way.
+//
+// A read returns the bytes of the version whose attributes it returns:
+// a fastest read takes the version from what the replica's reader itself
+// reports (its generation, metadata, or size and modification time), never
+// from a Stat made alongside it, which may have seen a later write; a
+// reader that cannot prove it is retried elsewhere or read by majority.
+// Every acknowledgement moves the process's floor, whichever round made it
+// (its own accepts, or a retry that found an earlier attempt's accepts
+// chosen, or a refusal on a version some replica lacks): until every replica
+// holds that version, fastest reads of the key in this process read a
+// majority.
 //
 // A fastest read asks the fastest healthy replica (by observed p50 latency;
 // replicas in an error run and down replicas last) and hedges to the next

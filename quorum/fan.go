@@ -10,7 +10,7 @@ import (
 
 // fan is one write's replica calls, made in parallel under a context
 // detached from the caller's once the write is acknowledged, so that the
-// stragglers finish in the background (within StragglerTimeout).
+// stragglers finish in the background (within the allowance for their size).
 type fan struct {
 	s       *Store
 	key     string
@@ -28,9 +28,11 @@ type fanResult struct {
 	err error
 }
 
-// fanOut runs fn for i in [0, n) in parallel.
-func (s *Store) fanOut(ctx context.Context, key string, n int, fn func(ctx context.Context, i int) error) *fan {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.StragglerTimeout)
+// fanOut runs fn for i in [0, n) in parallel; each call moves size bytes,
+// and the calls are bounded by the allowance for that size (or for what the
+// operation's bound allows, if more).
+func (s *Store) fanOut(ctx context.Context, key string, n int, size int64, fn func(ctx context.Context, i int) error) *fan {
+	wctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.allowance(max(size, boundSize(ctx))), errBound)
 	stopBG := context.AfterFunc(s.bg, cancel)
 	stopCaller := context.AfterFunc(ctx, cancel)
 	f := &fan{s: s, key: key, n: n, results: make(chan fanResult, n), cancel: func() { stopBG(); cancel() }, stopCtx: stopCaller}

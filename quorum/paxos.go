@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -68,8 +67,8 @@ func (s *Store) consensus(ctx context.Context, op, key string, decide decision, 
 func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, restate bool, mine []string) (*rstate, error) {
 	// Bounded, so that no promise or accept of this operation can land
 	// after TombstoneGrace (see collect).
-	ctx, cancel := context.WithTimeout(ctx, s.opts.StragglerTimeout)
-	defer cancel()
+	ctx, done := s.bounded(ctx, 0)
+	defer done()
 	floor := ""
 	for attempt := 0; ; attempt++ {
 		s.stats.rounds.Add(1)
@@ -84,9 +83,15 @@ func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, 
 		if errors.As(r.err, &oe) {
 			floor = max(floor, oe.top)
 		}
-		if ctx.Err() != nil || attempt == roundAttempts-1 {
+		if ctx.Err() != nil || attempt == roundAttempts-1 || roundsOver(ctx) {
 			if ctx.Err() != nil {
-				return nil, driver.WrapError(op, key, ctx.Err(), nil)
+				return nil, doneError(ctx, op, key, len(mine) > 0, r.err)
+			}
+			if roundsOver(ctx) {
+				if len(mine) > 0 {
+					return nil, blob.Errorf(op, key, nil, "%w (%w): no round may begin %v after the operation began; last: %v", ErrNoQuorum, ErrUncertain, s.opts.StragglerTimeout, r.err)
+				}
+				return nil, blob.Errorf(op, key, nil, "%w: no round may begin %v after the operation began; last: %v", ErrNoQuorum, s.opts.StragglerTimeout, r.err)
 			}
 			if len(mine) > 0 {
 				return nil, blob.Errorf(op, key, nil, "%w (%w): %v", ErrNoQuorum, ErrUncertain, r.err)
@@ -136,6 +141,7 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 		// current version is accepted again at this round's ballot on a
 		// majority, above them, so that none of them can ever be chosen.
 		if !restate && countAcc(proms, cur.acc) >= s.maj && (len(mine) == 0 || cur.acc >= slices.Max(mine)) {
+			s.chosen(key, cur, proms)
 			return roundResult{cur: cur, err: derr}
 		}
 		v, err := s.readValue(ctx, key, cur)
@@ -167,6 +173,19 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 		return roundResult{err: err, retry: true, landed: b}
 	}
 	return roundResult{err: err, retry: true}
+}
+
+// chosen notes that this process learnt cur is key's chosen version from
+// proms without writing it: an operation acknowledged on that (an earlier
+// attempt's accepts took effect, or a refusal) moves the process's floor
+// like one whose accepts this round made, so its later fastest reads are
+// never older, until every replica holds it.
+func (s *Store) chosen(key string, cur *rstate, proms []rstate) {
+	if cur.acc == "" || countAcc(proms, cur.acc) == len(s.reps) {
+		return
+	}
+	s.setFloor(key, cur.acc)
+	s.rq.add(key)
 }
 
 // prepare makes every replica that is up promise ballot b and returns the
@@ -291,7 +310,7 @@ func countAcc(xs []rstate, acc string) int {
 // The rest finish in the background within StragglerTimeout. landed reports
 // whether, on failure, any accept may have taken effect.
 func (s *Store) accept(ctx context.Context, key string, proms []rstate, v *value, b string, need int) (landed bool, err error) {
-	f := s.fanOut(ctx, key, len(proms), func(ctx context.Context, i int) error {
+	f := s.fanOut(ctx, key, len(proms), v.size(), func(ctx context.Context, i int) error {
 		return s.writeReplica(ctx, key, &proms[i], v, b, b)
 	})
 	return f.wait(need, b)
@@ -303,7 +322,7 @@ func (s *Store) accept(ctx context.Context, key string, proms []rstate, v *value
 // and checked.
 func (s *Store) readState(ctx context.Context, key string, r *replica) (rstate, *value, error) {
 	type read struct {
-		b  []byte
+		b  *body
 		ra *blob.Attributes
 	}
 	ch := make(chan read, 1)
@@ -315,7 +334,7 @@ func (s *Store) readState(ctx context.Context, key string, r *replica) (rstate, 
 			ch <- read{}
 			return
 		}
-		b, err := io.ReadAll(rd)
+		b, err := readBody(rd)
 		ra := rd.Attributes()
 		rd.Close()
 		if err != nil {
@@ -333,8 +352,8 @@ func (s *Store) readState(ctx context.Context, key string, r *replica) (rstate, 
 		return x, v, err
 	}
 	rd := <-ch
-	if rd.ra != nil && sameObject(rd.ra, x.attrs) && int64(len(rd.b)) == x.attrs.Size {
-		return x, &value{data: rd.b, opts: userOptions(x.attrs), kind: live, ver: x.ver, chain: x.chain}, nil
+	if rd.ra != nil && sameObject(rd.ra, x.attrs) && rd.b.size == x.attrs.Size {
+		return x, &value{body: rd.b, opts: userOptions(x.attrs), kind: live, ver: x.ver, chain: x.chain}, nil
 	}
 	v, err := s.readValue(ctx, key, &x)
 	return x, v, err

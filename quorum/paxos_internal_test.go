@@ -48,7 +48,7 @@ func TestRefusalAboveAnAbsentKey(t *testing.T) {
 	// The first attempt of a CAS on g: its version at ballot b1 accepted on
 	// replica 0 only. Then replicas 1 and 2 lose the key.
 	b1 := s.newToken("")
-	attempt := &value{data: []byte("attempt"), kind: live, ver: b1, chain: []string{b1, g}}
+	attempt := &value{body: bodyOf([]byte("attempt")), kind: live, ver: b1, chain: []string{b1, g}}
 	x := s.statReplica(ctx, s.reps[0], key)
 	if err := s.writeReplica(ctx, key, &x, attempt, b1, b1); err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestRefusalAboveAnAbsentKey(t *testing.T) {
 		if !cur.visible() || cur.ver != g {
 			return nil, &blob.Error{Op: "write", Key: key, Kind: blob.ErrPrecondition}
 		}
-		return &value{data: []byte("retry"), kind: live}, nil
+		return &value{body: bodyOf([]byte("retry")), kind: live}, nil
 	}, b1)
 	faults[0].SetDown(false)
 	if !errors.Is(err, blob.ErrPrecondition) {

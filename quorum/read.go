@@ -66,10 +66,13 @@ func (s *Store) survey(ctx context.Context, key string, need int) ([]rstate, err
 func (s *Store) settle(ctx context.Context, op, key string) (*rstate, *value, error) {
 	// Bounded like a consensus round, so that no replay lands long after
 	// the survey it was decided on (see InFlightBound).
-	ctx, cancel := context.WithTimeout(ctx, s.opts.StragglerTimeout)
-	defer cancel()
+	ctx, done := s.bounded(ctx, 0)
+	defer done()
 	for attempt := 0; ; attempt++ {
 		xs, err := s.survey(ctx, key, s.maj)
+		if err != nil && ctx.Err() != nil {
+			return nil, nil, doneError(ctx, op, key, false, err)
+		}
 		if err != nil {
 			return nil, nil, wrapOp(op, key, err)
 		}
@@ -86,6 +89,9 @@ func (s *Store) settle(ctx context.Context, op, key string) (*rstate, *value, er
 		}
 		if attempt == roundAttempts-1 {
 			return nil, nil, blob.Errorf(op, key, nil, "%w: the key's replicas keep changing", ErrNoQuorum)
+		}
+		if ctx.Err() != nil {
+			return nil, nil, doneError(ctx, op, key, false, err)
 		}
 		// Someone promised a higher ballot: a round of our own decides.
 		if _, err := s.consensus(ctx, op, key, keep); err != nil {
@@ -112,7 +118,7 @@ func (s *Store) replay(ctx context.Context, key string, xs []rstate, cur *rstate
 	if have+len(todo) < s.maj {
 		return false
 	}
-	f := s.fanOut(ctx, key, len(todo), func(ctx context.Context, i int) error {
+	f := s.fanOut(ctx, key, len(todo), v.size(), func(ctx context.Context, i int) error {
 		return s.writeReplica(ctx, key, &xs[todo[i]], v, cur.acc, cur.acc)
 	})
 	_, err := f.wait(s.maj-have, "")
@@ -257,7 +263,7 @@ func (s *Store) readMajority(ctx context.Context, key string, offset, length int
 			return nil, &blob.Error{Op: driver.OpRead, Key: key, Kind: blob.ErrNotFound}
 		}
 		if v != nil {
-			return bytesReader(key, cur, v.data, offset, length), nil
+			return bodyReader(key, cur, v.body, offset, length), nil
 		}
 		rd, err := s.readReplica(ctx, key, cur.r, cur, offset, length)
 		if err == nil {
@@ -303,8 +309,15 @@ func (s *Store) readReplica(ctx context.Context, key string, r *replica, want *r
 	if !st.visible() {
 		return fail(&blob.Error{Op: driver.OpRead, Key: key, Kind: blob.ErrNotFound})
 	}
-	// The reader must have opened the version the stat describes.
+	// The reader must have opened the version the stat describes. A Stat
+	// made alongside the read may have seen a write that landed after the
+	// reader opened, so only the reader's own attributes can prove that;
+	// a Stat after the read proves it only against a version stat'ed
+	// before the read began (want).
 	if !sameObject(rd.Attributes(), st.attrs) {
+		if want == nil {
+			return fail(errChanged)
+		}
 		after := s.statReplica(rctx, r, key)
 		if !after.ok() || after.attrs == nil || after.attrs.Generation != st.attrs.Generation {
 			return fail(errChanged)
@@ -338,15 +351,8 @@ type reader struct {
 	closed bool
 }
 
-func bytesReader(key string, x *rstate, data []byte, offset, length int64) *reader {
-	if offset > int64(len(data)) {
-		offset = int64(len(data))
-	}
-	end := int64(len(data))
-	if length >= 0 && offset+length < end {
-		end = offset + length
-	}
-	return &reader{r: io.NopCloser(bytes.NewReader(nil)), key: key, head: data[offset:end], attrs: publicAttrs(x)}
+func bodyReader(key string, x *rstate, b *body, offset, length int64) *reader {
+	return &reader{r: io.NopCloser(b.reader(offset, length)), key: key, attrs: publicAttrs(x)}
 }
 
 func (r *reader) Read(p []byte) (int, error) {

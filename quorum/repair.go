@@ -132,7 +132,7 @@ func (s *Store) repairer() {
 			if s.bg.Err() != nil {
 				return
 			}
-			ctx, cancel := context.WithTimeout(s.bg, min(s.opts.StragglerTimeout, 10*time.Second))
+			ctx, cancel := s.boundedFrom(s.bg, min(s.opts.StragglerTimeout, 10*time.Second), 0)
 			ok := s.repairKey(ctx, k)
 			cancel()
 			if ok {

@@ -103,7 +103,7 @@ func (s *Store) ReadHeld(ctx context.Context, h *Holding) ([]byte, error) {
 	case err != nil:
 		return nil, wrapOp(driver.OpRead, h.key, err)
 	}
-	return v.data, nil
+	return v.body.bytes()
 }
 
 // Retired is what a Retire did.
@@ -210,9 +210,11 @@ func (s *Store) Retire(ctx context.Context, h *Holding, version string) (Retired
 }
 
 // InFlightBound bounds how long after an operation starts its replica
-// writes can land: its rounds, and a read's settling, are bounded by
-// StragglerTimeout, and their writes finish in the background within
-// StragglerTimeout more.
+// writes can land: its rounds, and a read's settling, begin within
+// StragglerTimeout, and their writes finish within StragglerTimeout more.
+// An operation moving n bytes is allowed n/MinRate more for its writes;
+// each of them is conditional on the replica generation its round's promise
+// left, so a late one lands only on a replica nothing touched since.
 func (s *Store) InFlightBound() time.Duration { return 2 * s.opts.StragglerTimeout }
 
 // GenerationTime returns when the version named by generation gen was

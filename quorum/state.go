@@ -122,17 +122,29 @@ func (s *Store) statReplica(ctx context.Context, r *replica, key string) rstate 
 	start := time.Now()
 	a, err := r.s.Stat(ctx, key)
 	s.observe(r, time.Since(start), err, ctx.Err() != nil)
+	if err == nil {
+		// Whatever the operation does next may move these bytes.
+		allowBytes(ctx, a.Size)
+	}
 	return parseState(r, a, err)
 }
 
 // value is what a write puts on the replicas: the bytes and user attributes
 // of a version, or a tombstone.
 type value struct {
-	data  []byte
+	body  *body              // nil for a tombstone or placeholder
 	opts  blob.WriterOptions // user attributes only
 	kind  kind               // live or tomb
 	ver   string
 	chain []string // this version and those that took effect before it, newest first
+}
+
+// size is how many bytes writing v moves.
+func (v *value) size() int64 {
+	if v.body == nil {
+		return int64(len(hiddenBytes))
+	}
+	return v.body.size
 }
 
 // chainAfter returns the chain of a version ver that replaces cur: ver
@@ -202,14 +214,39 @@ func replicaOptions(v *value, acc, prom string, x *rstate) blob.WriterOptions {
 // as accepted at ballot acc with promise prom.
 func (s *Store) writeReplica(ctx context.Context, key string, x *rstate, v *value, acc, prom string) error {
 	o := replicaOptions(v, acc, prom, x)
-	data := v.data
-	if v.kind != live {
-		data = hiddenBytes
+	b := v.body
+	if v.kind != live || b == nil {
+		b = bodyOf(hiddenBytes)
 	}
 	start := time.Now()
-	err := blob.Put(ctx, x.r.s, key, data, &o)
+	err := putBody(ctx, x.r.s, key, b, &o)
 	s.observe(x.r, time.Since(start), err, ctx.Err() != nil)
 	return err
+}
+
+// putBody writes b under key, committing nothing if a write fails.
+func putBody(ctx context.Context, st blob.Store, key string, b *body, o *blob.WriterOptions) error {
+	if b.file == nil {
+		return blob.Put(ctx, st, key, b.mem, o)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := st.NewWriter(ctx, key, o)
+	if err != nil {
+		return err
+	}
+	return copyAndClose(w, b, cancel)
+}
+
+// copyAndClose writes b to w and commits, cancelling (so committing
+// nothing) if a write fails.
+func copyAndClose(w blob.Writer, b *body, cancel context.CancelFunc) error {
+	if _, err := io.Copy(w, b.reader(0, -1)); err != nil {
+		cancel()
+		w.Close()
+		return err
+	}
+	return w.Close()
 }
 
 // refusal reports whether a replica call's error proves it changed nothing.
@@ -234,7 +271,7 @@ func (s *Store) readValue(ctx context.Context, key string, x *rstate) (*value, e
 	if err != nil {
 		return nil, err
 	}
-	b, err := io.ReadAll(rd)
+	b, err := readBody(rd)
 	ra := rd.Attributes()
 	rd.Close()
 	if err != nil {
@@ -249,17 +286,34 @@ func (s *Store) readValue(ctx context.Context, key string, x *rstate) (*value, e
 			return nil, errChanged
 		}
 	}
-	if int64(len(b)) != x.attrs.Size {
+	if b.size != x.attrs.Size {
 		return nil, errChanged
 	}
-	v.data = b
+	v.body = b
 	return v, nil
 }
 
 // sameObject reports whether a reader's attributes prove it read the object
-// st describes.
+// the replica Stat st describes: the same replica generation where the
+// reader reports one, the same quorum version and state where it reports
+// metadata, and otherwise the same size and modification time, as exact as
+// the backend's clock (every version is a new write).
 func sameObject(ra, st *blob.Attributes) bool {
-	return ra != nil && st != nil && !ra.ModTime.IsZero() && ra.ModTime.Equal(st.ModTime) && ra.Size == st.Size
+	if ra == nil || st == nil || ra.Size != st.Size {
+		return false
+	}
+	if ra.Metadata != nil {
+		for _, k := range []string{VersionKey, StateKey} {
+			if ra.Metadata[k] != st.Metadata[k] {
+				return false
+			}
+		}
+	}
+	if ra.Generation != "" && st.Generation != "" {
+		// Equal generations are one object, or (an S3 ETag) equal bytes.
+		return ra.Generation == st.Generation
+	}
+	return !ra.ModTime.IsZero() && ra.ModTime.Equal(st.ModTime)
 }
 
 // userOptions returns the user attributes of a replica object.

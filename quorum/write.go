@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
+	"hash"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -46,7 +47,8 @@ type writer struct {
 	ctx  context.Context
 	key  string
 	opts blob.WriterOptions
-	buf  bytes.Buffer
+	buf  spool
+	sum  hash.Hash // MD5 of the bytes, when the caller declared one
 	done bool
 	// fresh: a store-chosen name (Create, Prewarm), written in one round
 	// trip per replica; warm holds its prewarmed replica writers, if any.
@@ -71,7 +73,17 @@ func (w *writer) Write(p []byte) (int, error) {
 	if err := w.ctx.Err(); err != nil {
 		return 0, driver.WrapError(driver.OpWrite, w.key, err, nil)
 	}
-	return w.buf.Write(p)
+	if len(w.opts.ContentMD5) > 0 {
+		if w.sum == nil {
+			w.sum = md5.New()
+		}
+		w.sum.Write(p)
+	}
+	n, err := w.buf.Write(p)
+	if err != nil {
+		return n, blob.Errorf(driver.OpWrite, w.key, nil, "buffering the object: %w", err)
+	}
+	return n, nil
 }
 
 // abort releases warm replica writers without committing anything.
@@ -102,21 +114,26 @@ func (w *writer) Close() error {
 		w.abort()
 		return driver.ClosedError(driver.OpWrite, w.key)
 	}
-	data := w.buf.Bytes()
 	if len(w.opts.ContentMD5) > 0 {
-		if sum := md5.Sum(data); !bytes.Equal(sum[:], w.opts.ContentMD5) {
+		if w.sum == nil {
+			w.sum = md5.New()
+		}
+		if sum := w.sum.Sum(nil); !bytes.Equal(sum, w.opts.ContentMD5) {
 			w.abort()
 			return blob.Errorf(driver.OpWrite, w.key, blob.ErrInvalidArgument, "content MD5 %x does not match the declared %x", sum, w.opts.ContentMD5)
 		}
 	}
-	v := &value{data: data, opts: w.opts, kind: live}
+	v := &value{body: w.buf.body(), opts: w.opts, kind: live}
 	v.opts.If, v.opts.ContentMD5 = blob.Condition{}, nil
+	// The operation's bound allows for moving this object.
+	ctx, done := w.s.bounded(w.ctx, v.size())
+	defer done()
 	var err error
 	switch {
 	case w.fresh:
-		err = w.s.createFresh(w.ctx, w.key, v, w.tok, w.warm)
+		err = w.s.createFresh(ctx, w.key, v, w.tok, w.warm)
 	case w.opts.If.NotExist():
-		_, err = w.s.consensus(w.ctx, "write", w.key, func(cur *rstate) (*value, error) {
+		_, err = w.s.consensus(ctx, "write", w.key, func(cur *rstate) (*value, error) {
 			if cur.visible() {
 				return nil, &blob.Error{Op: driver.OpWrite, Key: w.key, Kind: blob.ErrExists}
 			}
@@ -124,14 +141,14 @@ func (w *writer) Close() error {
 		})
 	case w.opts.If.GenerationMatch() != "":
 		g := w.opts.If.GenerationMatch()
-		_, err = w.s.consensus(w.ctx, "write", w.key, func(cur *rstate) (*value, error) {
+		_, err = w.s.consensus(ctx, "write", w.key, func(cur *rstate) (*value, error) {
 			if !cur.visible() || cur.ver != g {
 				return nil, blob.Errorf(driver.OpWrite, w.key, blob.ErrPrecondition, "quorum version is not %s", g)
 			}
 			return v, nil
 		})
 	default:
-		err = w.s.putDecided(w.ctx, "write", w.key, v)
+		err = w.s.putDecided(ctx, "write", w.key, v)
 	}
 	if err != nil {
 		if cerr := w.ctx.Err(); cerr != nil && !errors.Is(err, blob.ErrExists) && !errors.Is(err, blob.ErrPrecondition) {
@@ -179,7 +196,7 @@ func (s *Store) createFresh(ctx context.Context, key string, v *value, tok strin
 	} else {
 		rs = s.upReplicas(s.w)
 	}
-	f := s.fanOut(ctx, key, len(rs), func(ctx context.Context, i int) error {
+	f := s.fanOut(ctx, key, len(rs), v.size(), func(ctx context.Context, i int) error {
 		r := rs[i]
 		if warm != nil {
 			res := <-warm[r.idx]
@@ -192,7 +209,7 @@ func (s *Store) createFresh(ctx context.Context, key string, v *value, tok strin
 				stop := context.AfterFunc(ctx, res.cancel)
 				defer stop()
 				start := time.Now()
-				err := writeAll(res.w, v.data)
+				err := copyAndClose(res.w, v.body, res.cancel)
 				s.observe(r, time.Since(start), err, ctx.Err() != nil)
 				return err
 			}
@@ -204,21 +221,13 @@ func (s *Store) createFresh(ctx context.Context, key string, v *value, tok strin
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		return driver.WrapError(driver.OpWrite, key, ctx.Err(), nil)
+		return doneError(ctx, driver.OpWrite, key, landed, err)
 	case !landed && f.count(blob.ErrExists) > 0:
 		return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrExists, Err: err}
 	case landed:
 		return blob.Errorf(driver.OpWrite, key, nil, "%w (%w): %v", ErrNoQuorum, ErrUncertain, err)
 	}
 	return blob.Errorf(driver.OpWrite, key, nil, "%w: %v", ErrNoQuorum, err)
-}
-
-func writeAll(w blob.Writer, data []byte) error {
-	if _, err := w.Write(data); err != nil {
-		w.Close()
-		return err
-	}
-	return w.Close()
 }
 
 // goTask runs fn as a task Close waits for, unless the store is closing.

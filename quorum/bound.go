@@ -1,0 +1,137 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
+)
+
+// MinRate is the slowest a replica is expected to move bytes: an
+// operation's bound, and the background completion of its writes, allow
+// StragglerTimeout plus the time to move the largest object the operation
+// handles (the one it writes, or the current one a promise rewrites) at
+// this rate. A 10 B write is bounded by StragglerTimeout; a 1 GiB one by
+// StragglerTimeout and 17 minutes more.
+const MinRate = 1 << 20 // bytes per second
+
+// errBound is the cause of an operation that its bound ended, while its
+// caller's context was still live. It is reported under ErrNoQuorum, never
+// as a context error: the caller set no deadline.
+var errBound = errors.New("the operation's time bound passed")
+
+// allowance is how long an operation handling size bytes may run.
+func (s *Store) allowance(size int64) time.Duration {
+	return s.opts.StragglerTimeout + transferTime(size)
+}
+
+// transferTime is the time to move size bytes at MinRate.
+func transferTime(size int64) time.Duration {
+	return time.Duration(size/MinRate)*time.Second + time.Duration(size%MinRate)*time.Second/MinRate
+}
+
+type boundKey struct{}
+
+// opBound is one operation's bound, carried in its context so that the
+// calls below it (promises that meet a large current object) can extend it.
+type opBound struct {
+	s     *Store
+	base  time.Duration
+	start time.Time
+	mu    sync.Mutex
+	size  int64
+	timer *time.Timer
+}
+
+// bounded returns ctx bounded by the allowance for size bytes, and a func
+// that releases it. Inside an operation already bounded it extends that
+// bound instead, so that one operation has one bound.
+func (s *Store) bounded(ctx context.Context, size int64) (context.Context, func()) {
+	return s.boundedFrom(ctx, s.opts.StragglerTimeout, size)
+}
+
+// boundedFrom is bounded with base in place of StragglerTimeout.
+func (s *Store) boundedFrom(ctx context.Context, base time.Duration, size int64) (context.Context, func()) {
+	if b, ok := ctx.Value(boundKey{}).(*opBound); ok && b.s == s && ctx.Err() == nil {
+		b.allow(size)
+		return ctx, func() {}
+	}
+	bctx, cancel := context.WithCancelCause(ctx)
+	b := &opBound{s: s, base: base, start: time.Now(), size: size}
+	b.timer = time.AfterFunc(base+transferTime(size), func() {
+		b.mu.Lock()
+		d := b.base + transferTime(b.size)
+		b.mu.Unlock()
+		cancel(fmt.Errorf("%w (%v)", errBound, d))
+	})
+	return context.WithValue(bctx, boundKey{}, b), func() {
+		b.timer.Stop()
+		cancel(nil)
+	}
+}
+
+// allow extends the bound to the allowance for size bytes, if larger.
+func (b *opBound) allow(size int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if size <= b.size {
+		return
+	}
+	b.size = size
+	if b.timer.Stop() {
+		b.timer.Reset(max(b.base+transferTime(size)-time.Since(b.start), 0))
+	}
+}
+
+// allowBytes extends the bound of ctx's operation, if any, to size bytes.
+func allowBytes(ctx context.Context, size int64) {
+	if b, ok := ctx.Value(boundKey{}).(*opBound); ok {
+		b.allow(size)
+	}
+}
+
+// roundsOver reports that the operation of ctx began more than
+// StragglerTimeout ago, after which it begins no new round. Its bound may be
+// longer (a large object's accepts take time), but every round reads the
+// chain of versions that took effect (tookEffect) within StragglerTimeout of
+// the operation's start, so the rules that delete versions and chains a
+// while after they were issued (TombstoneGrace, InFlightBound) need not
+// grow with the object.
+func roundsOver(ctx context.Context) bool {
+	if b, ok := ctx.Value(boundKey{}).(*opBound); ok {
+		return time.Since(b.start) > b.s.opts.StragglerTimeout
+	}
+	return false
+}
+
+// boundSize is the size the bound of ctx's operation allows for (0 if none).
+func boundSize(ctx context.Context) int64 {
+	if b, ok := ctx.Value(boundKey{}).(*opBound); ok {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.size
+	}
+	return 0
+}
+
+// doneError is the error of an operation whose context is done: the
+// caller's own context error, or, when the operation's bound ended it,
+// ErrNoQuorum (with ErrUncertain when its writes may have landed) naming
+// the bound and the last failure, wrapping no context error.
+func doneError(ctx context.Context, op, key string, uncertain bool, last error) error {
+	cause := context.Cause(ctx)
+	if !errors.Is(cause, errBound) {
+		return driver.WrapError(op, key, ctx.Err(), nil)
+	}
+	if last == nil {
+		last = cause
+	}
+	if uncertain {
+		return blob.Errorf(op, key, nil, "%w (%w): %v; last: %v", ErrNoQuorum, ErrUncertain, cause, last)
+	}
+	return blob.Errorf(op, key, nil, "%w: %v; last: %v", ErrNoQuorum, cause, last)
+}
