@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,12 +12,14 @@ import (
 	"github.com/zonalblob/zonalblob/blob/driver"
 )
 
-// MinRate is the slowest a replica is expected to move bytes: an
-// operation's bound, and the background completion of its writes, allow
-// StragglerTimeout plus the time to move the largest object the operation
-// handles (the one it writes, or the current one a promise rewrites) at
-// this rate. A 10 B write is bounded by StragglerTimeout; a 1 GiB one by
-// StragglerTimeout and 17 minutes more.
+// MinRate is the slowest a replica is expected to move bytes. An operation
+// ends when it has made no progress (no replica call of it succeeded) for
+// StragglerTimeout plus the time to move the largest object it handles (the
+// one it writes, or the current one a promise rewrites) at this rate, and
+// the background completion of its writes is allowed as long: a 10 B write
+// waits StragglerTimeout for its replicas to answer, a 1 GiB one 17 minutes
+// more. A busy machine slows every call but stops none of them, so
+// operations that progress are not cut short.
 const MinRate = 1 << 20 // bytes per second
 
 // errBound is the cause of an operation that its bound ended, while its
@@ -41,8 +44,8 @@ type boundKey struct{}
 type opBound struct {
 	s     *Store
 	base  time.Duration
-	start time.Time
 	mu    sync.Mutex
+	last  time.Time // the operation's start, or its last progress
 	size  int64
 	timer *time.Timer
 }
@@ -61,7 +64,7 @@ func (s *Store) boundedFrom(ctx context.Context, base time.Duration, size int64)
 		return ctx, func() {}
 	}
 	bctx, cancel := context.WithCancelCause(ctx)
-	b := &opBound{s: s, base: base, start: time.Now(), size: size}
+	b := &opBound{s: s, base: base, last: time.Now(), size: size}
 	b.timer = time.AfterFunc(base+transferTime(size), func() {
 		b.mu.Lock()
 		d := b.base + transferTime(b.size)
@@ -83,7 +86,24 @@ func (b *opBound) allow(size int64) {
 	}
 	b.size = size
 	if b.timer.Stop() {
-		b.timer.Reset(max(b.base+transferTime(size)-time.Since(b.start), 0))
+		b.timer.Reset(max(b.base+transferTime(size)-time.Since(b.last), 0))
+	}
+}
+
+// progress restarts the bound: a replica call of the operation succeeded.
+func (b *opBound) progress() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.last = time.Now()
+	if b.timer.Stop() {
+		b.timer.Reset(b.base + transferTime(b.size))
+	}
+}
+
+// progressed notes that a replica call of ctx's operation, if any, succeeded.
+func progressed(ctx context.Context) {
+	if b, ok := ctx.Value(boundKey{}).(*opBound); ok {
+		b.progress()
 	}
 }
 
@@ -94,18 +114,19 @@ func allowBytes(ctx context.Context, size int64) {
 	}
 }
 
-// roundsOver reports that the operation of ctx began more than
-// StragglerTimeout ago, after which it begins no new round. Its bound may be
-// longer (a large object's accepts take time), but every round reads the
-// chain of versions that took effect (tookEffect) within StragglerTimeout of
-// the operation's start, so the rules that delete versions and chains a
-// while after they were issued (TombstoneGrace, InFlightBound) need not
-// grow with the object.
-func roundsOver(ctx context.Context) bool {
-	if b, ok := ctx.Value(boundKey{}).(*opBound); ok {
-		return time.Since(b.start) > b.s.opts.StragglerTimeout
+// roundsOver reports that an operation whose earlier accepts may have
+// landed (mine) issued the first of them more than StragglerTimeout ago,
+// after which it begins no new round: a round learns from the current
+// version's chain whether those accepts took effect (tookEffect), and the
+// rules that delete versions and chains a while after they were issued
+// (TombstoneGrace, InFlightBound) hold only for rounds begun within
+// StragglerTimeout of it. An operation none of whose accepts landed may
+// decide afresh at any time.
+func (s *Store) roundsOver(mine []string) bool {
+	if len(mine) == 0 {
+		return false
 	}
-	return false
+	return time.Since(time.Unix(0, tokenTime(slices.Min(mine)))) > s.opts.StragglerTimeout
 }
 
 // boundSize is the size the bound of ctx's operation allows for (0 if none).

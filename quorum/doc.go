@@ -107,10 +107,14 @@
 // It keeps up to 8 MiB in memory and the rest in an unlinked temporary file,
 // as do the promises and reads that carry a large current version, so
 // memory does not grow with the object. Bounds follow the work: an
-// operation's rounds are bounded by StragglerTimeout plus the time to move
-// the largest object it handles at MinRate (1 MiB/s), and its accepts that
-// were not needed for the acknowledgement finish in the background within
-// that allowance more; replicas that missed them are queued for repair.
+// operation ends when none of its replica calls has succeeded for
+// StragglerTimeout plus the time to move the largest object it handles at
+// MinRate (1 MiB/s), so a busy machine slows it without failing it; a retry
+// after accepts that may have landed begins within StragglerTimeout of the
+// first of them (its chain is what tells whether they took effect). Its
+// accepts that were not needed for the acknowledgement finish in the
+// background within that allowance; replicas that missed them are queued
+// for repair.
 // Close of the Store waits for them (at most CloseTimeout). An operation
 // that its bound ends, while the caller's context is live, fails with
 // ErrNoQuorum (and ErrUncertain if its accepts may have landed), never with

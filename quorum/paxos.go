@@ -83,15 +83,12 @@ func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, 
 		if errors.As(r.err, &oe) {
 			floor = max(floor, oe.top)
 		}
-		if ctx.Err() != nil || attempt == roundAttempts-1 || roundsOver(ctx) {
+		if ctx.Err() != nil || attempt == roundAttempts-1 || s.roundsOver(mine) {
 			if ctx.Err() != nil {
 				return nil, doneError(ctx, op, key, len(mine) > 0, r.err)
 			}
-			if roundsOver(ctx) {
-				if len(mine) > 0 {
-					return nil, blob.Errorf(op, key, nil, "%w (%w): no round may begin %v after the operation began; last: %v", ErrNoQuorum, ErrUncertain, s.opts.StragglerTimeout, r.err)
-				}
-				return nil, blob.Errorf(op, key, nil, "%w: no round may begin %v after the operation began; last: %v", ErrNoQuorum, s.opts.StragglerTimeout, r.err)
+			if s.roundsOver(mine) {
+				return nil, blob.Errorf(op, key, nil, "%w (%w): no round may begin %v after its first accept went out; last: %v", ErrNoQuorum, ErrUncertain, s.opts.StragglerTimeout, r.err)
 			}
 			if len(mine) > 0 {
 				return nil, blob.Errorf(op, key, nil, "%w (%w): %v", ErrNoQuorum, ErrUncertain, r.err)

@@ -210,8 +210,9 @@ func (s *Store) Retire(ctx context.Context, h *Holding, version string) (Retired
 }
 
 // InFlightBound bounds how long after an operation starts its replica
-// writes can land: its rounds, and a read's settling, begin within
-// StragglerTimeout, and their writes finish within StragglerTimeout more.
+// writes can land: the rounds that may find its own earlier accepts, and
+// a read's settling, begin within StragglerTimeout of them, and their writes
+// finish within StragglerTimeout more.
 // An operation moving n bytes is allowed n/MinRate more for its writes;
 // each of them is conditional on the replica generation its round's promise
 // left, so a late one lands only on a replica nothing touched since.

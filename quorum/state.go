@@ -125,6 +125,7 @@ func (s *Store) statReplica(ctx context.Context, r *replica, key string) rstate 
 	if err == nil {
 		// Whatever the operation does next may move these bytes.
 		allowBytes(ctx, a.Size)
+		progressed(ctx)
 	}
 	return parseState(r, a, err)
 }
@@ -221,6 +222,9 @@ func (s *Store) writeReplica(ctx context.Context, key string, x *rstate, v *valu
 	start := time.Now()
 	err := putBody(ctx, x.r.s, key, b, &o)
 	s.observe(x.r, time.Since(start), err, ctx.Err() != nil)
+	if err == nil {
+		progressed(ctx)
+	}
 	return err
 }
 
