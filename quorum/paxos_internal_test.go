@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -45,6 +46,11 @@ func TestRefusalAboveAnAbsentKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := a.Generation
+	// The Put was acknowledged by two replicas: its call on the third (or
+	// the repair that follows it) may still be landing. The test rewrites
+	// the replicas' objects below, on condition of what it reads there,
+	// and deletes them, so it waits until every replica holds the version.
+	waitHeld(t, s, key, g)
 	// The first attempt of a CAS on g: its version at ballot b1 accepted on
 	// replica 0 only. Then replicas 1 and 2 lose the key.
 	b1 := s.newToken("")
@@ -78,5 +84,25 @@ func TestRefusalAboveAnAbsentKey(t *testing.T) {
 		if !errors.Is(err, blob.ErrNotFound) {
 			t.Fatalf("read with replica %d down: %q, %v; want not found (the refused write took effect)", down, got, err)
 		}
+	}
+}
+
+// waitHeld waits until every replica of s holds version ver of key.
+func waitHeld(t *testing.T, s *Store, key, ver string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var held []string
+		for _, r := range s.reps {
+			x := s.statReplica(context.Background(), r, key)
+			held = append(held, x.ver)
+		}
+		if !slices.ContainsFunc(held, func(v string) bool { return v != ver }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replicas hold versions %q of %q, want %s on each", held, key, ver)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
