@@ -29,6 +29,7 @@ type history struct {
 	register.Recorder
 	// counts
 	acked, unknown, refused, reads atomic.Int64
+	fastest                        atomic.Int64 // reads checked by fastestCheck
 }
 
 // classifyErr maps an error of a write or delete to what the contract says

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +53,90 @@ type workload struct {
 	rng     *rand.Rand
 	id      int
 	timeout time.Duration
+	fast    *fastestCheck
+	// read: generations this client read by majority since its last
+	// acknowledged write of the key; gone: those its acknowledged writes
+	// and deletes replaced, which its fastest reads must never return.
+	read, gone map[string]map[string]bool
+}
+
+// fastestCheck holds fastest reads to what ReadFastest promises, which the
+// register model (for majority reads) does not state: a read's bytes are
+// those of the version whose attributes it returns (every read of one
+// generation, by any client and either consistency, returns the same bytes,
+// as many as its size, never a tombstone's), and a process never reads a
+// version older than its own acknowledged writes.
+type fastestCheck struct {
+	mu         sync.Mutex
+	bytes      map[string]string // generation -> value
+	violations []string
+	reads      int
+}
+
+func (f *fastestCheck) violation(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.violations = append(f.violations, fmt.Sprintf(format, args...))
+}
+
+// observe checks one read's value against its attributes and every other
+// read of its generation.
+func (f *fastestCheck) observe(key, value string, a *blob.Attributes) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	if int64(len(value)) != a.Size {
+		f.violations = append(f.violations, fmt.Sprintf("%s: read %q under attributes of size %d", key, value, a.Size))
+	}
+	if strings.HasPrefix(value, "\x00zonalblob-quorum") {
+		f.violations = append(f.violations, fmt.Sprintf("%s: read a tombstone's or placeholder's bytes", key))
+	}
+	if prev, ok := f.bytes[a.Generation]; ok && prev != value {
+		f.violations = append(f.violations, fmt.Sprintf("%s: generation %s read as %q and as %q", key, a.Generation, prev, value))
+	}
+	f.bytes[a.Generation] = value
+}
+
+// readAttrs reads key whole with its attributes.
+func readAttrs(ctx context.Context, s blob.Store, key string) (string, *blob.Attributes, error) {
+	r, err := s.NewRangeReader(ctx, key, 0, -1)
+	if err != nil {
+		return "", nil, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return "", nil, err
+	}
+	return string(b), r.Attributes(), nil
+}
+
+// acked notes that this client's write or delete of key was acknowledged:
+// every version it read by majority before is replaced.
+func (w *workload) acked(key string, err error) {
+	if err != nil {
+		return
+	}
+	if w.gone[key] == nil {
+		w.gone[key] = map[string]bool{}
+	}
+	for g := range w.read[key] {
+		w.gone[key][g] = true
+	}
+	delete(w.read, key)
+}
+
+// fastestRead reads key with ReadFastest (not recorded: the register model
+// is for majority reads) and checks it.
+func (w *workload) fastestRead(ctx context.Context, s blob.Store, key string) {
+	value, a, err := readAttrs(ctx, s, key)
+	if err != nil {
+		return
+	}
+	w.fast.observe(key, value, a)
+	if w.gone[key][a.Generation] {
+		w.fast.violation("%s: client %d read %q (generation %s), which its own acknowledged write or delete replaced", key, w.id, value, a.Generation)
+	}
 }
 
 func (w *workload) run(s blob.Store, n int) {
@@ -61,26 +147,33 @@ func (w *workload) run(s blob.Store, n int) {
 		rctx := quorum.WithConsistency(ctx, quorum.ReadMajority)
 		last, ok := w.seen[key]
 		switch p := w.rng.IntN(100); {
+		case p < 10:
+			w.fastestRead(ctx, s, key)
 		case p < 30 || (p >= 50 && p < 70 || p >= 90) && !ok:
 			value, gen, err := w.h.read(rctx, w.id, s, key)
 			switch {
 			case err == nil:
 				w.seen[key] = [2]string{value, gen}
+				if w.read[key] == nil {
+					w.read[key] = map[string]bool{}
+				}
+				w.read[key][gen] = true
+				w.fast.observe(key, value, &blob.Attributes{Size: int64(len(value)), Generation: gen})
 			case errors.Is(err, blob.ErrNotFound):
 				delete(w.seen, key)
 			}
 		case p < 45:
-			w.h.put(ctx, w.id, s, key, v)
+			w.acked(key, w.h.put(ctx, w.id, s, key, v))
 		case p < 50:
-			w.h.create(ctx, w.id, s, key, v)
+			w.acked(key, w.h.create(ctx, w.id, s, key, v))
 		case p < 70:
-			w.h.cas(ctx, w.id, s, key, last[0], last[1], v)
+			w.acked(key, w.h.cas(ctx, w.id, s, key, last[0], last[1], v))
 		case p < 80:
-			w.h.del(ctx, w.id, s, key)
+			w.acked(key, w.h.del(ctx, w.id, s, key))
 		case p < 90:
-			w.h.create(ctx, w.id, s, key, v)
+			w.acked(key, w.h.create(ctx, w.id, s, key, v))
 		default:
-			w.h.cdel(ctx, w.id, s, key, last[0], last[1])
+			w.acked(key, w.h.cdel(ctx, w.id, s, key, last[0], last[1]))
 		}
 		cancel()
 	}
@@ -98,9 +191,11 @@ func runWorkload(t *testing.T, c *cluster, seed uint64, clients, n, keys int, fa
 	}
 	var wg sync.WaitGroup
 	id := 0
+	fast := &fastestCheck{bytes: map[string]string{}}
 	for _, p := range c.procs {
 		for range clients {
-			w := &workload{h: h, keys: keys, seen: map[string][2]string{}, rng: rand.New(rand.NewPCG(seed, uint64(id))), id: id, timeout: 10 * time.Second}
+			w := &workload{h: h, keys: keys, seen: map[string][2]string{}, rng: rand.New(rand.NewPCG(seed, uint64(id))), id: id, timeout: 10 * time.Second,
+				fast: fast, read: map[string]map[string]bool{}, gone: map[string]map[string]bool{}}
 			id++
 			wg.Go(func() { w.run(p.q, n) })
 		}
@@ -123,6 +218,10 @@ func runWorkload(t *testing.T, c *cluster, seed uint64, clients, n, keys int, fa
 	n2.q.AntiEntropy(context.Background())
 	c.finalReads(h, ks...)
 	h.Check(t, 2*time.Minute)
+	for _, v := range fast.violations {
+		t.Errorf("fastest read: %s", v)
+	}
+	h.fastest.Add(int64(fast.reads))
 	return h
 }
 
@@ -216,8 +315,8 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 		injected += failures
-		t.Logf("seed %d: %d operations (%d acknowledged writes, %d refused, %d uncertain, %d reads), %d injected failures",
-			seed, ops, h.acked.Load(), h.refused.Load(), h.unknown.Load(), h.reads.Load(), failures)
+		t.Logf("seed %d: %d operations (%d acknowledged writes, %d refused, %d uncertain, %d reads), %d reads checked for bytes and floors, %d injected failures",
+			seed, ops, h.acked.Load(), h.refused.Load(), h.unknown.Load(), h.reads.Load(), h.fastest.Load(), failures)
 		for _, p := range c.procs {
 			if p.q != nil {
 				p.q.Close()
