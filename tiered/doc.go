@@ -23,8 +23,8 @@
 // Unconditional writes are the hot store's writer, unchanged, and Create is
 // the hot store's Create (its names are new, so cold need not be asked): the
 // write path costs what the hot store costs. Writes with IfNotExist or
-// IfGenerationMatch also consult cold (one cold Stat) and are committed
-// under a per-key lock. Reads and Stat try hot, then cold, asking cold only
+// IfGenerationMatch also consult cold (one cold Stat); see Conditional
+// operations for what orders them. Reads and Stat try hot, then cold, asking cold only
 // after hot's miss (so no read returns a version older than one acknowledged
 // before it began). A miss in both asks both again before it is reported:
 // a Delete of a version put in hot after the first miss deletes the older
@@ -39,6 +39,36 @@
 // before a move still matches after it. Close stops the compactor, waits for
 // its moves and closes both tiers. Stats reports objects and bytes moved,
 // conflicts with users, failures, and lag.
+//
+// # Conditional operations
+//
+// What orders conditional operations (IfNotExist and IfGenerationMatch
+// writes, Deletes with or without IfGenerationMatch) is a conditional write
+// in hot that every contender must win, never a process's memory, so they
+// are linearizable across any number of Stores (processes) sharing the
+// tiers, as they are on hot alone (a quorum's IfNotExist and
+// IfGenerationMatch are consensus rounds). An operation on a version in
+// hot is conditional on that version's generation in hot. An IfNotExist
+// write checks cold, then writes to hot IfNotExist. An operation on a
+// version that lives in cold only (moved, packed or not) takes the key's
+// lock in hot first: an object of a reserved name, written IfNotExist and
+// deleted on condition of its generation when the operation ends. Under
+// it, hot is asked again (a version there is acted on in hot instead) and
+// then cold, and the operation commits: a conditional write puts its
+// version in hot IfNotExist, a Delete removes the cold object and kills
+// the version packs serve (and returns only hotDeleteDelay after the
+// tombstone, before the lock is let go, so the next holder's check sees
+// it). So of two operations on one cold version, the second checks after
+// the first committed and fails with ErrPrecondition, or deletes what the
+// first wrote. A Delete that finds the version it saw in hot moved out
+// meanwhile deletes it from cold in the same way. A holder that crashed
+// leaves its lock, which others remove once it is older than twice
+// MoveTimeout and MaxClockSkew (the pass's recovery removes it too); a
+// holder's work under the lock is bounded by MoveTimeout. This costs an
+// operation on a cold-only version a write and a delete in hot, and the
+// hot-path operations and unconditional writes nothing. The per-process
+// key lock only keeps this process's compactor from starting a move that
+// would fail.
 //
 // # Packs
 //
@@ -204,11 +234,14 @@
 //     deletes, and that then finds that version gone from hot or replaced,
 //     is done: the move's delete from hot took effect (perhaps late, over a
 //     quorum), so removing the copy deleted the version.
-//   - Conditional writes (IfNotExist, IfGenerationMatch): in this process the
-//     key's lock excludes a move between the check of both tiers and the
-//     commit. In another process, an object absent from hot when the check
-//     began would have to be created and moved within one write to fool it,
-//     and objects younger than After are never moved.
+//   - Conditional writes (IfNotExist, IfGenerationMatch): against each
+//     other and against Deletes, in any process, see Conditional
+//     operations. Against a move: a version in hot is written on condition
+//     of its generation there, so a move that took it first makes the write
+//     look again, and find it in cold; a version in cold only cannot move
+//     again. An IfNotExist write's object absent from hot when the check
+//     began would have to be created and moved within one write to fool
+//     it, and objects younger than After are never moved.
 //   - Two compactors: a marker is written IfNotExist, so two never move one
 //     key at once; Owner must differ between live processes.
 //

@@ -136,7 +136,11 @@ func (s *Store) recoverMarkers(ctx context.Context) {
 			}
 			return
 		}
-		if err := s.recoverMarker(ctx, obj); err != nil && ctx.Err() == nil {
+		recover := s.recoverMarker
+		if isLock(obj.Key) {
+			recover = s.recoverLock
+		}
+		if err := recover(ctx, obj); err != nil && ctx.Err() == nil {
 			s.fail(err)
 		}
 	}

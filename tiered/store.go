@@ -582,11 +582,15 @@ func (w *condWriter) Close() error {
 }
 
 // commitConditional checks a precondition against both tiers and commits to
-// hot. The key's lock keeps this process's compactor from moving the key
-// between the check and the commit; a compactor in another process cannot
-// either, because it moves only objects older than After, and an object that
-// was absent from hot when the check began cannot be both created and moved
-// within one conditional write unless the write outlasts After.
+// hot (see Conditional operations in the package documentation). A version
+// in hot is written over on condition of its generation there; a version
+// in cold only is checked again, and written over, under the key's lock in
+// hot, which every other operation on it holds too. The key's lock in this
+// process keeps its own compactor from moving the key meanwhile; a
+// compactor in another process moves only objects older than After, and an
+// object that was absent from hot when an IfNotExist check began cannot be
+// both created and moved within one conditional write unless the write
+// outlasts After.
 func (s *Store) commitConditional(ctx context.Context, key string, data []byte, opts blob.WriterOptions) error {
 	unlock, err := s.locks.lock(ctx, key)
 	if err != nil {
@@ -620,6 +624,22 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 		return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 	}
 	if !errors.Is(err, blob.ErrNotFound) {
+		return err
+	}
+	// want lives in cold only, if anywhere: both tiers are checked again,
+	// and the write committed, under key's lock in hot, which every other
+	// operation on a version in cold only holds too.
+	ctx, unlockHot, err := s.lockHot(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer unlockHot()
+	if a, err := s.hotStat(ctx, key); err == nil {
+		if a.Generation != want {
+			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
+		}
+		return blob.Put(ctx, s.hot, key, data, &opts)
+	} else if !errors.Is(err, blob.ErrNotFound) {
 		return err
 	}
 	ca, err := s.coldStat(ctx, key, s.settled())
@@ -859,7 +879,7 @@ func (s *Store) packedPage(ctx context.Context, inner *blob.ListOptions) (*blob.
 //     g is deleted from hot on condition of its generation; a newer version
 //     written meanwhile is deleted instead (the loop), and a g moved out of
 //     hot meanwhile by a compactor in another process is removed where it
-//     went. A pack move that read g may commit its pack after g left hot:
+//     went, as a version in cold only (below). A pack move that read g may commit its pack after g left hot:
 //     so that no reader who found the key gone finds g again in that pack, g
 //     is killed before it leaves hot (a kill reaches every copy) whenever a
 //     move may be packing it: a marker names the key, or g is old enough to
@@ -867,10 +887,10 @@ func (s *Store) packedPage(ctx context.Context, inner *blob.ListOptions) (*blob.
 //     and moves only objects older than After). A deleted g is reported to a
 //     move of it under way in another process: through its marker
 //     (noteDelete, markedVersions).
-//   - If hot does not, the version readers see is cold's: the cold object is
-//     deleted, then the version packs serve (which a reader prefers) is
-//     killed. Nothing in hot is touched: it was written after the Delete
-//     began to take effect.
+//   - If hot does not, the version readers see is cold's: under the key's
+//     lock in hot (deleteColdOnly), which every operation on a version in
+//     cold only holds, hot is asked again, then the cold object is deleted
+//     and the version packs serve (which a reader prefers) is killed.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
@@ -885,20 +905,12 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		want = opts.IfGenerationMatch
 	}
 	for range 10 {
-		a, stale, err := s.hotStatStale(ctx, key)
+		a, _, err := s.hotStatStale(ctx, key)
 		if errors.Is(err, blob.ErrNotFound) {
-			err := s.deleteCold(ctx, key, want)
-			if stale != "" && (err == nil || errors.Is(err, blob.ErrNotFound)) {
-				// Hot still holds a version packs killed now (or before): a
-				// pack move that packed it may not retire it, and once the
-				// packs forget it, it would be served again. Removed on
-				// condition of its generation, as a Delete removes one.
-				if herr := s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: stale}); herr != nil &&
-					!errors.Is(herr, blob.ErrPrecondition) && !errors.Is(herr, blob.ErrNotFound) {
-					return herr
-				}
+			if done, err := s.deleteColdOnly(ctx, key, want); done {
+				return err
 			}
-			return err
+			continue // in hot again: delete it there
 		} else if err != nil {
 			return err
 		}
@@ -958,7 +970,13 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 			// g changed or left hot meanwhile (stores differ in which they
 			// report for a conditional delete of a missing object).
 			if _, serr := s.hot.Stat(ctx, key); errors.Is(serr, blob.ErrNotFound) {
-				return s.deleteKilled(ctx, key, g, want != "")
+				// Moved out into a pack, where the kill reached it; or to
+				// the cold object of its name, or deleted by another
+				// Delete first: looked at again, in cold only.
+				if packed, err := s.packedNow(ctx, key, g); err != nil || packed {
+					return err
+				}
+				continue
 			} else if serr != nil {
 				return serr
 			}
@@ -992,12 +1010,47 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 			}
 			continue // overwritten meanwhile: delete the new version
 		case errors.Is(err, blob.ErrNotFound):
-			return s.deleteMoved(ctx, key, g, want != "")
+			// Moved out of hot by a compactor in another process (or
+			// deleted): deleted from cold under key's lock in hot, like
+			// any version in cold only.
+			continue
 		default:
 			return err
 		}
 	}
 	return blob.Errorf(driver.OpDelete, key, nil, "tiered: key kept changing")
+}
+
+// deleteColdOnly deletes the version of key that cold holds, hot having
+// missed, under key's lock in hot: hot is asked again under it, and if it
+// has key now, done is false and the caller deletes that. Every operation
+// on a version in cold only (a conditional write of it, a Delete) holds the
+// lock from its check to its commit, so two of them never both act on one
+// version.
+func (s *Store) deleteColdOnly(ctx context.Context, key, want string) (done bool, err error) {
+	ctx, unlockHot, err := s.lockHot(ctx, key)
+	if err != nil {
+		return true, err
+	}
+	defer unlockHot()
+	_, stale, err := s.hotStatStale(ctx, key)
+	if err == nil {
+		return false, nil
+	} else if !errors.Is(err, blob.ErrNotFound) {
+		return true, err
+	}
+	err = s.deleteCold(ctx, key, want)
+	if stale != "" && (err == nil || errors.Is(err, blob.ErrNotFound)) {
+		// Hot still holds a version packs killed now (or before): a
+		// pack move that packed it may not retire it, and once the
+		// packs forget it, it would be served again. Removed on
+		// condition of its generation, as a Delete removes one.
+		if herr := s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: stale}); herr != nil &&
+			!errors.Is(herr, blob.ErrPrecondition) && !errors.Is(herr, blob.ErrNotFound) {
+			return true, herr
+		}
+	}
+	return true, err
 }
 
 // deleteColdObject deletes the cold object of key, if there is one, ahead of
@@ -1035,17 +1088,6 @@ func (s *Store) deleteColdObject(ctx context.Context, key, g string) (copyOfG bo
 // move's duration (a move checks the age when it reads, on its own clock).
 func (s *Store) mayBeMoving(a *blob.Attributes) bool {
 	return s.opts.Now().Sub(a.ModTime) >= s.opts.After-s.opts.MaxClockSkew-s.opts.MoveTimeout
-}
-
-// deleteKilled finishes a Delete that killed generation g of key and then
-// found it gone from hot: moved out by a compactor (into a pack, where the
-// kill reached it, or to the cold object of its name), or deleted by
-// another Delete first.
-func (s *Store) deleteKilled(ctx context.Context, key, g string, conditional bool) error {
-	if packed, err := s.packedNow(ctx, key, g); err != nil || packed {
-		return err
-	}
-	return s.deleteMoved(ctx, key, g, conditional)
 }
 
 // packedNow reports whether a pack committed by now holds generation g of
@@ -1124,48 +1166,6 @@ func (s *Store) deleteCold(ctx context.Context, key, want string) error {
 		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
 	}
 	return nil
-}
-
-// deleteMoved deletes generation g of key, which a compactor in another
-// process moved out of hot after this Delete saw it there: from the pack
-// that took it, or the cold object it became. If neither holds it, another
-// Delete removed it first.
-func (s *Store) deleteMoved(ctx context.Context, key, g string, conditional bool) error {
-	found := false
-	if s.packing() {
-		if err := s.cat.sync(ctx, time.Now()); err != nil {
-			return err
-		}
-		live, err := s.cat.live(ctx, key)
-		if err != nil {
-			return err
-		}
-		for _, k := range live {
-			if k.Gen == g {
-				if err := s.writeTombstone(ctx, []kill{k}); err != nil {
-					return err
-				}
-				found = true
-			}
-		}
-	}
-	if ca, err := s.cold.Stat(ctx, key); err == nil && fromCold(ca).Generation == g {
-		err := s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
-		if err == nil {
-			found = true
-		} else if !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, blob.ErrPrecondition) {
-			return err
-		}
-	} else if err != nil && !errors.Is(err, blob.ErrNotFound) {
-		return err
-	}
-	if found {
-		return nil
-	}
-	if conditional {
-		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
-	}
-	return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
 }
 
 // Close stops the compactor, waits for the moves in flight to end, and
