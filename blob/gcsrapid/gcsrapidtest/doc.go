@@ -37,6 +37,16 @@
 // UNAVAILABLE or RESOURCE_EXHAUSTED; Hierarchical applies a hierarchical
 // namespace's naming rules to zonal buckets (CheckHierarchicalName).
 //
+// Failures the real service shows after a call has acted, also switchable
+// (each Options field names its source): WriteBreaks fail appendable write
+// streams with UNAVAILABLE after N messages (the object exists; bytes since
+// the last flush are lost), right after a flush, or after a flush or
+// finalize was applied but before its reply; MaxWriteMessage refuses write
+// messages over 2 MiB with RESOURCE_EXHAUSTED; RefuseZeroGenerationTakeover
+// refuses takeovers that name no generation with INVALID_ARGUMENT; and
+// ReadStreamLifetime ends read streams (CANCELED, as the storage-testbench
+// does after 10 s). InjectFault, by contrast, fails a call before it acts.
+//
 // Served: BidiWriteObject, WriteObject, StartResumableWrite,
 // QueryWriteStatus, BidiReadObject, ReadObject, GetObject, ListObjects,
 // DeleteObject, UpdateObject, RewriteObject (one call), MoveObject and

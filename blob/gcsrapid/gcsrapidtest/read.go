@@ -88,18 +88,48 @@ func (s *Server) bidiReadObject(stream grpc.ServerStream) error {
 	first.set("metadata", snap.meta)
 	first.mutable("read_handle").set("handle", []byte(itoaGen(gen)))
 	pending := &first
+	// Requests are received on their own goroutine, so that the stream can
+	// end at its lifetime while the client is idle, as the service ends it.
+	reqs, recvErr := make(chan msg), make(chan error, 1)
+	go func() {
+		for {
+			r := newMsg("BidiReadObjectRequest")
+			if err := stream.RecvMsg(r.proto()); err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var expired <-chan time.Time
+	if s.opts.ReadStreamLifetime > 0 {
+		t := time.NewTimer(s.opts.ReadStreamLifetime)
+		defer t.Stop()
+		expired = t.C
+	}
 	for {
 		if err := s.sendRanges(stream, snap, req.list("read_ranges"), pending); err != nil {
 			return err
 		}
 		pending = nil
-		req = newMsg("BidiReadObjectRequest")
-		err := stream.RecvMsg(req.proto())
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
+		select {
+		case req = <-reqs:
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 			return err
+		case <-expired:
+			s.stats.readsEnded.Add(1)
+			code := s.opts.ReadStreamEndCode
+			if code == codes.OK {
+				code = codes.Canceled
+			}
+			return status.Errorf(code, "gcsrapidtest: read stream ended after its lifetime of %v", s.opts.ReadStreamLifetime)
 		}
 		s.store.mu.Lock()
 		snap, err = s.snapshotLocked(bucketRes, name, gen, conds{})

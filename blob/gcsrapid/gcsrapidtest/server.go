@@ -67,6 +67,27 @@ type Options struct {
 	// namespace (as Rapid buckets have) to every zonal bucket: see
 	// CheckHierarchicalName.
 	Hierarchical bool
+
+	// WriteBreaks fail appendable write streams part way, after the object
+	// exists: after N messages (unflushed bytes lost), after a flush, or
+	// after the last message but before its reply (SourceTestbench). See
+	// WriteBreak; Server.BreakWrites arms more while the server runs.
+	WriteBreaks []WriteBreak
+	// MaxWriteMessage refuses a write message that carries more object data
+	// than this with RESOURCE_EXHAUSTED, as a Rapid bucket does above 2 MiB
+	// (SourceRapidProbes: set it to MaxWriteMessage). Zero: no limit.
+	MaxWriteMessage int
+	// RefuseZeroGenerationTakeover refuses a takeover (append_object_spec)
+	// that names no generation (0) with INVALID_ARGUMENT, as a Rapid bucket
+	// does (SourceRapidProbes). Off, generation 0 takes over the live one.
+	RefuseZeroGenerationTakeover bool
+	// ReadStreamLifetime ends every BidiReadObject stream this long after it
+	// opened, with ReadStreamEndCode (codes.Canceled if zero), as the
+	// storage-testbench does after 10 s (SourceTestbench); the service may
+	// end a read stream at any time, and a client must open another. The
+	// stream ends between requests, never inside an answer. Zero: never.
+	ReadStreamLifetime time.Duration
+	ReadStreamEndCode  codes.Code
 }
 
 // DefaultMaxStreamsPerConn is a typical front end's cap on concurrent streams
@@ -94,6 +115,7 @@ type Server struct {
 
 	stats  counters
 	faults faultTable
+	breaks breakTable
 	mu     sync.Mutex
 
 	conns     connTable
@@ -131,6 +153,12 @@ func NewUnstartedServer(opts Options) (*Server, error) {
 	s.stats.calls = map[string]*atomic.Int64{}
 	s.conns.active = map[string]int{}
 	s.transient = newTransientFaults(opts.Seed, opts.TransientFaults, opts.TransientFaultMethods)
+	for _, b := range opts.WriteBreaks {
+		s.breaks.add(b)
+	}
+	if opts.MaxWriteMessage < 0 || opts.ReadStreamLifetime < 0 {
+		return nil, fmt.Errorf("gcsrapidtest: negative MaxWriteMessage or ReadStreamLifetime")
+	}
 	for _, b := range opts.Buckets {
 		if err := s.CreateBucket(b.Name, b.Zonal); err != nil {
 			return nil, err

@@ -40,6 +40,11 @@ type Stats struct {
 	StreamsRefused                  int64
 	// TransientFaults counts the calls failed by Options.TransientFaults.
 	TransientFaults int64
+	// WriteBreaks counts the write streams a WriteBreak failed;
+	// ReadStreamsEnded the read streams ended by ReadStreamLifetime;
+	// MessagesRefused the write messages over MaxWriteMessage and the
+	// takeovers without a generation that were refused.
+	WriteBreaks, ReadStreamsEnded, MessagesRefused int64
 	// Delays counts the waits the latency profile imposed, and Delayed is
 	// their total as drawn (a wait cut short by a cancelled RPC included in
 	// full): a test can check that a profile was applied, or that the zero
@@ -51,6 +56,7 @@ type Stats struct {
 type counters struct {
 	created, finalized, flushes, takeovers, deleted, written, read atomic.Int64
 	refused, transient                                             atomic.Int64
+	breaks, readsEnded, msgRefused                                 atomic.Int64
 	delays, delayed                                                atomic.Int64
 
 	mu    sync.Mutex
@@ -82,6 +88,9 @@ func (s *Server) Stats() Stats {
 		Calls:            map[string]int64{},
 		StreamsRefused:   c.refused.Load(),
 		TransientFaults:  c.transient.Load(),
+		WriteBreaks:      c.breaks.Load(),
+		ReadStreamsEnded: c.readsEnded.Load(),
+		MessagesRefused:  c.msgRefused.Load(),
 		Delays:           c.delays.Load(),
 		Delayed:          time.Duration(c.delayed.Load()),
 	}

@@ -39,6 +39,13 @@ type writeSession struct {
 	// persisted, a flush reports them even if a newer generation has
 	// replaced it since (last writer wins; the earlier write still happened).
 	obj *object
+	// msgs counts the messages received, flushes the flushes applied;
+	// persisted is the object's size at the stream's last flush (or when
+	// it opened), what a WriteBreak leaves; flushed says the last message
+	// applied was a flush (for BreakAfterFlush).
+	msgs, flushes int
+	persisted     int64
+	flushed       bool
 
 	// modeOneShot
 	spec      msg
@@ -79,6 +86,9 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 		}
 		return err
 	}
+	if err := s.checkMessageSize(first); err != nil {
+		return err
+	}
 	w := &writeSession{s: s, ctx: ctx}
 	defer func() {
 		if err != nil {
@@ -96,12 +106,29 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 	}
 	req := first
 	for {
+		if err := s.checkMessageSize(req); err != nil {
+			return err
+		}
+		w.msgs++
+		if w.mode == modeAppend && w.msgs > 1 {
+			if err := s.breaks.fire(BreakAfterMessages, w.msgs-1); err != nil {
+				w.dropUnflushed()
+				s.stats.breaks.Add(1)
+				return err
+			}
+		}
 		reply, err := w.handle(req)
 		if err != nil {
 			return err
 		}
 		if reply.valid() {
 			if err := send(reply); err != nil {
+				return err
+			}
+		}
+		if w.mode == modeAppend && w.flushed {
+			if err := s.breaks.fire(BreakAfterFlush, w.flushes); err != nil {
+				s.stats.breaks.Add(1)
 				return err
 			}
 		}
@@ -246,6 +273,10 @@ func (w *writeSession) takeover(spec msg) error {
 	if err := s.delay(w.ctx, s.opts.Profile.CreateAppendable); err != nil {
 		return err
 	}
+	if s.opts.RefuseZeroGenerationTakeover && spec.i64("generation") == 0 {
+		s.stats.msgRefused.Add(1)
+		return status.Errorf(codes.InvalidArgument, "append_object_spec of %q names no generation", spec.str("object"))
+	}
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
 	b, o, err := s.store.lookupLocked(spec.str("bucket"), spec.str("object"), spec.i64("generation"))
@@ -267,6 +298,7 @@ func (w *writeSession) takeover(spec msg) error {
 		s.stats.takeovers.Add(1)
 	}
 	w.mode, w.bucketName, w.objName, w.generation, w.wHandle = modeAppend, b.name, o.name, o.generation, o.writeHandle
+	w.obj, w.persisted = o, int64(len(o.data))
 	// The client blocks on this reply to learn where to append.
 	w.replied = false
 	return nil
@@ -344,6 +376,7 @@ func (w *writeSession) handle(req msg) (msg, error) {
 
 func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 	s := w.s
+	w.flushed = false
 	off := req.i64("write_offset")
 	s.store.mu.Lock()
 	o, err := w.appendTargetLocked()
@@ -386,6 +419,12 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 		finalizeLocked(o, false)
 		s.stats.finalized.Add(1)
 		w.finished = true
+		w.flushes++
+		w.persisted = int64(len(o.data))
+		if err := s.breaks.fire(BreakBeforeReply, w.flushes); err != nil {
+			s.stats.breaks.Add(1)
+			return msg{}, err
+		}
 		return w.reply(o, true), nil
 	case req.boolean("flush") || req.boolean("state_lookup") || !w.replied:
 		if req.boolean("flush") {
@@ -397,8 +436,15 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 			s.store.mu.Lock()
 			if o, err := w.appendTargetLocked(); err == nil {
 				o.recordFlushLocked(time.Now())
+				w.persisted = int64(len(o.data))
 			}
 			s.store.mu.Unlock()
+			w.flushes++
+			w.flushed = true
+			if err := s.breaks.fire(BreakBeforeReply, w.flushes); err != nil {
+				s.stats.breaks.Add(1)
+				return msg{}, err
+			}
 		} else if !req.boolean("state_lookup") && w.replied {
 			return msg{}, nil
 		}
@@ -625,4 +671,33 @@ func (w *writeSession) abort() {
 		w.s.store.mu.Unlock()
 		w.reserved = 0
 	}
+}
+
+// checkMessageSize refuses a write message over Options.MaxWriteMessage.
+func (s *Server) checkMessageSize(req msg) error {
+	if s.opts.MaxWriteMessage <= 0 {
+		return nil
+	}
+	if n := len(req.sub("checksummed_data").bytes("content")); n > s.opts.MaxWriteMessage {
+		s.stats.msgRefused.Add(1)
+		return status.Errorf(codes.ResourceExhausted, "write message of %d bytes is over the %d-byte limit", n, s.opts.MaxWriteMessage)
+	}
+	return nil
+}
+
+// dropUnflushed undoes what the stream appended since its last flush: the
+// service persists an appendable object's data at flushes, and a stream that
+// breaks loses the rest. Readers may hold slices of the old data, so it is
+// copied, never cut in place.
+func (w *writeSession) dropUnflushed() {
+	s := w.s
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	o := w.obj
+	if o == nil || o.finalized || int64(len(o.data)) <= w.persisted {
+		return
+	}
+	s.store.release(int64(len(o.data)) - w.persisted)
+	o.data = append([]byte(nil), o.data[:w.persisted]...)
+	o.crc = crcOf(o.data)
 }
