@@ -24,6 +24,14 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrUnsupported is errors.ErrUnsupported: the backend cannot do this.
 	ErrUnsupported = errors.ErrUnsupported
+	// ErrBucketNotFound: the bucket (container, directory bucket) itself does
+	// not exist. It is not ErrNotFound: no object is missing, the store is
+	// misconfigured, and a caller deciding from a missing object (a log's
+	// end, a compactor's move) must not take one for the other.
+	ErrBucketNotFound = errors.New("bucket not found")
+	// ErrPermission: the service refused the credentials, or the call to
+	// them (HTTP 401 or 403, gRPC Unauthenticated or PermissionDenied).
+	ErrPermission = errors.New("permission denied")
 )
 
 // Error records a failed operation on a key. Kind is the sentinel that classifies

@@ -26,8 +26,10 @@ func GocloudErrorCode(err error) gcerrors.ErrorCode {
 	switch {
 	case err == nil:
 		return gcerrors.OK
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrBucketNotFound):
 		return gcerrors.NotFound
+	case errors.Is(err, ErrPermission):
+		return gcerrors.PermissionDenied
 	case errors.Is(err, ErrExists), errors.Is(err, ErrPrecondition):
 		return gcerrors.FailedPrecondition
 	case errors.Is(err, ErrInvalidKey), errors.Is(err, ErrInvalidArgument):

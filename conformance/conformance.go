@@ -39,6 +39,10 @@ type Harness struct {
 	// NewStore returns a new, empty store. The suite closes it.
 	NewStore func(ctx context.Context, t *testing.T) blob.Store
 	Caps     Caps
+	// OpenMissingBucket, if set, opens the same kind of store over a bucket
+	// that does not exist: the open, or else every call, must fail with
+	// blob.ErrBucketNotFound, never blob.ErrNotFound.
+	OpenMissingBucket func(ctx context.Context, t *testing.T) (blob.Store, error)
 
 	// opened is when Run asked for the store under test: no name the store
 	// makes, even one made ahead of need for a pool, is older.
@@ -114,6 +118,41 @@ func Run(t *testing.T, h Harness) {
 			tc.fn(t, h, s)
 		})
 	}
+	t.Run("MissingBucket", func(t *testing.T) { testMissingBucket(t, h) })
+}
+
+// testMissingBucket: a missing bucket is told from a missing object.
+func testMissingBucket(t *testing.T, h Harness) {
+	if h.OpenMissingBucket == nil {
+		t.Skip("the harness cannot open a missing bucket")
+	}
+	ctx := ctxT(t)
+	check := func(op string, err error) {
+		t.Helper()
+		switch {
+		case err == nil:
+			t.Errorf("%s on a missing bucket succeeded", op)
+		case !errors.Is(err, blob.ErrBucketNotFound):
+			t.Errorf("%s on a missing bucket: %v, want ErrBucketNotFound", op, err)
+		case errors.Is(err, blob.ErrNotFound):
+			t.Errorf("%s on a missing bucket: %v is also ErrNotFound", op, err)
+		case blob.GocloudErrorCode(err).String() != "NotFound":
+			t.Errorf("%s on a missing bucket: gocloud code %v", op, blob.GocloudErrorCode(err))
+		}
+	}
+	s, err := h.OpenMissingBucket(ctx, t)
+	if err != nil {
+		check("open", err)
+		return
+	}
+	defer s.Close()
+	check("write", blob.Put(ctx, s, "k", []byte("v"), nil))
+	_, err = s.Stat(ctx, "k")
+	check("stat", err)
+	_, err = blob.ReadAll(ctx, s, "k")
+	check("read", err)
+	_, err = s.List(ctx, nil)
+	check("list", err)
 }
 
 func ctxT(t *testing.T) context.Context {

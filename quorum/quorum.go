@@ -242,16 +242,9 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 	if o.W < 0 || o.W > len(urls) {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "w=%d outside 1..%d", o.W, len(urls))
 	}
-	var reps []blob.Store
-	for i, ru := range urls {
-		r, err := blob.Open(ctx, ru)
-		if err != nil {
-			for _, o := range reps {
-				o.Close()
-			}
-			return nil, fmt.Errorf("quorum replica %d: %w", i, err)
-		}
-		reps = append(reps, r)
+	reps, err := openReplicas(ctx, urls, max(o.W, len(urls)/2+1))
+	if err != nil {
+		return nil, err
 	}
 	st, err := New(reps, o)
 	if err != nil {

@@ -85,6 +85,9 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store { return newStore(t, azpremium.Options{}) },
 		Caps:     caps,
+		OpenMissingBucket: func(ctx context.Context, t *testing.T) (blob.Store, error) {
+			return azpremium.New(ctx, "nope", storeOptions(azurite(t)))
+		},
 	})
 }
 

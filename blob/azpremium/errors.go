@@ -26,6 +26,12 @@ func classify(err error) error {
 		return nil
 	}
 	switch bloberror.Code(re.ErrorCode) {
+	case bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted:
+		return blob.ErrBucketNotFound
+	case bloberror.AuthenticationFailed, bloberror.AuthorizationFailure, bloberror.AuthorizationPermissionMismatch,
+		bloberror.AuthorizationProtocolMismatch, bloberror.AuthorizationResourceTypeMismatch, bloberror.AuthorizationServiceMismatch,
+		bloberror.AuthorizationSourceIPMismatch, bloberror.InsufficientAccountPermissions:
+		return blob.ErrPermission
 	case bloberror.BlobAlreadyExists:
 		return blob.ErrExists
 	case bloberror.ConditionNotMet, bloberror.AppendPositionConditionNotMet, bloberror.MaxBlobSizeConditionNotMet, bloberror.TargetConditionNotMet, bloberror.SourceConditionNotMet:
@@ -36,6 +42,8 @@ func classify(err error) error {
 		return blob.ErrInvalidArgument
 	}
 	switch re.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return blob.ErrPermission
 	case http.StatusNotFound:
 		return blob.ErrNotFound
 	case http.StatusPreconditionFailed:

@@ -2,8 +2,15 @@ package gcsrapid
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
+
+	"cloud.google.com/go/storage"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
 
 	"google.golang.org/grpc"
 )
@@ -55,11 +62,32 @@ func (t *targetRecorder) stream(ctx context.Context, desc *grpc.StreamDesc, cc *
 	return streamer(ctx, desc, cc, method, opts...)
 }
 
-// reportConnectivity makes one call (the bucket's metadata) to learn whether
-// the client's connections are direct, and says so in a log line and Stats.
-func (s *Store) reportConnectivity(ctx context.Context, t *targetRecorder) {
-	log := s.opts.Logger
-	_, err := s.client.Bucket(s.name).Attrs(ctx)
+// openProbe makes OpenURL's one call, the bucket's metadata, within
+// ConnectTimeout: an endpoint that does not answer or a bucket that does not
+// exist fails the open with an error that names them, instead of hanging or
+// surfacing later as a missing object. A refusal of the bucket's metadata
+// alone does not fail it (credentials may be allowed objects and not the
+// bucket); the object calls report ErrPermission if it applies to them. It
+// also learns whether the connections are direct.
+func (s *Store) openProbe(ctx context.Context, t *targetRecorder, endpoint string) error {
+	where := endpoint
+	if where == "" {
+		where = "the default endpoint"
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
+	defer cancel()
+	_, err := s.client.Bucket(s.name).Attrs(pctx)
+	switch {
+	case err == nil, classify(err) == blob.ErrPermission:
+	case errors.Is(err, storage.ErrBucketNotExist):
+		return blob.Errorf(driver.OpOpen, "", blob.ErrBucketNotFound, "gcsrapid: bucket %q does not exist at %s", s.name, where)
+	case ctx.Err() != nil:
+		return &blob.Error{Op: driver.OpOpen, Err: ctx.Err()}
+	case pctx.Err() != nil:
+		return blob.Errorf(driver.OpOpen, "", nil, "gcsrapid: %s did not answer within connect_timeout %v (bucket %q): %v", where, s.opts.ConnectTimeout, s.name, err)
+	default:
+		return blob.Errorf(driver.OpOpen, "", classify(err), "gcsrapid: bucket %q at %s: %w", s.name, where, err)
+	}
 	target := t.get()
 	switch {
 	case target == "":
@@ -74,8 +102,15 @@ func (s *Store) reportConnectivity(ctx context.Context, t *targetRecorder) {
 		attrs = append(attrs, "bucket_error", err)
 	}
 	if s.connectivity == ConnectivityDirect {
-		log.Info("gcsrapid: opened", attrs...)
+		s.opts.Logger.Debug("gcsrapid: opened", attrs...)
 	} else {
-		log.Warn("gcsrapid: opened without direct connectivity; latency will be above the published figures", attrs...)
+		// Once per process: a program opening many stores (a quorum, a
+		// CLI command) needs to hear it once.
+		indirectWarning.Do(func() {
+			s.opts.Logger.Warn("gcsrapid: opened without direct connectivity; latency will be above the published figures", attrs...)
+		})
 	}
+	return nil
 }
+
+var indirectWarning sync.Once

@@ -16,6 +16,9 @@
 // URL: gcsrapid://BUCKET?param=value&...
 //
 //	endpoint          host:port of an emulator (plaintext, no auth); default Google
+//	connect_timeout   bound of Open's first call, the bucket's metadata (default 10s): an
+//	                  endpoint that does not answer fails the open naming it, and a missing
+//	                  bucket fails it with blob.ErrBucketNotFound
 //	pool_size         capacity of each Create pool (default 64; 0 turns pooling off)
 //	pool_min_idle     spares kept when idle (default 2)
 //	load_concurrency  background creates at once per pool (default 16)

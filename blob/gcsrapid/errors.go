@@ -15,7 +15,10 @@ import (
 // classify maps a storage client error to our sentinels, by type and status
 // code, never by text.
 func classify(err error) error {
-	if errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, storage.ErrBucketNotExist) {
+	if errors.Is(err, storage.ErrBucketNotExist) {
+		return blob.ErrBucketNotFound
+	}
+	if errors.Is(err, storage.ErrObjectNotExist) {
 		return blob.ErrNotFound
 	}
 	var ge *googleapi.Error
@@ -27,6 +30,8 @@ func classify(err error) error {
 			return blob.ErrPrecondition
 		case http.StatusBadRequest:
 			return blob.ErrInvalidArgument
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return blob.ErrPermission
 		}
 	}
 	if s, ok := status.FromError(err); ok {
@@ -41,6 +46,8 @@ func classify(err error) error {
 			return blob.ErrInvalidArgument
 		case codes.Unimplemented:
 			return blob.ErrUnsupported
+		case codes.PermissionDenied, codes.Unauthenticated:
+			return blob.ErrPermission
 		}
 	}
 	return nil

@@ -73,6 +73,9 @@ func TestConformance(t *testing.T) {
 			return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MaxItemAge: 0}})
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
+		OpenMissingBucket: func(ctx context.Context, t *testing.T) (blob.Store, error) {
+			return blob.Open(ctx, "gcsrapid://nope?endpoint="+srv.Endpoint())
+		},
 	})
 }
 

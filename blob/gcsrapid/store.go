@@ -72,6 +72,10 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBuffer is how many bytes a writer buffers before it streams.
 	MaxBuffer int
+	// ConnectTimeout bounds OpenURL's first call (the bucket's metadata),
+	// which proves that the endpoint answers and the bucket exists before
+	// the Store is handed out; default 10s.
+	ConnectTimeout time.Duration
 	// MeterProvider receives the Store's OpenTelemetry metrics (pool hits,
 	// misses, loads, discards by reason, ready objects, write latency);
 	// nil means otel's global provider.
@@ -87,6 +91,8 @@ const (
 	DefaultRetries = 2
 	// DefaultMaxStreamsPerConn is a typical front end's HTTP/2 cap.
 	DefaultMaxStreamsPerConn = 100
+	// DefaultConnectTimeout bounds OpenURL's first call.
+	DefaultConnectTimeout = 10 * time.Second
 	// MaxFolderNameLen bounds one folder name in a hierarchical namespace.
 	MaxFolderNameLen = 64
 )
@@ -127,6 +133,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxBuffer == 0 {
 		o.MaxBuffer = DefaultMaxBuffer
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
 	}
 }
 
@@ -211,6 +220,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		MaxBuffer:         int(q.Size("max_buffer", 0)),
 		MaxStreamsPerConn: q.Int("max_streams_per_conn", 0),
 		Hierarchical:      q.Bool("hierarchical", false),
+		ConnectTimeout:    q.Duration("connect_timeout", 0),
 	}
 	// In a URL 0 means none; in Options it means the default.
 	if q.Has("pool_size") && opts.Capacity == 0 {
@@ -260,7 +270,10 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		return nil, err
 	}
 	s.ownsClient = true
-	s.reportConnectivity(ctx, tr)
+	if err := s.openProbe(ctx, tr, endpoint); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 

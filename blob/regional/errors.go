@@ -25,6 +25,8 @@ func classify(err error) error {
 		return blob.ErrInvalidArgument
 	case gcerrors.Unimplemented:
 		return blob.ErrUnsupported
+	case gcerrors.PermissionDenied:
+		return blob.ErrPermission
 	}
 	return nil
 }

@@ -21,7 +21,11 @@ func classify(err error) error {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
-		case "NoSuchKey", "NotFound", "NoSuchBucket", "NoSuchUpload":
+		case "NoSuchBucket":
+			return blob.ErrBucketNotFound
+		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "AllAccessDisabled":
+			return blob.ErrPermission
+		case "NoSuchKey", "NotFound", "NoSuchUpload":
 			return blob.ErrNotFound
 		case "PreconditionFailed", codeInvalidWriteOffset:
 			return blob.ErrPrecondition
@@ -32,6 +36,8 @@ func classify(err error) error {
 		}
 	}
 	switch httpStatus(err) {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return blob.ErrPermission
 	case http.StatusNotFound:
 		return blob.ErrNotFound
 	case http.StatusPreconditionFailed:

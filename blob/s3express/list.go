@@ -65,7 +65,7 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		}
 		var err error
 		if objs, err = s.listDir(ctx, dir, delim); err != nil {
-			return nil, driver.WrapError(driver.OpList, o.Prefix, err, classify)
+			return nil, driver.WrapError(driver.OpList, o.Prefix, err, s.classify)
 		}
 		snapID = ""
 	}

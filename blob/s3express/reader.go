@@ -29,7 +29,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		// S3 has no empty range; a zero-length read only needs the object.
 		a, err := s.Stat(ctx, key)
 		if err != nil {
-			return nil, driver.WrapError(driver.OpRead, key, err, classify)
+			return nil, driver.WrapError(driver.OpRead, key, err, s.classify)
 		}
 		return driver.EmptyReader(a), nil
 	}
@@ -48,13 +48,13 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 			// The offset is at or past the end: not an error for us.
 			a, serr := s.Stat(ctx, key)
 			if serr != nil {
-				return nil, driver.WrapError(driver.OpRead, key, serr, classify)
+				return nil, driver.WrapError(driver.OpRead, key, serr, s.classify)
 			}
 			if offset >= a.Size {
 				return driver.EmptyReader(a), nil
 			}
 		}
-		return nil, driver.WrapError(driver.OpRead, key, err, classify)
+		return nil, driver.WrapError(driver.OpRead, key, err, s.classify)
 	}
 	size := aws.ToInt64(out.ContentLength)
 	if total, ok := rangeTotal(aws.ToString(out.ContentRange)); ok {
@@ -74,7 +74,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 			Generation:         aws.ToString(out.ETag),
 			ModTime:            aws.ToTime(out.LastModified),
 		}
-	}, classify), nil
+	}, s.classify), nil
 }
 
 // rangeTotal parses the object size from "bytes 0-9/1000".

@@ -54,6 +54,9 @@ func TestConformance(t *testing.T) {
 			return newStore(t, srv, s3express.Options{})
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
+		OpenMissingBucket: func(ctx context.Context, t *testing.T) (blob.Store, error) {
+			return s3express.New(ctx, srv.NewClient(), "nope--use1-az4--x-s3", s3express.Options{})
+		},
 	})
 }
 

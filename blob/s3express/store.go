@@ -119,10 +119,13 @@ func ValidateBucket(name string) error {
 
 // Store is an S3 Express One Zone directory bucket as a blob.Store.
 type Store struct {
-	client  *s3.Client
-	bucket  string
-	opts    Options
-	session func(*s3.Options) // per-operation option: the shared session provider
+	// sessions is the session provider every call shares; it remembers
+	// why the last CreateSession failed, which the SDK passes on as text.
+	sessions *sessions
+	client   *s3.Client
+	bucket   string
+	opts     Options
+	session  func(*s3.Options) // per-operation option: the shared session provider
 
 	life driver.Lifecycle
 
@@ -236,12 +239,13 @@ func New(ctx context.Context, client *s3.Client, bucket string, opts Options) (*
 	shared := &sessions{sdk: client.Options().ExpressCredentials}
 	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Store{
-		client:  client,
-		bucket:  bucket,
-		opts:    opts,
-		session: func(o *s3.Options) { o.ExpressCredentials = shared },
-		warm:    make(chan struct{}),
-		stop:    stop,
+		client:   client,
+		bucket:   bucket,
+		opts:     opts,
+		sessions: shared,
+		session:  func(o *s3.Options) { o.ExpressCredentials = shared },
+		warm:     make(chan struct{}),
+		stop:     stop,
 	}
 	s.bg.Go(func() { s.warmUp(ctx) })
 	return s, nil
@@ -254,6 +258,23 @@ func New(ctx context.Context, client *s3.Client, bucket string, opts Options) (*
 // and its cache, and a caller giving up (ctx) does not fail the others.
 type sessions struct {
 	sdk s3.ExpressCredentialsProvider
+	// failed is the kind (ErrBucketNotFound, ErrPermission) of the last
+	// CreateSession's failure, nil once one succeeds: the SDK wraps a
+	// session's error as text, so the calls that fail for want of a
+	// session cannot be classified from their own errors.
+	failed atomic.Pointer[error]
+}
+
+// classify is the package's classify, and for an error it cannot place,
+// the kind of the session failure behind it, if any.
+func (s *Store) classify(err error) error {
+	if kind := classify(err); kind != nil {
+		return kind
+	}
+	if k := s.sessions.failed.Load(); k != nil && err != nil {
+		return *k
+	}
+	return nil
 }
 
 func (p *sessions) Retrieve(ctx context.Context, bucket string) (aws.Credentials, error) {
@@ -264,6 +285,11 @@ func (p *sessions) Retrieve(ctx context.Context, bucket string) (aws.Credentials
 	done := make(chan result, 1)
 	go func() {
 		c, err := p.sdk.Retrieve(context.WithoutCancel(ctx), bucket)
+		if kind := classify(err); kind == blob.ErrBucketNotFound || kind == blob.ErrPermission {
+			p.failed.Store(&kind)
+		} else if err == nil {
+			p.failed.Store(nil)
+		}
 		done <- result{c, err}
 	}()
 	select {
@@ -336,8 +362,17 @@ func (s *Store) waitWarm(ctx context.Context, op, key string) error {
 		// Unclassified on purpose: a missing bucket must not read as a
 		// missing key (Exists would say false).
 		if p := s.warmErr.Swap(nil); p != nil {
-			return &blob.Error{Op: op, Key: key, Err: *p}
+			return &blob.Error{Op: op, Key: key, Kind: s.classifyStrict(*p), Err: *p}
 		}
+	}
+	return nil
+}
+
+// classifyStrict classifies the warm-up's error only as a missing bucket or
+// a refusal, which no object's absence can be taken for.
+func (s *Store) classifyStrict(err error) error {
+	if kind := s.classify(err); kind == blob.ErrBucketNotFound || kind == blob.ErrPermission {
+		return kind
 	}
 	return nil
 }
@@ -355,7 +390,7 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 	}
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 	if err != nil {
-		return nil, driver.WrapError(driver.OpStat, key, err, classify)
+		return nil, driver.WrapError(driver.OpStat, key, err, s.classify)
 	}
 	return &blob.Attributes{
 		Key:                key,
@@ -382,7 +417,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	}
 	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 	if err != nil {
-		return driver.WrapError(driver.OpDelete, key, err, classify)
+		return driver.WrapError(driver.OpDelete, key, err, s.classify)
 	}
 	in := &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
 	if opts != nil && opts.IfGenerationMatch != "" {
@@ -392,7 +427,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		in.IfMatch = aws.String(opts.IfGenerationMatch)
 	}
 	_, err = s.client.DeleteObject(ctx, in, s.session)
-	return driver.WrapError(driver.OpDelete, key, err, classify)
+	return driver.WrapError(driver.OpDelete, key, err, s.classify)
 }
 
 func etagEqual(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b, `"`) }
@@ -426,7 +461,7 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 			ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
 		}, s.session)
 		if err != nil {
-			return errors.Join(append(errs, driver.WrapError(driver.OpDelete, batch[0], err, classify))...)
+			return errors.Join(append(errs, driver.WrapError(driver.OpDelete, batch[0], err, s.classify))...)
 		}
 		for _, e := range out.Errors {
 			errs = append(errs, &blob.Error{Op: driver.OpDelete, Key: aws.ToString(e.Key),
@@ -456,7 +491,7 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 		cond = blob.IfNotExist()
 	}
 	_, err := s.client.CopyObject(ctx, in, s.session)
-	return driver.WrapError(driver.OpCopy, dstKey, err, driver.ClassifyWrite(classify, cond))
+	return driver.WrapError(driver.OpCopy, dstKey, err, driver.ClassifyWrite(s.classify, cond))
 }
 
 // escapePath escapes a key for x-amz-copy-source, keeping its slashes.

@@ -58,7 +58,7 @@ func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOp
 		// Offset 0 would create a missing object; appending needs one.
 		head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
 		if err != nil {
-			return nil, driver.WrapError(driver.OpAppend, key, err, classify)
+			return nil, driver.WrapError(driver.OpAppend, key, err, s.classify)
 		}
 		if o.IfSizeMatch < 0 {
 			w.offset = aws.ToInt64(head.ContentLength)
@@ -185,7 +185,7 @@ func (w *writer) commit() error {
 		}
 		// On failure w.mp stays set, so Close's fail aborts the upload.
 		if err := w.s.retryConflicts(w.ctx, func() error { return w.mp.complete(w.ctx, &w.opts) }); err != nil {
-			return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(classify, w.opts.If))
+			return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(w.s.classify, w.opts.If))
 		}
 		w.mp = nil
 		return nil
@@ -200,7 +200,7 @@ func (w *writer) commit() error {
 		_, err := w.s.client.PutObject(w.ctx, in, w.s.session)
 		return err
 	})
-	return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(classify, w.opts.If))
+	return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(w.s.classify, w.opts.If))
 }
 
 // putInput is a PutObject of data to key with opts' attributes and
@@ -272,7 +272,7 @@ func (s *Store) startMultipart(ctx context.Context, key string, o *blob.WriterOp
 	setAttributes(o, &in.ContentType, &in.CacheControl, &in.ContentDisposition, &in.ContentEncoding, &in.ContentLanguage, &in.Metadata)
 	out, err := s.client.CreateMultipartUpload(ctx, in, s.session)
 	if err != nil {
-		return nil, driver.WrapError(driver.OpWrite, key, err, classify)
+		return nil, driver.WrapError(driver.OpWrite, key, err, s.classify)
 	}
 	return &multipart{s: s, key: key, id: aws.ToString(out.UploadId)}, nil
 }
@@ -289,7 +289,7 @@ func (m *multipart) upload(ctx context.Context, part []byte) error {
 		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
 	}, m.s.session)
 	if err != nil {
-		return driver.WrapError(driver.OpWrite, m.key, err, classify)
+		return driver.WrapError(driver.OpWrite, m.key, err, m.s.classify)
 	}
 	m.parts = append(m.parts, types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.ETag, ChecksumCRC32C: out.ChecksumCRC32C})
 	return nil
