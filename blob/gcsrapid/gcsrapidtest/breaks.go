@@ -1,6 +1,7 @@
 package gcsrapidtest
 
 import (
+	"strconv"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -66,6 +67,21 @@ type WriteBreak struct {
 	Streams int
 	// Code is the status the stream ends with (codes.Unavailable if zero).
 	Code codes.Code
+	// CreatesOnly limits the break to streams that create their object,
+	// leaving takeovers and resumed streams alone.
+	CreatesOnly bool
+}
+
+func (p BreakPoint) String() string {
+	switch p {
+	case BreakAfterMessages:
+		return "BreakAfterMessages"
+	case BreakAfterFlush:
+		return "BreakAfterFlush"
+	case BreakBeforeReply:
+		return "BreakBeforeReply"
+	}
+	return "BreakPoint(" + strconv.Itoa(int(p)) + ")"
 }
 
 func (b WriteBreak) n() int {
@@ -80,7 +96,7 @@ func (b WriteBreak) err() error {
 	if code == codes.OK {
 		code = codes.Unavailable
 	}
-	return status.Errorf(code, "gcsrapidtest: write stream broken (WriteBreak at %d, n %d)", b.At, b.n())
+	return status.Errorf(code, "gcsrapidtest: write stream broken (%v, n %d)", b.At, b.n())
 }
 
 type armedBreak struct {
@@ -101,12 +117,12 @@ func (t *breakTable) add(b WriteBreak) {
 }
 
 // fire reports whether a stream at point at, having reached count there,
-// breaks, and with what error; a break that fires counts one stream.
-func (t *breakTable) fire(at BreakPoint, count int) error {
+// breaks (create says the stream created its object), and with what error; a break that fires counts one stream.
+func (t *breakTable) fire(at BreakPoint, count int, create bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, b := range t.breaks {
-		if b.At != at || b.n() != count || (b.Streams > 0 && b.fired >= b.Streams) {
+		if b.At != at || b.n() != count || (b.Streams > 0 && b.fired >= b.Streams) || (b.CreatesOnly && !create) {
 			continue
 		}
 		b.fired++

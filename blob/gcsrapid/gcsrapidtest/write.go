@@ -46,6 +46,7 @@ type writeSession struct {
 	msgs, flushes int
 	persisted     int64
 	flushed       bool
+	created       bool // the stream created its object (not a takeover)
 
 	// modeOneShot
 	spec      msg
@@ -111,7 +112,7 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 		}
 		w.msgs++
 		if w.mode == modeAppend && w.msgs > 1 {
-			if err := s.breaks.fire(BreakAfterMessages, w.msgs-1); err != nil {
+			if err := s.breaks.fire(BreakAfterMessages, w.msgs-1, w.created); err != nil {
 				w.dropUnflushed()
 				s.stats.breaks.Add(1)
 				return err
@@ -127,7 +128,7 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 			}
 		}
 		if w.mode == modeAppend && w.flushed {
-			if err := s.breaks.fire(BreakAfterFlush, w.flushes); err != nil {
+			if err := s.breaks.fire(BreakAfterFlush, w.flushes, w.created); err != nil {
 				s.stats.breaks.Add(1)
 				return err
 			}
@@ -257,7 +258,7 @@ func (w *writeSession) createAppendable(bucketName string, spec, first msg) erro
 	}
 	s.stats.created.Add(1)
 	w.mode, w.bucketName, w.objName, w.generation, w.wHandle = modeAppend, b.name, name, o.generation, o.writeHandle
-	w.obj = o
+	w.obj, w.created = o, true
 	return nil
 }
 
@@ -421,7 +422,7 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 		w.finished = true
 		w.flushes++
 		w.persisted = int64(len(o.data))
-		if err := s.breaks.fire(BreakBeforeReply, w.flushes); err != nil {
+		if err := s.breaks.fire(BreakBeforeReply, w.flushes, w.created); err != nil {
 			s.stats.breaks.Add(1)
 			return msg{}, err
 		}
@@ -441,7 +442,7 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 			s.store.mu.Unlock()
 			w.flushes++
 			w.flushed = true
-			if err := s.breaks.fire(BreakBeforeReply, w.flushes); err != nil {
+			if err := s.breaks.fire(BreakBeforeReply, w.flushes, w.created); err != nil {
 				s.stats.breaks.Add(1)
 				return msg{}, err
 			}
