@@ -58,9 +58,44 @@
 // need; Stats.Connectivity says the same.
 //
 // Guarantees and limits: writes up to max_buffer are buffered and reach the
-// bucket in one flush at Close (canceled before Close: nothing written). A
-// larger write streams, so readers may see a prefix before Close; if it is
-// canceled, Close deletes what it wrote before returning. Objects from
+// bucket in one flush at Close (canceled before Close: nothing written);
+// a larger write streams once it passes max_buffer.
+//
+// Whole objects only. On a Rapid bucket the message that creates an
+// appendable object makes its new generation live at once (an overwrite's
+// old value is gone from then on), and a message carries at most 2 MiB. A
+// write of at most 2 MiB sends its bytes in that first message, so it appears
+// with all of them. A larger one declares its size in the object's metadata
+// when it creates it ("?" while streaming, replaced by the size at Close, one
+// metadata operation), and Stat, List and reads hide an object that does not
+// yet hold its declared size: readers see the key absent (an overwritten
+// value included) until the write is whole, never a prefix. A pooled write
+// over 2 MiB replaces its prewarmed object with one that declares its size
+// (one create). When a reported size is below the declared one (it may be out
+// of date), one byte read at the declared end settles it.
+//
+// Failed writes. A write stream can fail after its object exists, before or
+// after the service's reply that names its generation, with bytes it sent
+// not persisted. A buffered write then finishes its own object rather than
+// fail: it knows the object by its reply's generation, its prewarm's, or a
+// random identifier every write puts in its object's metadata (hidden from
+// Attributes, like the declared size and the prewarm mark), takes it over,
+// and sends what the takeover's persisted size says is missing, within
+// retries (once with retries=0). So a conditional write never reports its
+// own object as ErrExists, and a failed unconditional overwrite does not
+// leave an empty or partial object in place of the value it replaced. A write
+// that cannot finish (and a streamed or canceled one) deletes its object, on
+// condition of its generation, before Close returns its error: the key is then
+// absent, since the value an overwrite replaced is not kept by the service.
+// Only if that delete fails too may an object of the failed write remain
+// (hidden if it is not whole). Durable sizes are the persisted sizes of the
+// service's write replies, not the offsets the client aimed at: a flush that
+// persisted less than was written fails the write.
+//
+// Reads: a ReaderAt whose stream the service ends (it may at any time) opens
+// another on the same generation and asks again from where the read got,
+// within retries; OpenReaderAt reads the object's metadata beside its stream
+// (one metadata read, no added latency) to apply the hiding above. Objects from
 // Create (and Prewarm) exist on the service, empty, before their write, but
 // not for readers: prewarmed objects carry a metadata mark, and List, Stat and
 // reads hide a marked object that holds no committed write. A size of zero,

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"cloud.google.com/go/storage"
+	gax "github.com/googleapis/gax-go/v2"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
@@ -55,15 +56,15 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		return nil, driver.WrapError(driver.OpRead, key, err, classify)
 	}
 	var size int64 // the object's size when the reported one is known to be out of date
-	if marked(r.Metadata()) && r.Attrs.Size == 0 {
-		n, err := s.probe(ctx, key, r.Attrs.Generation)
-		if err != nil || n == 0 {
+	if md := r.Metadata(); doubtful(md, r.Attrs.Size) {
+		hide, n, err := s.hidden(ctx, key, r.Attrs.Generation, md, r.Attrs.Size)
+		if err != nil || hide {
 			r.Close()
 		}
 		if err != nil {
 			return nil, driver.WrapError(driver.OpRead, key, err, classify)
 		}
-		if n == 0 {
+		if hide {
 			return nil, notFoundUnwritten(driver.OpRead, key)
 		}
 		size = n
@@ -83,27 +84,59 @@ func (s *Store) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, er
 	if err := s.check(driver.OpRead, key); err != nil {
 		return nil, err
 	}
+	// The stream's first reply does not carry the object's custom metadata,
+	// which says whether it holds a committed write (a prewarmed object not
+	// yet written, or one whose write is still under way): a Stat beside the
+	// open does, at the cost of one metadata read but no added latency.
+	type statted struct {
+		a   *storage.ObjectAttrs
+		err error
+	}
+	stat := make(chan statted, 1)
+	go func() {
+		a, err := s.bucket.Object(key).Attrs(ctx)
+		stat <- statted{a, err}
+	}()
 	o := s.bucket.Object(key)
 	mrd, err := openRead(ctx, s, func() (*storage.MultiRangeDownloader, error) { return o.NewMultiRangeDownloader(ctx) })
+	st := <-stat
 	if err != nil {
 		return nil, driver.WrapError(driver.OpRead, key, err, classify)
 	}
-	if mrd.Attrs.Size == 0 {
-		// Perhaps a prewarmed object not yet written: Stat knows.
-		if _, err := s.Stat(ctx, key); err != nil {
-			mrd.Close()
-			return nil, driver.WrapError(driver.OpRead, key, err, classify)
+	gen, size := mrd.Attrs.Generation, mrd.Attrs.Size
+	if st.err == nil && st.a.Generation != gen {
+		// The object changed between the two: ask about the stream's.
+		st.a, st.err = s.bucket.Object(key).Generation(gen).Attrs(ctx)
+	}
+	if st.err == nil {
+		var hide bool
+		hide, size, st.err = s.hidden(ctx, key, gen, st.a.Metadata, max(size, st.a.Size))
+		if st.err == nil && hide {
+			st.err = notFoundUnwritten(driver.OpRead, key)
 		}
 	}
-	return &readerAt{mrd: mrd, key: key, size: mrd.Attrs.Size}, nil
+	if st.err != nil {
+		mrd.Close()
+		return nil, driver.WrapError(driver.OpRead, key, st.err, classify)
+	}
+	return &readerAt{s: s, ctx: ctx, mrd: mrd, key: key, gen: gen, size: size}, nil
 }
 
+// readerAt serves ReadAt from one multi-range stream. The service may end a
+// read stream at any time (the storage-testbench cancels them after 10 s);
+// the client then fails every later range on it, so a ReadAt that fails
+// opens another stream on the same generation and asks again for what it
+// has not received, within the Store's retries.
 type readerAt struct {
-	mrd    *storage.MultiRangeDownloader
+	s      *Store
+	ctx    context.Context // the open's: bounds reopening
 	key    string
-	size   int64
+	gen    int64
 	mu     sync.Mutex
+	mrd    *storage.MultiRangeDownloader
+	size   int64
 	closed bool
+	reopen int // streams opened after the first
 }
 
 // Size is the object's size as far as known: the size reported when the
@@ -129,13 +162,34 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 	// The size reported when the stream opened may be out of date for an
 	// unfinalized object: read past it, to the true end.
 	var buf bytes.Buffer
-	done := make(chan error, 1)
-	r.mrd.Add(&buf, off, int64(len(p)), func(_, _ int64, err error) { done <- err })
-	if err := <-done; err != nil {
-		if off >= r.Size() && (isOutOfRange(err) || errors.Is(classify(err), blob.ErrInvalidArgument)) {
+	bo := backoff()
+	for attempt := 0; ; attempt++ {
+		r.mu.Lock()
+		mrd := r.mrd
+		r.mu.Unlock()
+		at := off + int64(buf.Len())
+		done := make(chan error, 1)
+		mrd.Add(&buf, at, int64(len(p)-buf.Len()), func(_, _ int64, err error) { done <- err })
+		err := <-done
+		if err == nil {
+			break
+		}
+		if at >= r.Size() && (isOutOfRange(err) || errors.Is(classify(err), blob.ErrInvalidArgument)) {
+			if buf.Len() > 0 {
+				break
+			}
 			return 0, io.EOF
 		}
-		return 0, driver.WrapError(driver.OpRead, r.key, err, classify)
+		if classify(err) != nil || attempt >= max(r.s.opts.Retries, 0) || r.ctx.Err() != nil {
+			return 0, driver.WrapError(driver.OpRead, r.key, err, classify)
+		}
+		// The stream ended under this read: open another from where it got.
+		if perr := gax.Sleep(r.ctx, bo.Pause()); perr != nil {
+			return 0, driver.WrapError(driver.OpRead, r.key, err, classify)
+		}
+		if rerr := r.reopenStream(mrd); rerr != nil {
+			return 0, driver.WrapError(driver.OpRead, r.key, rerr, classify)
+		}
 	}
 	n := copy(p, buf.Bytes())
 	r.mu.Lock()
@@ -147,6 +201,28 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// reopenStream replaces the stream old (if it is still the current one) by a
+// new one on the same generation.
+func (r *readerAt) reopenStream(old *storage.MultiRangeDownloader) error {
+	o := r.s.bucket.Object(r.key).Generation(r.gen)
+	mrd, err := openRead(r.ctx, r.s, func() (*storage.MultiRangeDownloader, error) { return o.NewMultiRangeDownloader(r.ctx) })
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if r.closed || r.mrd != old {
+		r.mu.Unlock()
+		mrd.Close()
+		return nil
+	}
+	r.mrd = mrd
+	r.reopen++
+	r.mu.Unlock()
+	r.s.stats.readReopens.Add(1)
+	go old.Close()
+	return nil
+}
+
 func (r *readerAt) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -154,7 +230,8 @@ func (r *readerAt) Close() error {
 		return nil
 	}
 	r.closed = true
+	mrd := r.mrd
 	r.mu.Unlock()
-	r.mrd.Wait()
-	return r.mrd.Close()
+	mrd.Wait()
+	return mrd.Close()
 }

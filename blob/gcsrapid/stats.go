@@ -11,6 +11,10 @@ import (
 type statsRecorder struct {
 	writes latencies
 	probes atomic.Int64 // reads made to tell an unwritten prewarmed object from a written one
+	// recoveries counts the takeovers that finished a write whose stream failed
+	recoveries atomic.Int64
+	// readReopens counts the read streams a ReaderAt opened again
+	readReopens atomic.Int64
 }
 
 type latencies struct {
@@ -41,6 +45,12 @@ type Stats struct {
 	// VisibilityProbes counts the reads that told a prewarmed object whose
 	// size read zero (perhaps out of date) from a written one.
 	VisibilityProbes int64
+	// WriteRecoveries counts the writes whose stream failed after their
+	// object existed, taken over to finish them (attempts, not successes).
+	WriteRecoveries int64
+	// ReadReopens counts the read streams a ReaderAt opened again after the
+	// service ended one under it.
+	ReadReopens int64
 	// SweepPasses counts the sweeper's passes over the pooled prefixes;
 	// Swept the unwritten prewarmed objects it deleted, and SweepErrors the
 	// passes that ended early on an error.
@@ -53,7 +63,7 @@ type Stats struct {
 
 // Stats returns a snapshot of the Store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot(), VisibilityProbes: s.stats.probes.Load(), Connectivity: s.connectivity}
+	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot(), VisibilityProbes: s.stats.probes.Load(), WriteRecoveries: s.stats.recoveries.Load(), ReadReopens: s.stats.readReopens.Load(), Connectivity: s.connectivity}
 	if s.creator != nil {
 		st.Pools = s.creator.Stats()
 	}

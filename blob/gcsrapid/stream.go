@@ -98,11 +98,18 @@ func (a *appendStream) write(ctx context.Context, p []byte, kind func(error) err
 		flushed, err = a.sw.Flush()
 		return err
 	})
+	if err == nil {
+		// The durable tail is the persisted size of the service's reply, not
+		// the offset the client's Flush aimed at.
+		if at := a.sw.Attrs(); at != nil {
+			flushed = at.Size
+		}
+	}
 	switch {
 	case err != nil:
 		a.err = driver.WrapError(driver.OpAppend, a.key, err, kind)
 	case flushed != a.size+int64(len(p)):
-		a.err = blob.Errorf(driver.OpAppend, a.key, nil, "gcsrapid: flushed to %d bytes, expected %d", flushed, a.size+int64(len(p)))
+		a.err = blob.Errorf(driver.OpAppend, a.key, nil, "gcsrapid: the service persisted %d bytes, expected %d", flushed, a.size+int64(len(p)))
 	}
 	if a.err != nil {
 		a.closeLocked()

@@ -109,7 +109,7 @@ func (sw *sweeper) scan(ctx context.Context, prefix, start string) (string, erro
 			return start, err
 		}
 		start = a.Name
-		if !a.Finalized.IsZero() || !sw.old(a) {
+		if !a.Finalized.IsZero() || !marked(a.Metadata) || !sw.old(a) {
 			continue
 		}
 		if hidden, err := sw.s.unwritten(ctx, a); err != nil || !hidden {

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/storage"
+	gax "github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/googleapi"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -147,9 +151,17 @@ type writer struct {
 	sw     *storage.Writer // open stream once streaming or committing
 	cancel context.CancelFunc
 	wrote  int64
-	busy   atomic.Bool
-	closed bool
-	err    error
+	// id identifies the object this write creates (see writeIDKey); empty
+	// for a prewarmed writer that writes into its prewarmed object, whose
+	// generation is known.
+	id string
+	// declared is the size the object declares (see sizeKey), if any;
+	// replacing says a prewarmed object is being replaced by one that does.
+	declared  string
+	replacing bool
+	busy      atomic.Bool
+	closed    bool
+	err       error
 }
 
 // begin starts the write's clock at its first use: a prewarmed writer may
@@ -193,7 +205,7 @@ func (w *writer) Write(p []byte) (int, error) {
 	}
 	// Too large to buffer: stream from here on.
 	if w.sw == nil {
-		if err := w.open(w.s.opts.MaxBuffer); err != nil {
+		if err := w.open(w.s.opts.MaxBuffer, true); err != nil {
 			w.err = err
 			return 0, err
 		}
@@ -228,14 +240,38 @@ func (w *writer) classifier() func(error) error {
 }
 
 // open starts the stream: the warm one, or a new appendable object with the
-// write's preconditions whose first message carries the first size bytes.
-func (w *writer) open(size int) error {
-	if w.warm != nil {
-		w.sw, w.cancel = w.warm.sw, w.warm.cancel
-		return nil
+// write's preconditions whose first message carries the first size bytes
+// (streaming: the write's size is not known yet).
+//
+// A write that takes more than one message declares its size in the object's
+// metadata ("?" when streaming; see sizeKey), so that no reader sees it before
+// it is whole. A prewarmed object exists already without a declaration, so
+// such a write replaces it (on condition of its generation) with a new one
+// that declares its size: one metadata operation, for writes of more than
+// maxMessage bytes only.
+func (w *writer) open(size int, streaming bool) error {
+	var declare string
+	switch {
+	case streaming:
+		declare = "?"
+	case size > maxMessage:
+		declare = strconv.Itoa(size)
 	}
 	o := w.s.bucket.Object(w.key)
+	opts := &w.opts
 	switch {
+	case w.warm != nil && declare == "":
+		w.sw, w.cancel = w.warm.sw, w.warm.cancel
+		return nil
+	case w.warm != nil:
+		o = o.If(storage.Conditions{GenerationMatch: w.warm.gen})
+		opts = withMark(opts)
+		w.replacing = true
+		ww := w.warm
+		w.s.background(func(context.Context) {
+			ww.sw.Close()
+			ww.cancel()
+		})
 	case w.opts.If.NotExist():
 		o = o.If(storage.Conditions{DoesNotExist: true})
 	case w.opts.If.GenerationMatch() != "":
@@ -245,8 +281,15 @@ func (w *writer) open(size int) error {
 		}
 		o = o.If(storage.Conditions{GenerationMatch: g})
 	}
-	w.sw, w.cancel = w.s.openStream(o, &w.opts, roundUp(max(size, 1), googleapi.MinUploadChunkSize))
+	w.id, w.declared = newWriteID(), declare
+	w.sw, w.cancel = w.s.openStream(o, withWriteID(opts, w.id, declare), roundUp(max(size, 1), googleapi.MinUploadChunkSize))
 	return nil
+}
+
+func newWriteID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (w *writer) Close() error {
@@ -289,11 +332,49 @@ func (w *writer) commit() error {
 			return blob.Errorf(driver.OpWrite, w.key, blob.ErrInvalidArgument, "content MD5 %x does not match the given %x", sum, w.opts.ContentMD5)
 		}
 	}
-	if w.sw == nil {
-		if err := w.open(w.buf.Len()); err != nil {
+	buffered := w.sw == nil
+	if buffered {
+		if err := w.open(w.buf.Len(), false); err != nil {
 			return err
 		}
-		if err := w.send(w.buf.Bytes()); err != nil {
+	}
+	var p []byte
+	if buffered {
+		p = w.buf.Bytes()
+	}
+	err := w.flushAll(p)
+	if err != nil && buffered && w.ctx.Err() == nil {
+		// The stream failed. If the object it created exists, finish it
+		// rather than leave an empty or partial object, or report as
+		// ErrExists an object that only this write made.
+		err = w.recover(err)
+	}
+	if err != nil {
+		return err
+	}
+	if w.declared == "?" {
+		// A streamed write commits by declaring the size it reached.
+		if err := w.s.declare(w.ctx, w.key, w.sw.Attrs(), w.wrote); err != nil {
+			return driver.WrapError(driver.OpWrite, w.key, err, classify)
+		}
+	}
+	if w.warm != nil && !w.replacing && w.wrote == 0 {
+		// No byte tells readers that this write committed: clearing the
+		// prewarm mark does.
+		if err := w.s.unmark(w.ctx, w.key, w.warm.gen); err != nil {
+			return driver.WrapError(driver.OpWrite, w.key, err, classify)
+		}
+	}
+	return nil
+}
+
+// flushAll sends p and flushes, then checks what the service says it
+// persisted: the persisted size of its last reply, which must be every byte
+// written. (The client's Flush returns the offset it aimed at, not what the
+// service reported.)
+func (w *writer) flushAll(p []byte) error {
+	if p != nil {
+		if err := w.send(p); err != nil {
 			return err
 		}
 	}
@@ -304,24 +385,115 @@ func (w *writer) commit() error {
 		return err
 	})
 	if err != nil {
-		return driver.WrapError(driver.OpWrite, w.key, err, w.classifier())
+		w.err = driver.WrapError(driver.OpWrite, w.key, err, w.classifier())
+		return w.err
+	}
+	if a := w.sw.Attrs(); a != nil {
+		flushed = a.Size
 	}
 	if flushed != w.wrote {
-		return blob.Errorf(driver.OpWrite, w.key, nil, "gcsrapid: flushed %d bytes, wrote %d", flushed, w.wrote)
-	}
-	if w.warm != nil && w.wrote == 0 {
-		// No byte tells readers that this write committed: clearing the
-		// prewarm mark does.
-		if err := w.s.unmark(w.ctx, w.key, w.warm.gen); err != nil {
-			return driver.WrapError(driver.OpWrite, w.key, err, classify)
-		}
+		w.err = blob.Errorf(driver.OpWrite, w.key, nil, "gcsrapid: the service persisted %d bytes, %d were written", flushed, w.wrote)
+		return w.err
 	}
 	return nil
 }
 
+// recover finishes a buffered write whose stream failed, within the Store's
+// retries: if the object the stream created exists (found by its generation,
+// from the service's reply or the prewarm, or else by this write's
+// identifier), it is taken over and given the bytes the service did not
+// persist. An error that found no object of this write's is returned as it
+// was (an ErrExists then names another writer's object).
+func (w *writer) recover(err error) error {
+	bo := backoff()
+	data := w.buf.Bytes()
+	for attempt := 0; attempt <= max(w.s.opts.Retries, 0); attempt++ {
+		gen, ferr := w.ownGeneration()
+		if ferr != nil || gen == 0 {
+			return err
+		}
+		w.s.stats.recoveries.Add(1)
+		ferr = w.complete(gen, data)
+		if ferr == nil {
+			w.err = nil
+			return nil
+		}
+		if errors.Is(ferr, errNotOurs) || w.ctx.Err() != nil {
+			return err
+		}
+		err = driver.WrapError(driver.OpWrite, w.key, ferr, w.classifier())
+		if pause := bo.Pause(); gax.Sleep(w.ctx, pause) != nil {
+			break
+		}
+	}
+	return err
+}
+
+var errNotOurs = errors.New("gcsrapid: the object is no longer this write's")
+
+// ownGeneration returns the generation of the object this write created, or
+// 0 if none exists: from the service's reply or the prewarm, or else the
+// live object if it carries this write's identifier.
+func (w *writer) ownGeneration() (int64, error) {
+	if w.warm != nil && !w.replacing {
+		return w.warm.gen, nil
+	}
+	if a := w.sw.Attrs(); a != nil && a.Generation > 0 {
+		return a.Generation, nil
+	}
+	if w.id == "" {
+		return 0, nil
+	}
+	a, err := w.s.bucket.Object(w.key).Attrs(w.ctx)
+	if errors.Is(classify(err), blob.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if a.Metadata[writeIDKey] != w.id {
+		return 0, nil
+	}
+	return a.Generation, nil
+}
+
+// complete takes generation gen over and appends what it lacks of data. The
+// takeover's reply carries the size the service persisted, which is what
+// the object holds.
+func (w *writer) complete(gen int64, data []byte) error {
+	sctx, cancel := context.WithCancel(w.s.bgCtx)
+	tw, size, err := w.s.takeOver(w.ctx, sctx, cancel, w.key, gen,
+		&storage.AppendableWriterOpts{ChunkSize: roundUp(max(len(data), 1), googleapi.MinUploadChunkSize)})
+	if err != nil {
+		if errors.Is(classify(err), blob.ErrNotFound) {
+			return errNotOurs
+		}
+		return err
+	}
+	old, oldCancel := w.sw, w.cancel
+	w.sw, w.cancel = tw, cancel
+	w.s.background(func(context.Context) {
+		old.Close()
+		oldCancel()
+	})
+	if size > int64(len(data)) {
+		return errNotOurs
+	}
+	if size == int64(len(data)) {
+		return nil
+	}
+	w.wrote = size
+	return w.flushAll(data[size:])
+}
+
 // abandon ends a write that will not commit. A buffered write that never
 // reached the bucket leaves nothing; an object this writer created or streamed
-// into is deleted, by generation, in the background.
+// into is deleted, on condition of its generation, before Close returns, so
+// that a failed write leaves no object of its own behind (unless the delete
+// fails too: the error Close returns says the write failed, and an object of
+// it may remain). The generation is the prewarm's, the service's reply's, or,
+// when the stream failed before any reply, the live object's if it carries
+// this write's identifier.
 func (w *writer) abandon() {
 	if w.sw == nil && w.warm == nil {
 		return
@@ -330,20 +502,45 @@ func (w *writer) abandon() {
 	if sw == nil {
 		sw, cancel = ww.sw, ww.cancel
 	}
+	cancel()
+	sw.Close()
 	var gen int64
-	if ww != nil {
+	if ww != nil && !w.replacing {
 		gen = ww.gen
-	} else if a := sw.Attrs(); a != nil && w.wrote > 0 {
+	} else if a := sw.Attrs(); a != nil {
 		gen = a.Generation
 	}
-	w.s.background(func(ctx context.Context) {
-		cancel()
-		sw.Close()
-		if gen > 0 {
-			w.s.bucket.Object(w.key).If(storage.Conditions{GenerationMatch: gen}).Delete(ctx)
+	ctx, stop := context.WithTimeout(context.WithoutCancel(w.s.bgCtx), abandonTimeout)
+	defer stop()
+	o := w.s.bucket.Object(w.key)
+	if gen == 0 && w.id != "" {
+		if a, err := o.Attrs(ctx); err == nil && a.Metadata[writeIDKey] == w.id {
+			gen = a.Generation
 		}
-	})
+	}
+	if gen > 0 {
+		o.If(storage.Conditions{GenerationMatch: gen}).Delete(ctx)
+	}
+	if w.replacing {
+		// The prewarmed object, if the replacement never landed.
+		o.If(storage.Conditions{GenerationMatch: ww.gen}).Delete(ctx)
+	}
 }
+
+// declare commits a streamed write: the generation a names declares size in
+// place of "?", so that readers see it, and see its size even when the one
+// the service reports is out of date.
+func (s *Store) declare(ctx context.Context, key string, a *storage.ObjectAttrs, size int64) error {
+	if a == nil || a.Generation == 0 {
+		return errors.New("gcsrapid: the service did not name the streamed object's generation")
+	}
+	_, err := s.bucket.Object(key).If(storage.Conditions{GenerationMatch: a.Generation}).
+		Update(ctx, storage.ObjectAttrsToUpdate{Metadata: map[string]string{sizeKey: strconv.FormatInt(size, 10)}})
+	return err
+}
+
+// abandonTimeout bounds the cleanup of a failed write.
+const abandonTimeout = 30 * time.Second
 
 func roundUp(n, unit int) int { return (n + unit - 1) / unit * unit }
 

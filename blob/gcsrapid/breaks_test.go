@@ -1,0 +1,317 @@
+package gcsrapid_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/blob/pool"
+)
+
+// The tests here run the driver under the emulator's switches for failures
+// that happen after a call acted: a write stream that breaks once its object
+// exists, a read stream the service ends, and the limits of real Rapid
+// buckets.
+
+var retryModes = []struct {
+	name    string
+	retries int
+}{{"default retries", 0}, {"no retries", -1}}
+
+var noPool = pool.CreatorOptions{Capacity: -1}
+
+// strictServer is a zero-latency emulator with the real service's limits on.
+func strictServer(t *testing.T, opts gcsrapidtest.Options) *gcsrapidtest.Server {
+	t.Helper()
+	if opts.Profile.Name == "" {
+		opts.Profile = gcsrapidtest.Zero()
+	}
+	opts.Seed = 1
+	opts.MaxWriteMessage = gcsrapidtest.MaxWriteMessage
+	opts.RefuseZeroGenerationTakeover = true
+	srv, err := gcsrapidtest.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func mustRead(ctx context.Context, t *testing.T, s blob.Store, key string) []byte {
+	t.Helper()
+	got, err := blob.ReadAll(ctx, s, key)
+	if err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	return got
+}
+
+// A write stream that breaks after its object exists, before the service's
+// reply said so: the write finishes its own object, whether it overwrote a
+// finalized value or was conditional (its own object is not ErrExists).
+func TestPutWhoseCreateLostItsReply(t *testing.T) {
+	ctx := context.Background()
+	for _, rm := range retryModes {
+		for _, size := range []int{10, 5 << 20} {
+			t.Run(fmt.Sprintf("%s/%d bytes", rm.name, size), func(t *testing.T) {
+				srv := strictServer(t, gcsrapidtest.Options{})
+				s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+				defer s.Close()
+				if err := blob.Put(ctx, s, "over", []byte("acknowledged"), nil); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Finalize(ctx, "over"); err != nil {
+					t.Fatal(err)
+				}
+				val := bytes.Repeat([]byte("n"), size)
+				for _, c := range []struct {
+					key  string
+					opts *blob.WriterOptions
+				}{{"over", nil}, {"fresh", &blob.WriterOptions{If: blob.IfNotExist()}}} {
+					srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakBeforeReply, Streams: 1, CreatesOnly: true})
+					before := s.Stats().WriteRecoveries
+					if err := blob.Put(ctx, s, c.key, val, c.opts); err != nil {
+						t.Errorf("Put %s whose reply was lost: %v", c.key, err)
+						continue
+					}
+					if got := mustRead(ctx, t, s, c.key); !bytes.Equal(got, val) {
+						t.Errorf("%s holds %d bytes, want the %d written", c.key, len(got), len(val))
+					}
+					// A write of several messages had its first reply: the
+					// client resumes it by itself when it may retry.
+					want := int64(1)
+					if size > gcsrapidtest.MaxWriteMessage && rm.retries == 0 {
+						want = 0
+					}
+					if n := s.Stats().WriteRecoveries - before; n != want {
+						t.Errorf("Put %s: %d recoveries, want %d", c.key, n, want)
+					}
+				}
+				if st := srv.Stats(); st.WriteBreaks != 2 || st.MessagesRefused != 0 {
+					t.Errorf("%d breaks, %d refused messages; want 2 and 0", st.WriteBreaks, st.MessagesRefused)
+				}
+			})
+		}
+	}
+}
+
+// A multi-message write whose stream breaks after its first message (the
+// object exists; its unflushed bytes are lost, so it is empty): the write is
+// finished, not left empty in place of the value it replaced.
+func TestLargePutBrokenAfterItsCreate(t *testing.T) {
+	ctx := context.Background()
+	for _, rm := range retryModes {
+		t.Run(rm.name, func(t *testing.T) {
+			srv := strictServer(t, gcsrapidtest.Options{})
+			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+			defer s.Close()
+			if err := blob.Put(ctx, s, "k", []byte("acknowledged"), nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Finalize(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+			val := bytes.Repeat([]byte("v"), 5<<20)
+			srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakAfterMessages, N: 1, Streams: 1, CreatesOnly: true})
+			for _, opts := range []*blob.WriterOptions{nil, {If: blob.IfNotExist()}} {
+				key := "k"
+				if opts != nil {
+					key = "fresh"
+					srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakAfterMessages, N: 1, Streams: 1, CreatesOnly: true})
+				}
+				if err := blob.Put(ctx, s, key, val, opts); err != nil {
+					t.Fatalf("Put %s: %v", key, err)
+				}
+				if got := mustRead(ctx, t, s, key); !bytes.Equal(got, val) {
+					t.Errorf("%s holds %d bytes, want %d", key, len(got), len(val))
+				}
+			}
+			if st := srv.Stats(); st.WriteBreaks != 2 {
+				t.Errorf("%d breaks, want 2", st.WriteBreaks)
+			}
+		})
+	}
+}
+
+// When every stream breaks, the write fails, and what its stream created is
+// deleted: no empty or partial object stays, and a conditional write does
+// not report its own leftover as ErrExists, then or on the caller's retry.
+func TestPutThatCannotFinishLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, rm := range retryModes {
+		t.Run(rm.name, func(t *testing.T) {
+			srv := strictServer(t, gcsrapidtest.Options{})
+			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+			val := bytes.Repeat([]byte("v"), 5<<20)
+			srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakAfterMessages, N: 1})
+			for _, opts := range []*blob.WriterOptions{nil, {If: blob.IfNotExist()}} {
+				key := "u"
+				if opts != nil {
+					key = "c"
+				}
+				err := blob.Put(ctx, s, key, val, opts)
+				if err == nil || errors.Is(err, blob.ErrExists) {
+					t.Errorf("Put %s under a break on every stream: %v, want a failure other than ErrExists", key, err)
+				}
+			}
+			s.Close() // waits for the deletes of what the failed writes left
+			srv.ClearBreaks()
+			s = newStoreOnBucket(ctx, t, srv, s.Bucket(), gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+			defer s.Close()
+			for _, key := range []string{"u", "c"} {
+				if _, err := s.Stat(ctx, key); !errors.Is(err, blob.ErrNotFound) {
+					t.Errorf("Stat %s after its failed write: %v, want ErrNotFound", key, err)
+				}
+			}
+			if err := blob.Put(ctx, s, "c", []byte("x"), &blob.WriterOptions{If: blob.IfNotExist()}); err != nil {
+				t.Errorf("the caller's retry of the conditional Put: %v", err)
+			}
+			if st := srv.Stats(); st.WriteBreaks == 0 {
+				t.Error("no stream broke")
+			}
+		})
+	}
+}
+
+// A pooled writer whose stream breaks when it is used: its object (known by
+// the generation of its prewarm) is finished.
+func TestPooledWriteBroken(t *testing.T) {
+	ctx := context.Background()
+	for _, rm := range retryModes {
+		t.Run(rm.name, func(t *testing.T) {
+			srv := strictServer(t, gcsrapidtest.Options{})
+			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2}, Retries: rm.retries})
+			defer s.Close()
+			if _, err := blob.CreateBytes(ctx, s, "p/", []byte("warmup"), nil); err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, s, "p/", 2)
+			// A prewarmed stream's first message created its object; the
+			// write is its second.
+			for _, brk := range []gcsrapidtest.WriteBreak{
+				{At: gcsrapidtest.BreakAfterMessages, N: 1, Streams: 1},
+				{At: gcsrapidtest.BreakBeforeReply, N: 2, Streams: 1, CreatesOnly: true},
+			} {
+				srv.BreakWrites(brk)
+				before := srv.Stats().WriteBreaks
+				name, err := blob.CreateBytes(ctx, s, "p/", []byte("record"), nil)
+				if err != nil {
+					t.Errorf("pooled write under %+v: %v", brk, err)
+					continue
+				}
+				if got := mustRead(ctx, t, s, name); string(got) != "record" {
+					t.Errorf("%s holds %q", name, got)
+				}
+				if srv.Stats().WriteBreaks == before {
+					t.Errorf("%+v broke no stream", brk)
+				}
+				srv.ClearBreaks()
+			}
+		})
+	}
+}
+
+// A stream that breaks right after a flush was answered: the flushed bytes
+// are durable, and the append stream's next Append finds its stream broken;
+// with retries the client resumes it.
+func TestAppendStreamBrokenAfterAFlush(t *testing.T) {
+	ctx := context.Background()
+	srv := strictServer(t, gcsrapidtest.Options{})
+	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool})
+	defer s.Close()
+	srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakAfterFlush, Streams: 1})
+	a, err := s.CreateAppendStream(ctx, "log", []byte("head|"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Append(ctx, []byte("more")); err != nil {
+		t.Fatalf("Append after the stream broke: %v", err)
+	}
+	if got := mustRead(ctx, t, s, "log"); string(got) != "head|more" || a.Size() != 9 {
+		t.Errorf("log holds %q, stream size %d", got, a.Size())
+	}
+	if st := srv.Stats(); st.WriteBreaks != 1 || st.Calls["BidiWriteObject"] < 2 {
+		t.Errorf("%d breaks, %d write streams; want 1 and a resumption", st.WriteBreaks, st.Calls["BidiWriteObject"])
+	}
+	// Finalize and takeovers name their generation, which a Rapid bucket
+	// requires.
+	b, err := s.TakeOverAppendStream(ctx, "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Append(ctx, []byte("|tail")); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := s.Finalize(ctx, "log"); err != nil {
+		t.Fatal(err)
+	}
+	if st := srv.Stats(); st.MessagesRefused != 0 {
+		t.Errorf("%d messages or takeovers refused", st.MessagesRefused)
+	}
+}
+
+// A ReaderAt whose stream the service ended opens another, within the
+// Store's retries.
+func TestReaderAtReopensAnEndedStream(t *testing.T) {
+	ctx := context.Background()
+	for _, rm := range retryModes {
+		t.Run(rm.name, func(t *testing.T) {
+			srv := strictServer(t, gcsrapidtest.Options{ReadStreamLifetime: 20 * time.Millisecond})
+			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+			defer s.Close()
+			val := []byte("0123456789")
+			if err := blob.Put(ctx, s, "r", val, nil); err != nil {
+				t.Fatal(err)
+			}
+			ra, err := s.OpenReaderAt(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ra.Close()
+			p := make([]byte, 4)
+			if n, err := ra.ReadAt(p, 2); n != 4 || err != nil || string(p) != "2345" {
+				t.Fatalf("first ReadAt: %d %q %v", n, p, err)
+			}
+			ended := srv.Stats().ReadStreamsEnded
+			waitFor(func() bool { return srv.Stats().ReadStreamsEnded > ended })
+			n, err := ra.ReadAt(p, 6)
+			if rm.retries < 0 {
+				if err == nil {
+					t.Errorf("ReadAt on an ended stream without retries: %d %q, want an error", n, p)
+				}
+				return
+			}
+			if n != 4 || (err != nil && err != io.EOF) || string(p) != "6789" {
+				t.Errorf("ReadAt after the stream ended: %d %q %v", n, p, err)
+			}
+			if got := s.Stats().ReadReopens; got == 0 {
+				t.Error("no stream was reopened")
+			}
+		})
+	}
+}
+
+// newStoreOnBucket opens a Store over an existing bucket with a client of
+// its own.
+func newStoreOnBucket(ctx context.Context, t *testing.T, srv *gcsrapidtest.Server, bucket string, opts gcsrapid.Options) *gcsrapid.Store {
+	t.Helper()
+	client, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	s, err := gcsrapid.New(ctx, client, bucket, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
