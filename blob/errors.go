@@ -32,6 +32,10 @@ var (
 	// ErrPermission: the service refused the credentials, or the call to
 	// them (HTTP 401 or 403, gRPC Unauthenticated or PermissionDenied).
 	ErrPermission = errors.New("permission denied")
+	// ErrCorrupt: stored bytes or state do not verify (a checksum, a
+	// length, a format): the object named is damaged, and no byte of it
+	// was served as good.
+	ErrCorrupt = errors.New("corrupt object")
 )
 
 // Error records a failed operation on a key. Kind is the sentinel that classifies

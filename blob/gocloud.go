@@ -30,6 +30,8 @@ func GocloudErrorCode(err error) gcerrors.ErrorCode {
 		return gcerrors.NotFound
 	case errors.Is(err, ErrPermission):
 		return gcerrors.PermissionDenied
+	case errors.Is(err, ErrCorrupt):
+		return gcerrors.Internal
 	case errors.Is(err, ErrExists), errors.Is(err, ErrPrecondition):
 		return gcerrors.FailedPrecondition
 	case errors.Is(err, ErrInvalidKey), errors.Is(err, ErrInvalidArgument):

@@ -2,6 +2,8 @@ package quorum
 
 import (
 	"bytes"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"runtime"
@@ -22,10 +24,18 @@ type body struct {
 	mem  []byte
 	file *os.File
 	size int64
+	crc  uint32 // CRC32C of the bytes
 }
 
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // bodyOf returns a body holding b (not copied).
-func bodyOf(b []byte) *body { return &body{mem: b, size: int64(len(b))} }
+func bodyOf(b []byte) *body {
+	return &body{mem: b, size: int64(len(b)), crc: crc32.Checksum(b, castagnoli)}
+}
+
+// checksum is the body's CRC32C as ChecksumKey records it.
+func (b *body) checksum() string { return fmt.Sprintf("%08x", b.crc) }
 
 // spool collects bytes into a body, in memory up to spillBytes and in a
 // temporary file beyond.
@@ -67,6 +77,7 @@ func (sp *spool) Write(p []byte) (int, error) {
 		n, err = sp.buf.Write(p)
 	}
 	sp.b.size += int64(n)
+	sp.b.crc = crc32.Update(sp.b.crc, castagnoli, p[:n])
 	if err != nil {
 		sp.err = err
 	}

@@ -182,6 +182,26 @@
 // row is marked down; operations skip it while enough others are up, and the
 // prober brings it back.
 //
+// # Damage
+//
+// A replica's object may not be what a quorum wrote: damaged, truncated,
+// or written by another tool. A value carries the CRC32C of its bytes
+// (ChecksumKey); every read of a whole value verifies it (a read that streams
+// past its first 512 KiB fails its last Read with blob.ErrCorrupt; a smaller
+// one is verified before it is served, and another replica is asked), and no
+// promise, replay or repair copies bytes that do not verify. Range reads of
+// part of a value are not verified. An acceptor state that does not parse (a
+// token that is not one or lies more than a day ahead, an unknown state, an
+// object with no version that is not a placeholder) makes that replica
+// unavailable for the key, never its highest ballot. Either way the replica
+// is counted in Stats.Damaged and repair rewrites it from the version a
+// majority holds, on condition of its generation (Stats.Rewritten), so one
+// damaged replica of three loses nothing. Damage that no read or promise
+// meets is found only by anti-entropy's listing comparison where it changes
+// a listing's size or MD5, and then only when a read meets it. Values written
+// through prewarmed replica writers (pooled creates) carry no checksum: their
+// metadata is set before their bytes are known.
+//
 // # Retiring a version kept elsewhere
 //
 // Survey, ReadHeld and Retire serve a caller that has copied a key's

@@ -220,13 +220,19 @@ type Stats struct {
 	ReadRepairs   int64 // reads that found the newest version on fewer than a majority
 	Collected     int64 // tombstones and placeholders collected
 	Retired       int64 // replica objects deleted by Retire
+	// Damaged counts replica objects found damaged: bytes that do not match
+	// their checksum, or an acceptor state that does not parse. Each is
+	// rewritten by repair from the version a majority holds.
+	Damaged int64
+	// Rewritten counts damaged replica objects repair rewrote.
+	Rewritten int64
 }
 
 type atomicInt = atomic.Int64
 
 type statsCounters struct {
 	writes, failedWrites, readRepairs, hedges, repairs, markedDown, cameBack, antiEntropy atomicInt
-	rounds, contended, collected, retired                                                 atomicInt
+	rounds, contended, collected, retired, damaged, rewritten                              atomicInt
 }
 
 // Stats returns a snapshot of the store's counters and replica health.
@@ -237,6 +243,7 @@ func (s *Store) Stats() Stats {
 		AntiEntropy: s.stats.antiEntropy.Load(), RepairPending: s.rq.len(),
 		Rounds: s.stats.rounds.Load(), Contended: s.stats.contended.Load(), ReadRepairs: s.stats.readRepairs.Load(),
 		Collected: s.stats.collected.Load(), Retired: s.stats.retired.Load(),
+		Damaged: s.stats.damaged.Load(), Rewritten: s.stats.rewritten.Load(),
 	}
 	s.mu.Lock()
 	st.TrackedKeys = len(s.floors)

@@ -349,7 +349,7 @@ func (s *Store) readState(ctx context.Context, key string, r *replica) (rstate, 
 		return x, v, err
 	}
 	rd := <-ch
-	if rd.ra != nil && sameObject(rd.ra, x.attrs) && rd.b.size == x.attrs.Size {
+	if rd.ra != nil && sameObject(rd.ra, x.attrs) && rd.b.size == x.attrs.Size && (x.sum == "" || rd.b.checksum() == x.sum) {
 		return x, &value{body: rd.b, opts: userOptions(x.attrs), kind: live, ver: x.ver, chain: x.chain}, nil
 	}
 	v, err := s.readValue(ctx, key, &x)

@@ -157,6 +157,9 @@ type Store struct {
 	// floors: keys this process wrote whose replicas may not all hold the
 	// write yet, with its ballot; fastest reads of them read a majority.
 	floors map[string]string
+	// corrupt: replicas whose bytes under a key failed their checksum,
+	// until repair rewrites them.
+	corrupt map[string]map[int]bool
 
 	clock atomic.Int64 // last version time issued, for monotonic tokens
 
@@ -190,7 +193,7 @@ func New(replicas []blob.Store, opts Options) (*Store, error) {
 	if opts.TombstoneGrace <= 2*opts.StragglerTimeout {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tombstone grace %v must exceed twice the straggler timeout %v", opts.TombstoneGrace, opts.StragglerTimeout)
 	}
-	s := &Store{opts: opts, maj: n/2 + 1, floors: map[string]string{}}
+	s := &Store{opts: opts, maj: n/2 + 1, floors: map[string]string{}, corrupt: map[string]map[int]bool{}}
 	s.w = max(opts.W, s.maj)
 	for i, r := range replicas {
 		s.reps = append(s.reps, &replica{idx: i, s: r})
@@ -349,6 +352,37 @@ func (s *Store) clearFloor(key, acc string) {
 		delete(s.floors, key)
 	}
 	s.mu.Unlock()
+}
+
+// noteCorrupt records that replica r's bytes of key failed their checksum:
+// reads and settling skip it and repair rewrites it.
+func (s *Store) noteCorrupt(key string, r *replica) {
+	s.mu.Lock()
+	if s.corrupt[key] == nil {
+		s.corrupt[key] = map[int]bool{}
+	}
+	fresh := !s.corrupt[key][r.idx]
+	s.corrupt[key][r.idx] = true
+	s.mu.Unlock()
+	if fresh {
+		s.stats.damaged.Add(1)
+	}
+	s.rq.add(key)
+}
+
+func (s *Store) isCorrupt(key string, r *replica) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.corrupt[key][r.idx]
+}
+
+func (s *Store) clearCorrupt(key string, r *replica) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.corrupt[key], r.idx)
+	if len(s.corrupt[key]) == 0 {
+		delete(s.corrupt, key)
+	}
 }
 
 func (s *Store) hasFloor(key string) bool {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -75,6 +77,12 @@ func (s *Store) settle(ctx context.Context, op, key string) (*rstate, *value, er
 		}
 		if err != nil {
 			return nil, nil, wrapOp(op, key, err)
+		}
+		// A replica whose bytes failed their checksum holds no version
+		// until repair rewrites it.
+		xs = slices.DeleteFunc(xs, func(x rstate) bool { return s.isCorrupt(key, x.r) })
+		if len(xs) < s.maj {
+			return nil, nil, blob.Errorf(op, key, nil, "%w: %d of %d replicas answered with verified state, %d needed", ErrNoQuorum, len(xs), len(s.reps), s.maj)
 		}
 		cur := highest(xs)
 		if countAcc(xs, cur.acc) >= s.maj || cur.acc == "" {
@@ -269,7 +277,9 @@ func (s *Store) readMajority(ctx context.Context, key string, offset, length int
 		if err == nil {
 			return rd, nil
 		}
-		if !errors.Is(err, errChanged) && !errors.Is(err, blob.ErrNotFound) || attempt == roundAttempts-1 {
+		// A changed replica is read again; a corrupt one is skipped by
+		// the next settling.
+		if !errors.Is(err, errChanged) && !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, blob.ErrCorrupt) || attempt == roundAttempts-1 {
 			return nil, wrapOp("read", key, err)
 		}
 	}
@@ -323,9 +333,18 @@ func (s *Store) readReplica(ctx context.Context, key string, r *replica, want *r
 			return fail(errChanged)
 		}
 	}
+	if s.isCorrupt(key, r) {
+		return fail(fmt.Errorf("replica %d: %w", r.idx, errCorruptBytes))
+	}
 	out := &reader{r: rd, key: key, attrs: publicAttrs(st), cancel: cancel}
+	whole := offset == 0 && (length < 0 || length >= st.attrs.Size)
+	if whole && st.sum != "" {
+		// A read of the whole value is verified as it is read: its last
+		// Read fails with ErrCorrupt if the bytes do not match.
+		out.verify = &verifier{s: s, key: key, r: r, want: st.sum, size: st.attrs.Size}
+	}
 	// Hedged reads answer with their first bytes in hand, so small objects
-	// are hedged whole.
+	// are hedged whole (and verified before they are served).
 	n := int64(prefetch)
 	if length >= 0 && length < n {
 		n = length
@@ -335,7 +354,42 @@ func (s *Store) readReplica(ctx context.Context, key string, r *replica, want *r
 		return fail(err)
 	}
 	out.head = buf.Bytes()
+	if out.verify != nil {
+		out.verify.add(out.head)
+		if int64(len(out.head)) == st.attrs.Size {
+			if err := out.verify.check(); err != nil {
+				return fail(err)
+			}
+			out.verify = nil
+		}
+	}
 	return out, nil
+}
+
+// verifier checks a whole read's bytes against the value's checksum.
+type verifier struct {
+	s    *Store
+	key  string
+	r    *replica
+	want string
+	size int64
+	n    int64
+	crc  uint32
+}
+
+func (v *verifier) add(p []byte) {
+	v.n += int64(len(p))
+	v.crc = crc32.Update(v.crc, castagnoli, p)
+}
+
+// check reports whether the bytes read match, noting the replica as
+// corrupt for repair if not.
+func (v *verifier) check() error {
+	if v.n == v.size && fmt.Sprintf("%08x", v.crc) == v.want {
+		return nil
+	}
+	v.s.noteCorrupt(v.key, v.r)
+	return &blob.Error{Op: driver.OpRead, Key: v.key, Kind: blob.ErrCorrupt, Err: fmt.Errorf("replica %d: %d bytes read of %d, checksum %08x, recorded %s", v.r.idx, v.n, v.size, v.crc, v.want)}
 }
 
 // prefetch is how much of a read the hedged attempt reads before it counts as
@@ -349,6 +403,7 @@ type reader struct {
 	attrs  *blob.Attributes
 	cancel context.CancelFunc
 	closed bool
+	verify *verifier // checks the bytes after head, when set
 }
 
 func bodyReader(key string, x *rstate, b *body, offset, length int64) *reader {
@@ -364,7 +419,16 @@ func (r *reader) Read(p []byte) (int, error) {
 		r.head = r.head[n:]
 		return n, nil
 	}
-	return r.r.Read(p)
+	n, err := r.r.Read(p)
+	if r.verify != nil {
+		r.verify.add(p[:n])
+		if err == io.EOF {
+			if verr := r.verify.check(); verr != nil {
+				return n, verr
+			}
+		}
+	}
+	return n, err
 }
 
 func (r *reader) Close() error {

@@ -224,7 +224,16 @@ func (s *Store) propagate(ctx context.Context, key string, xs []rstate, cur *rst
 	done := true
 	for i := range xs {
 		x := &xs[i]
+		prom := cur.acc
 		switch {
+		case x.damaged || x.ok() && s.isCorrupt(key, x.r):
+			// Damaged: rewritten in place, on condition of its
+			// generation. A promise it may have made is kept where it
+			// parses; where it does not, every round that relied on it
+			// finds the replica changed and tries again.
+			if !x.damaged {
+				prom = max(x.prom, cur.acc)
+			}
 		case !x.ok():
 			done = false
 			continue
@@ -236,17 +245,38 @@ func (s *Store) propagate(ctx context.Context, key string, xs []rstate, cur *rst
 		}
 		if v == nil {
 			var err error
-			if v, err = s.readValue(ctx, key, cur); err != nil {
+			if v, err = s.readVerified(ctx, key, xs, cur); err != nil {
 				return false
 			}
 		}
-		if err := s.writeReplica(ctx, key, x, v, cur.acc, cur.acc); err != nil {
+		if err := s.writeReplica(ctx, key, x, v, cur.acc, prom); err != nil {
 			done = false
 			continue
 		}
 		s.stats.repairs.Add(1)
+		if x.damaged || s.isCorrupt(key, x.r) {
+			s.clearCorrupt(key, x.r)
+			s.stats.rewritten.Add(1)
+		}
 	}
 	return done
+}
+
+// readVerified reads cur's value from a replica that holds it and whose
+// bytes verify, trying each holder in turn.
+func (s *Store) readVerified(ctx context.Context, key string, xs []rstate, cur *rstate) (*value, error) {
+	err := error(errChanged)
+	for i := range xs {
+		x := &xs[i]
+		if !x.ok() || x.acc != cur.acc || x.kind != cur.kind || s.isCorrupt(key, x.r) {
+			continue
+		}
+		var v *value
+		if v, err = s.readValue(ctx, key, x); err == nil {
+			return v, nil
+		}
+	}
+	return nil, err
 }
 
 // collect removes the tombstones and placeholders of key once every replica

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -36,14 +37,49 @@ const (
 	// first (at most chainLen): an operation whose accepts failed on some
 	// replicas learns from it whether it took effect before it tries again.
 	ChainKey = "zonalblob-quorum-chain"
+	// ChecksumKey holds a value's CRC32C (8 hex digits). Every read of a
+	// whole value verifies it, and no promise, replay or repair copies bytes
+	// that do not verify.
+	ChecksumKey = "zonalblob-quorum-crc32c"
 )
+
+// maxTokenAhead is how far past this process's clock a token may lie and
+// still parse: a ballot or version further ahead is damage, not a writer's
+// clock, and trusting it would put it above every ballot ever issued.
+const maxTokenAhead = 24 * time.Hour
+
+// errDamaged: a replica's acceptor state under the key does not parse (a
+// token that is not one, an unknown state, an object without a version
+// that is not a placeholder: written by another tool). That replica is
+// unavailable for the key, never read as its highest value, until repair
+// rewrites it from a majority.
+var errDamaged = errors.New("damaged quorum state")
+
+// errCorruptBytes: a replica's bytes do not verify against the checksum
+// its state records.
+var errCorruptBytes = fmt.Errorf("%w: bytes do not match their checksum", blob.ErrCorrupt)
+
+// validToken reports whether tok is a token a Store issues: 16 hex digits
+// of Unix nanoseconds, not too far ahead, and 8 random ones.
+func validToken(tok string) bool {
+	if len(tok) != 24 {
+		return false
+	}
+	for i := range len(tok) {
+		if c := tok[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	t := tokenTime(tok)
+	return t > 0 && t <= time.Now().Add(maxTokenAhead).UnixNano()
+}
 
 // chainLen bounds ChainKey. An operation retrying after a partial accept
 // that finds chainLen later versions cannot tell, and reports ErrUncertain.
 const chainLen = 32
 
 func reserved(k string) bool {
-	return k == VersionKey || k == BallotKey || k == PromiseKey || k == StateKey || k == ChainKey
+	return k == VersionKey || k == BallotKey || k == PromiseKey || k == StateKey || k == ChainKey || k == ChecksumKey
 }
 
 // hiddenBytes is the content of tombstones and placeholders, so that a
@@ -78,6 +114,10 @@ type rstate struct {
 	acc   string // ballot at which ver was accepted
 	prom  string // highest ballot promised
 	chain []string
+	sum   string // the value's CRC32C, "" where not recorded
+	// damaged: the replica answered, but its state does not parse (err is
+	// errDamaged); attrs is set, so repair can rewrite it in place.
+	damaged bool
 }
 
 func (x *rstate) ok() bool { return x.err == nil }
@@ -99,20 +139,36 @@ func parseState(r *replica, a *blob.Attributes, err error) rstate {
 		return rstate{r: r, err: err}
 	}
 	x := rstate{r: r, attrs: a, kind: live}
-	if a.Metadata != nil {
-		x.ver, x.acc, x.prom = a.Metadata[VersionKey], a.Metadata[BallotKey], a.Metadata[PromiseKey]
-		x.chain = strings.Fields(a.Metadata[ChainKey])
-		switch a.Metadata[StateKey] {
-		case "deleted":
-			x.kind = tomb
-		case "empty":
-			x.kind, x.ver, x.acc = empty, "", ""
-		}
+	m := a.Metadata
+	x.ver, x.acc, x.prom = m[VersionKey], m[BallotKey], m[PromiseKey]
+	x.chain = strings.Fields(m[ChainKey])
+	x.sum = m[ChecksumKey]
+	damaged := func(format string, args ...any) rstate {
+		return rstate{r: r, attrs: a, damaged: true, err: fmt.Errorf("%w: replica %d: %s", errDamaged, r.idx, fmt.Sprintf(format, args...))}
+	}
+	switch m[StateKey] {
+	case "":
+	case "deleted":
+		x.kind = tomb
+	case "empty":
+		x.kind, x.ver, x.acc = empty, "", ""
+	default:
+		return damaged("state %q", m[StateKey])
+	}
+	if x.kind != empty && x.ver == "" {
+		return damaged("no version: not written by a quorum")
 	}
 	if x.acc == "" && x.kind != empty {
-		// Written before ballots, or around the quorum: its version orders
-		// it, or nothing does.
+		// Written before ballots were recorded: its version orders it.
 		x.acc = x.ver
+	}
+	for _, tok := range append([]string{x.ver, x.acc, x.prom}, x.chain...) {
+		if tok != "" && !validToken(tok) {
+			return damaged("token %q", tok)
+		}
+	}
+	if x.sum != "" && (len(x.sum) != 8 || strings.Trim(x.sum, "0123456789abcdef") != "") {
+		return damaged("checksum %q", x.sum)
 	}
 	return x
 }
@@ -127,7 +183,11 @@ func (s *Store) statReplica(ctx context.Context, r *replica, key string) rstate 
 		allowBytes(ctx, a.Size)
 		progressed(ctx)
 	}
-	return parseState(r, a, err)
+	x := parseState(r, a, err)
+	if x.damaged {
+		s.noteCorrupt(key, r)
+	}
+	return x
 }
 
 // value is what a write puts on the replicas: the bytes and user attributes
@@ -196,6 +256,9 @@ func replicaOptions(v *value, acc, prom string, x *rstate) blob.WriterOptions {
 		o.Metadata[VersionKey] = v.ver
 		o.Metadata[BallotKey] = acc
 	}
+	if v.kind == live && v.body != nil {
+		o.Metadata[ChecksumKey] = v.body.checksum()
+	}
 	if prom != "" {
 		o.Metadata[PromiseKey] = prom
 	}
@@ -203,7 +266,7 @@ func replicaOptions(v *value, acc, prom string, x *rstate) blob.WriterOptions {
 		o.Metadata[ChainKey] = strings.Join(v.chain, " ")
 	}
 	switch {
-	case x == nil || x.kind == absent:
+	case x == nil || x.attrs == nil:
 		o.If = blob.IfNotExist()
 	default:
 		o.If = blob.IfGenerationMatch(x.attrs.Generation)
@@ -292,6 +355,10 @@ func (s *Store) readValue(ctx context.Context, key string, x *rstate) (*value, e
 	}
 	if b.size != x.attrs.Size {
 		return nil, errChanged
+	}
+	if x.sum != "" && b.checksum() != x.sum {
+		s.noteCorrupt(key, x.r)
+		return nil, fmt.Errorf("replica %d: %w", x.r.idx, errCorruptBytes)
 	}
 	v.body = b
 	return v, nil
