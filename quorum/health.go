@@ -232,7 +232,7 @@ type atomicInt = atomic.Int64
 
 type statsCounters struct {
 	writes, failedWrites, readRepairs, hedges, repairs, markedDown, cameBack, antiEntropy atomicInt
-	rounds, contended, collected, retired, damaged, rewritten                              atomicInt
+	rounds, contended, collected, retired, damaged, rewritten                             atomicInt
 }
 
 // Stats returns a snapshot of the store's counters and replica health.
