@@ -106,13 +106,15 @@ func (s *Server) bidiReadObject(stream grpc.ServerStream) error {
 		}
 	}()
 	var expired <-chan time.Time
+	var end time.Time
 	if s.opts.ReadStreamLifetime > 0 {
+		end = time.Now().Add(s.opts.ReadStreamLifetime)
 		t := time.NewTimer(s.opts.ReadStreamLifetime)
 		defer t.Stop()
 		expired = t.C
 	}
 	for {
-		if err := s.sendRanges(stream, snap, req.list("read_ranges"), pending); err != nil {
+		if err := s.sendRanges(stream, snap, req.list("read_ranges"), pending, end); err != nil {
 			return err
 		}
 		pending = nil
@@ -124,12 +126,7 @@ func (s *Server) bidiReadObject(stream grpc.ServerStream) error {
 			}
 			return err
 		case <-expired:
-			s.stats.readsEnded.Add(1)
-			code := s.opts.ReadStreamEndCode
-			if code == codes.OK {
-				code = codes.Canceled
-			}
-			return status.Errorf(code, "gcsrapidtest: read stream ended after its lifetime of %v", s.opts.ReadStreamLifetime)
+			return s.endReadStream()
 		}
 		s.store.mu.Lock()
 		snap, err = s.snapshotLocked(bucketRes, name, gen, conds{})
@@ -140,12 +137,23 @@ func (s *Server) bidiReadObject(stream grpc.ServerStream) error {
 	}
 }
 
+// endReadStream is the status of a read stream ended by ReadStreamLifetime.
+func (s *Server) endReadStream() error {
+	s.stats.readsEnded.Add(1)
+	code := s.opts.ReadStreamEndCode
+	if code == codes.OK {
+		code = codes.Canceled
+	}
+	return status.Errorf(code, "gcsrapidtest: read stream ended after its lifetime of %v", s.opts.ReadStreamLifetime)
+}
+
 func itoaGen(gen int64) string { return "gen:" + strconv.FormatInt(gen, 10) }
 
 // sendRanges streams the ranges of one request. first, when not nil, is an
 // unsent reply (the metadata) that the first piece of data rides along with,
-// as the client expects data in the reply that opens the stream.
-func (s *Server) sendRanges(stream grpc.ServerStream, snap snapshot, ranges []msg, first *msg) error {
+// as the client expects data in the reply that opens the stream. A stream
+// whose lifetime ends (end, if not zero) ends between two pieces.
+func (s *Server) sendRanges(stream grpc.ServerStream, snap snapshot, ranges []msg, first *msg, end time.Time) error {
 	ctx := stream.Context()
 	n := int64(len(snap.data))
 	type span struct{ id, start, end int64 }
@@ -162,6 +170,9 @@ func (s *Server) sendRanges(stream grpc.ServerStream, snap snapshot, ranges []ms
 	for _, sp := range spans {
 		off := sp.start
 		for {
+			if first == nil && !end.IsZero() && time.Now().After(end) {
+				return s.endReadStream()
+			}
 			chunkEnd := min(off+readChunk, sp.end)
 			p := snap.data[off:chunkEnd]
 			d := s.share(s.opts.Profile.ReadPerMiB, int64(len(p)))

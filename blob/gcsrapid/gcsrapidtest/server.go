@@ -85,7 +85,8 @@ type Options struct {
 	// opened, with ReadStreamEndCode (codes.Canceled if zero), as the
 	// storage-testbench does after 10 s (SourceTestbench); the service may
 	// end a read stream at any time, and a client must open another. The
-	// stream ends between requests, never inside an answer. Zero: never.
+	// stream ends when idle or between two pieces (2 MiB) of an answer.
+	// Zero: never.
 	ReadStreamLifetime time.Duration
 	ReadStreamEndCode  codes.Code
 }
