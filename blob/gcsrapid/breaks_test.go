@@ -12,6 +12,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
@@ -314,4 +315,46 @@ func newStoreOnBucket(ctx context.Context, t *testing.T, srv *gcsrapidtest.Serve
 		t.Fatal(err)
 	}
 	return s
+}
+
+// A range read whose stream the service ends part way through its answer
+// goes on from where it got on a new stream, within the Store's retries in
+// a row without progress.
+func TestRangeReadReopensAnEndedStream(t *testing.T) {
+	ctx := context.Background()
+	p := gcsrapidtest.Zero()
+	p.Name = "slow reads"
+	// Each 2 MiB piece of an answer takes 10 ms, so a stream living 15 ms
+	// ends inside a 10 MiB answer.
+	p.ReadPerMiB = latency.Dist{P50: 5 * time.Millisecond, P99: 5 * time.Millisecond, Source: "test"}
+	for _, rm := range retryModes {
+		t.Run(rm.name, func(t *testing.T) {
+			srv := strictServer(t, gcsrapidtest.Options{Profile: p, ReadStreamLifetime: 15 * time.Millisecond})
+			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+			defer s.Close()
+			val := make([]byte, 10<<20)
+			for i := range val {
+				val[i] = byte(i * 7)
+			}
+			if err := blob.Put(ctx, s, "big", val, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, err := blob.ReadRange(ctx, s, "big", 1, -1)
+			if srv.Stats().ReadStreamsEnded == 0 {
+				t.Fatal("no read stream ended: the test proves nothing")
+			}
+			if rm.retries < 0 {
+				if err == nil {
+					t.Error("a read whose stream ended succeeded without retries")
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(got, val[1:]) {
+				t.Fatalf("read %d bytes, %v; want %d", len(got), err, len(val)-1)
+			}
+			if s.Stats().ReadReopens == 0 {
+				t.Error("no stream was reopened")
+			}
+		})
+	}
 }

@@ -92,9 +92,9 @@
 // service's write replies, not the offsets the client aimed at: a flush that
 // persisted less than was written fails the write.
 //
-// Reads: a ReaderAt whose stream the service ends (it may at any time) opens
-// another on the same generation and asks again from where the read got,
-// within retries; OpenReaderAt reads the object's metadata beside its stream
+// Reads: a range read or a ReaderAt whose stream the service ends (it may at
+// any time) opens another on the same generation and goes on from where it
+// got, up to retries streams in a row that ended without progress; OpenReaderAt reads the object's metadata beside its stream
 // (one metadata read, no added latency) to apply the hiding above. Objects from
 // Create (and Prewarm) exist on the service, empty, before their write, but
 // not for readers: prewarmed objects carry a metadata mark, and List, Stat and

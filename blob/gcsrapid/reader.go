@@ -69,7 +69,12 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		}
 		size = n
 	}
-	return driver.NewReader(key, r, func() *blob.Attributes {
+	end := int64(math.MaxInt64)
+	if length < end-offset {
+		end = offset + length
+	}
+	body := &rangeReader{s: s, ctx: ctx, key: key, gen: r.Attrs.Generation, r: r, off: offset, end: end}
+	return driver.NewReader(key, body, func() *blob.Attributes {
 		a := r.Attrs
 		return &blob.Attributes{
 			Key: key, Size: max(a.Size, size), ContentType: a.ContentType, ContentEncoding: a.ContentEncoding,
@@ -168,6 +173,11 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 		mrd := r.mrd
 		r.mu.Unlock()
 		at := off + int64(buf.Len())
+		if at > off && attempt > 0 {
+			// The last stream made progress: the retries count streams
+			// ended without any.
+			attempt = 0
+		}
 		done := make(chan error, 1)
 		mrd.Add(&buf, at, int64(len(p)-buf.Len()), func(_, _ int64, err error) { done <- err })
 		err := <-done
@@ -235,3 +245,56 @@ func (r *readerAt) Close() error {
 	mrd.Wait()
 	return mrd.Close()
 }
+
+// rangeReader is the body of a range read. The service may end a read stream
+// at any time (the storage-testbench cancels them after 10 s); when it ends
+// under a read, rangeReader opens another on the same generation from the
+// offset reached, up to the Store's retries in a row without progress.
+type rangeReader struct {
+	s     *Store
+	ctx   context.Context
+	key   string
+	gen   int64
+	r     *storage.Reader
+	off   int64 // the next byte to read
+	end   int64 // the end of the range
+	tries int   // streams reopened since the last byte read
+}
+
+func (b *rangeReader) Read(p []byte) (int, error) {
+	bo := backoff()
+	for {
+		n, err := b.r.Read(p)
+		b.off += int64(n)
+		if n > 0 {
+			b.tries = 0
+		}
+		if err == nil || err == io.EOF || n > 0 {
+			// An error after some bytes comes back on the next Read.
+			if err != nil && err != io.EOF {
+				err = nil
+			}
+			return n, err
+		}
+		if classify(err) != nil || b.tries >= max(b.s.opts.Retries, 0) || b.ctx.Err() != nil || b.off >= b.end {
+			return 0, err
+		}
+		b.tries++
+		if gax.Sleep(b.ctx, bo.Pause()) != nil {
+			return 0, err
+		}
+		o := b.s.bucket.Object(b.key).Generation(b.gen)
+		nr, oerr := openRead(b.ctx, b.s, func() (*storage.Reader, error) { return o.NewRangeReader(b.ctx, b.off, b.end-b.off) })
+		if isOutOfRange(oerr) {
+			return 0, io.EOF
+		}
+		if oerr != nil {
+			return 0, err
+		}
+		b.r.Close()
+		b.r = nr
+		b.s.stats.readReopens.Add(1)
+	}
+}
+
+func (b *rangeReader) Close() error { return b.r.Close() }

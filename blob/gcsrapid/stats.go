@@ -13,7 +13,7 @@ type statsRecorder struct {
 	probes atomic.Int64 // reads made to tell an unwritten prewarmed object from a written one
 	// recoveries counts the takeovers that finished a write whose stream failed
 	recoveries atomic.Int64
-	// readReopens counts the read streams a ReaderAt opened again
+	// readReopens counts the read streams reads opened again
 	readReopens atomic.Int64
 }
 
@@ -48,8 +48,8 @@ type Stats struct {
 	// WriteRecoveries counts the writes whose stream failed after their
 	// object existed, taken over to finish them (attempts, not successes).
 	WriteRecoveries int64
-	// ReadReopens counts the read streams a ReaderAt opened again after the
-	// service ended one under it.
+	// ReadReopens counts the read streams that range readers and ReaderAts
+	// opened again after the service ended one under them.
 	ReadReopens int64
 	// SweepPasses counts the sweeper's passes over the pooled prefixes;
 	// Swept the unwritten prewarmed objects it deleted, and SweepErrors the
