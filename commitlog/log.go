@@ -272,6 +272,9 @@ func acquireEpoch(ctx context.Context, zones []*zone, timeout time.Duration) (ui
 			return 0, quorumErr("reading epochs", majority, errs)
 		}
 		e := max(slices.Max(maxes), floor) + 1
+		if e > maxSegEpoch {
+			return 0, fmt.Errorf("commitlog: no epoch left to claim: %d is past the %d a segment name holds", e, uint64(maxSegEpoch))
+		}
 		errs = onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
 			return z.createEpoch(ctx, e)
 		})

@@ -69,6 +69,10 @@ type Stats struct {
 	UnusedSkipped int64
 	Fenced        bool  // a newer writer fenced this one
 	RecoveredTo   int64 // last offset kept by the recovery at Open, -1 if none
+	// Foreign counts objects under the log's epoch and segment prefixes
+	// whose names do not parse (written by another tool, or damaged):
+	// skipped, each time they are listed, and never trusted.
+	Foreign int64
 }
 
 // openSeg is the segment being written.
@@ -195,8 +199,12 @@ func (l *Log) Epoch() uint64 { return l.epoch }
 // Stats returns the writer's counters.
 func (l *Log) Stats() Stats {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.stats
+	st := l.stats
+	l.mu.Unlock()
+	for _, z := range l.zones {
+		st.Foreign += z.foreign.Load()
+	}
+	return st
 }
 
 // Committed returns the last-add-confirmed: every record up to this offset is

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
@@ -27,9 +28,13 @@ func (k segKey) compare(o segKey) int {
 	return cmp.Or(cmp.Compare(k.epoch, o.epoch), cmp.Compare(k.first, o.first))
 }
 
+// maxSegEpoch is the highest epoch a segment's name can hold (10 digits).
+// An epoch key above it is damage, never a writer's: no writer claims one.
+const maxSegEpoch = 9_999_999_999
+
 func parseSegKey(s string) (segKey, bool) {
 	e, f, ok := strings.Cut(s, "-")
-	if !ok || len(e) != 10 || len(f) != 20 {
+	if !ok || len(e) != 10 || len(f) != 20 || !digits(e) || !digits(f) {
 		return segKey{}, false
 	}
 	ep, err1 := strconv.ParseUint(e, 10, 64)
@@ -38,6 +43,20 @@ func parseSegKey(s string) (segKey, bool) {
 		return segKey{}, false
 	}
 	return segKey{ep, fi}, true
+}
+
+// parseEpoch parses the name of an epoch key: exactly 20 digits, at most
+// maxSegEpoch.
+func parseEpoch(s string) (uint64, bool) {
+	if len(s) != 20 || !digits(s) {
+		return 0, false
+	}
+	e, err := strconv.ParseUint(s, 10, 64)
+	return e, err == nil && e <= maxSegEpoch
+}
+
+func digits(s string) bool {
+	return strings.Trim(s, "0123456789") == ""
 }
 
 // mode is how a zone stores a segment.
@@ -70,6 +89,9 @@ type zone struct {
 
 	mu      sync.Mutex
 	streams map[segKey]blob.AppendStream
+	// foreign counts names under the log's prefixes that do not parse:
+	// skipped, never trusted (see Stats.Foreign).
+	foreign atomic.Int64
 }
 
 func (z *zone) segPrefix() string { return z.log + "/seg/" }
@@ -323,6 +345,8 @@ func (z *zone) listSegments(ctx context.Context, from *segKey) ([]segKey, error)
 		name := strings.TrimSuffix(strings.TrimPrefix(o.Key, prefix), "/")
 		if k, ok := parseSegKey(name); ok {
 			out = append(out, k)
+		} else {
+			z.foreign.Add(1)
 		}
 	}
 	return out, nil
@@ -343,9 +367,12 @@ func (z *zone) maxEpoch(ctx context.Context, after uint64) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if e, err := strconv.ParseUint(strings.TrimPrefix(o.Key, prefix), 10, 64); err == nil && e > m {
-			m = e
+		e, ok := parseEpoch(strings.TrimPrefix(o.Key, prefix))
+		if !ok {
+			z.foreign.Add(1)
+			continue
 		}
+		m = max(m, e)
 	}
 	return m, nil
 }
