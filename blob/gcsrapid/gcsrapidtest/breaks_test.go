@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -208,5 +211,57 @@ func TestReadStreamLifetime(t *testing.T) {
 	// not retry: its downloader is done for.
 	if err := read(); status.Code(err) != codes.Canceled {
 		t.Errorf("a read after the stream's lifetime: %v, want CANCELED", err)
+	}
+}
+
+func TestRedirects(t *testing.T) {
+	srv, c := newTestServer(t, Options{Redirects: 1})
+	conn, err := grpc.NewClient(srv.Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw := func(params string) error {
+		ctx := metadata.AppendToOutgoingContext(testCtx(t), "x-goog-request-params", params)
+		st, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/"+storageService+"/BidiWriteObject")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return exchange(t, st, "BidiWriteObjectResponse", withData(appendableSpec("zonal", "raw"), 0, "x", true, false))
+	}
+	// A stream without a token is redirected, with a routing token in a
+	// BidiWriteObjectRedirectedError detail.
+	err = raw("appendable=true&bucket=" + bucketPrefix + "zonal")
+	var token string
+	for _, d := range status.Convert(err).Proto().GetDetails() {
+		m := newMsg("BidiWriteObjectRedirectedError")
+		if d.UnmarshalTo(m.proto()) == nil {
+			token = m.str("routing_token")
+		}
+	}
+	if status.Code(err) != codes.Aborted || token == "" {
+		t.Fatalf("a stream without a routing token: %v (token %q), want ABORTED with a redirect", err, token)
+	}
+	if err := raw("appendable=true&bucket=" + bucketPrefix + "zonal&routing_token=bogus"); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a stream with an unknown token: %v, want INVALID_ARGUMENT", err)
+	}
+	if err := raw("appendable=true&bucket=" + bucketPrefix + "zonal&routing_token=" + token); err != nil {
+		t.Errorf("a stream replaying the token: %v", err)
+	}
+	// The storage client follows redirects by itself, writing and reading.
+	srv.Redirect(1)
+	w := c.Bucket("zonal").Object("b").NewWriter(testCtx(t))
+	w.Append, w.FinalizeOnClose = true, false
+	w.Write([]byte("xyz"))
+	if _, err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	srv.Redirect(1)
+	if got := readAll(t, c.Bucket("zonal").Object("b")); string(got) != "xyz" {
+		t.Errorf("read %q after a redirect", got)
+	}
+	if s := srv.Stats(); s.Redirects != 3 || s.RedirectsFollowed != 3 {
+		t.Errorf("%d redirects, %d followed; want 3 and 3", s.Redirects, s.RedirectsFollowed)
 	}
 }

@@ -45,13 +45,16 @@
 // messages over 2 MiB with RESOURCE_EXHAUSTED; RefuseZeroGenerationTakeover
 // refuses takeovers that name no generation with INVALID_ARGUMENT; and
 // ReadStreamLifetime ends read streams (CANCELED, as the storage-testbench
-// does after 10 s). InjectFault, by contrast, fails a call before it acts.
+// does after 10 s), idle or between two pieces of an answer; Redirects
+// answers zonal write and read streams ABORTED with a routing token that the
+// retried stream must replay. InjectFault, by contrast, fails a call before
+// it acts.
 //
 // Served: BidiWriteObject, WriteObject, StartResumableWrite,
 // QueryWriteStatus, BidiReadObject, ReadObject, GetObject, ListObjects,
 // DeleteObject, UpdateObject, RewriteObject (one call), MoveObject and
 // GetBucket. Not emulated, answered UNIMPLEMENTED or ignored: object
 // versioning (a write replaces the live generation), IAM, ACLs, bucket
-// management over RPC, compose, soft delete, glob listing, redirects and
+// management over RPC, compose, soft delete, glob listing and
 // customer-supplied encryption keys.
 package gcsrapidtest

@@ -89,6 +89,14 @@ type Options struct {
 	// Zero: never.
 	ReadStreamLifetime time.Duration
 	ReadStreamEndCode  codes.Code
+	// Redirects answers the first Redirects appendable write streams and
+	// bidi read streams that carry no routing token ABORTED, before they
+	// act, with a redirect detail (BidiWriteObjectRedirectedError or
+	// BidiReadObjectRedirectedError) holding a routing token; a stream that
+	// replays the token in x-goog-request-params is served, an unknown one
+	// is refused (SourceRapidProbes; the client libraries follow these
+	// redirects). Server.Redirect arms more.
+	Redirects int
 }
 
 // DefaultMaxStreamsPerConn is a typical front end's cap on concurrent streams
@@ -117,7 +125,9 @@ type Server struct {
 	stats  counters
 	faults faultTable
 	breaks breakTable
-	mu     sync.Mutex
+	// redirects issues and checks routing tokens (Options.Redirects).
+	redirects redirects
+	mu        sync.Mutex
 
 	conns     connTable
 	transient transientFaults
@@ -154,6 +164,7 @@ func NewUnstartedServer(opts Options) (*Server, error) {
 	s.stats.calls = map[string]*atomic.Int64{}
 	s.conns.active = map[string]int{}
 	s.transient = newTransientFaults(opts.Seed, opts.TransientFaults, opts.TransientFaultMethods)
+	s.redirects.left = opts.Redirects
 	for _, b := range opts.WriteBreaks {
 		s.breaks.add(b)
 	}
@@ -366,6 +377,11 @@ func (s *Server) dispatch(_ any, stream grpc.ServerStream) (err error) {
 			err = status.Errorf(codes.Internal, "gcsrapidtest: %s panicked: %v", method, r)
 		}
 	}()
+	if method == "BidiWriteObject" || method == "BidiReadObject" {
+		if err := s.redirects.check(stream, method); err != nil {
+			return err
+		}
+	}
 	f, hit := s.faults.next(method)
 	if hit && f.AfterMessages == 0 {
 		return f.err(method)

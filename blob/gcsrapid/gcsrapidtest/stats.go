@@ -45,6 +45,9 @@ type Stats struct {
 	// MessagesRefused the write messages over MaxWriteMessage and the
 	// takeovers without a generation that were refused.
 	WriteBreaks, ReadStreamsEnded, MessagesRefused int64
+	// Redirects counts the streams answered with a redirect, and
+	// RedirectsFollowed the streams that replayed its routing token.
+	Redirects, RedirectsFollowed int64
 	// Delays counts the waits the latency profile imposed, and Delayed is
 	// their total as drawn (a wait cut short by a cancelled RPC included in
 	// full): a test can check that a profile was applied, or that the zero
@@ -94,6 +97,9 @@ func (s *Server) Stats() Stats {
 		Delays:           c.delays.Load(),
 		Delayed:          time.Duration(c.delayed.Load()),
 	}
+	s.redirects.mu.Lock()
+	st.Redirects, st.RedirectsFollowed = s.redirects.sent, s.redirects.followed
+	s.redirects.mu.Unlock()
 	s.conns.mu.Lock()
 	st.Connections, st.PeakStreamsPerConn = s.conns.seen, s.conns.peak
 	s.conns.mu.Unlock()
