@@ -358,3 +358,76 @@ func TestRangeReadReopensAnEndedStream(t *testing.T) {
 		})
 	}
 }
+
+// Zonal write and read streams may be redirected (ABORTED with a routing
+// token to replay); every call goes through, with or without retries.
+func TestRedirectedStreams(t *testing.T) {
+	ctx := context.Background()
+	for _, rm := range retryModes {
+		t.Run(rm.name, func(t *testing.T) {
+			srv := strictServer(t, gcsrapidtest.Options{})
+			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2}, Retries: rm.retries})
+			defer s.Close()
+			big := bytes.Repeat([]byte("r"), 3<<20)
+			steps := []struct {
+				name string
+				do   func() error
+			}{
+				{"Put", func() error { return blob.Put(ctx, s, "k", []byte("value"), nil) }},
+				{"Put IfNotExist", func() error {
+					return blob.Put(ctx, s, "c", big, &blob.WriterOptions{If: blob.IfNotExist()})
+				}},
+				{"Create", func() error { _, err := blob.CreateBytes(ctx, s, "p/", []byte("x"), nil); return err }},
+				{"ReadAll", func() error {
+					got, err := blob.ReadAll(ctx, s, "c")
+					if err == nil && !bytes.Equal(got, big) {
+						err = fmt.Errorf("read %d bytes", len(got))
+					}
+					return err
+				}},
+				{"ReadAt", func() error {
+					ra, err := s.OpenReaderAt(ctx, "k")
+					if err != nil {
+						return err
+					}
+					defer ra.Close()
+					p := make([]byte, 5)
+					if _, err := ra.ReadAt(p, 0); err != nil && err != io.EOF {
+						return err
+					}
+					return nil
+				}},
+				{"append stream", func() error {
+					a, err := s.CreateAppendStream(ctx, "log", []byte("a"))
+					if err != nil {
+						return err
+					}
+					defer a.Close()
+					return a.Append(ctx, []byte("b"))
+				}},
+				{"takeover and finalize", func() error {
+					b, err := s.TakeOverAppendStream(ctx, "log")
+					if err != nil {
+						return err
+					}
+					b.Close()
+					return s.Finalize(ctx, "log")
+				}},
+			}
+			for _, st := range steps {
+				srv.Redirect(1)
+				before := srv.Stats()
+				if err := st.do(); err != nil {
+					t.Errorf("%s, redirected: %v", st.name, err)
+				}
+				after := srv.Stats()
+				if after.Redirects == before.Redirects {
+					t.Errorf("%s made no stream that was redirected", st.name)
+				}
+			}
+			if st := srv.Stats(); st.RedirectsFollowed < st.Redirects || st.MessagesRefused != 0 {
+				t.Errorf("%d redirects, %d followed, %d refused", st.Redirects, st.RedirectsFollowed, st.MessagesRefused)
+			}
+		})
+	}
+}
