@@ -215,7 +215,8 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 		if err != nil && ctx.Err() != nil {
 			return Record{}, ctx.Err()
 		}
-		if errors.Is(err, ErrNoRegional) {
+		if errors.Is(err, ErrNoRegional) || errors.Is(err, blob.ErrCorrupt) {
+			// No other copy will appear: waiting would hang the reader.
 			return Record{}, err
 		}
 		if progressed {

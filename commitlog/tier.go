@@ -97,10 +97,14 @@ func readRegional(ctx context.Context, rz *zone, k segKey, m frame) ([]frame, er
 	}
 	n, sum, ok := movedInfo(m)
 	if !ok || int64(len(p)) != n || crc32.Checksum(p, crcTable) != sum {
-		return nil, fmt.Errorf("%w: regional copy of segment %s is not the one its marker names", errCorrupt, k)
+		// The zonal copies are markers: this was the only copy left.
+		return nil, fmt.Errorf("%w: %w: regional copy %s of segment %s is not the one its marker names (%d bytes, want %d)", blob.ErrCorrupt, errCorrupt, rz.segKey(k), k, len(p), n)
 	}
 	frames, _, err := decodeFrames(p)
-	return frames, err
+	if err != nil {
+		return nil, fmt.Errorf("%w: regional copy %s of segment %s: %w", blob.ErrCorrupt, rz.segKey(k), k, err)
+	}
+	return frames, nil
 }
 
 // MoveStats counts what the writer's mover did.

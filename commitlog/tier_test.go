@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +138,22 @@ func TestMoveToRegional(t *testing.T) {
 			defer cancel2()
 			if _, err := r2.Next(c2); !errors.Is(err, ErrNoRegional) {
 				t.Errorf("a reader without the regional store at a moved segment: %v, want ErrNoRegional", err)
+			}
+			// A damaged regional copy, the only copy left, is an error
+			// naming it, not a reader waiting forever.
+			first := l.regional.segKey(segKey{epoch: l.Epoch(), first: 0})
+			b, err := blob.ReadAll(ctx, regional, first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 1
+			if err := blob.Put(ctx, regional, first, b, nil); err != nil {
+				t.Fatal(err)
+			}
+			r3, _ := NewReader(stores, "tier", 0, opts)
+			defer r3.Close()
+			if _, err := r3.Next(rctx); !errors.Is(err, blob.ErrCorrupt) || !strings.Contains(err.Error(), first) || rctx.Err() != nil {
+				t.Errorf("a reader at a damaged regional copy: %v, want ErrCorrupt naming %s", err, first)
 			}
 		})
 	}
