@@ -72,7 +72,10 @@
 // value included) until the write is whole, never a prefix. A pooled write
 // over 2 MiB replaces its prewarmed object with one that declares its size
 // (one create). When a reported size is below the declared one (it may be out
-// of date), one byte read at the declared end settles it.
+// of date), one byte read at the declared end settles it. Meanwhile the key
+// is taken: a conditional create of it fails with ErrExists. The object of a
+// large write whose process died before it finished stays hidden until it is
+// deleted (under a pooled prefix, by the sweep if it was a pooled write).
 //
 // Failed writes. A write stream can fail after its object exists, before or
 // after the service's reply that names its generation, with bytes it sent
@@ -94,9 +97,11 @@
 //
 // Reads: a range read or a ReaderAt whose stream the service ends (it may at
 // any time) opens another on the same generation and goes on from where it
-// got, up to retries streams in a row that ended without progress; OpenReaderAt reads the object's metadata beside its stream
-// (one metadata read, no added latency) to apply the hiding above. Objects from
-// Create (and Prewarm) exist on the service, empty, before their write, but
+// got, up to retries streams in a row that ended without progress.
+// OpenReaderAt reads the object's metadata beside its stream (one metadata
+// read, no added latency) to apply the hiding above.
+//
+// Objects from Create (and Prewarm) exist on the service, empty, before their write, but
 // not for readers: prewarmed objects carry a metadata mark, and List, Stat and
 // reads hide a marked object that holds no committed write. A size of zero,
 // which may be out of date for an unfinalized object, is checked by reading
