@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -17,11 +18,24 @@ type fencedCopy struct {
 	moved  *frame // the segment moved to the regional store: this is its marker, not fenced
 }
 
+// recovered is what recoverSegment found: the segment ends at last on W
+// zones; carry are the records after it that may have been acknowledged but
+// that too few zones could take (their objects were at the store's part
+// limit), which the new writer appends first, at offsets last+1 on; used
+// reports whether any fenced zone held a record of the segment.
+type recovered struct {
+	last  int64
+	carry [][]byte
+	used  bool
+}
+
 // recoverSegment fences segment tip on every zone it reaches, keeps every
 // record that may have been acknowledged, copies those records to the zones
 // that lack them until W zones hold them all, and returns the offset of the
-// last one (tip.first-1 if none), and whether any fenced zone held a record
-// of the segment.
+// last one (tip.first-1 if none). Where zones at the store's part limit
+// cannot take the copies, the segment ends at the last record W zones hold
+// and the rest are carried into the next segment, as the writer does when
+// a store refuses an append.
 //
 // It is BookKeeper's ledger recovery: once N-W+1 zones are fenced, no W zones
 // are left on which the old writer could complete an append, so nothing it
@@ -29,7 +43,7 @@ type fencedCopy struct {
 // is on W zones, so on at least one fenced zone. Records are kept if found on
 // any fenced zone (they may have been acknowledged), up to the first
 // offset no fenced zone holds.
-func (l *Log) recoverSegment(ctx context.Context, tip segKey) (int64, bool, error) {
+func (l *Log) recoverSegment(ctx context.Context, tip segKey) (recovered, error) {
 	n, w := len(l.zones), l.opts.WriteQuorum
 	need := n - w + 1
 	// The header, to fence by creating the segment on zones that lack it.
@@ -52,18 +66,18 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (int64, bool, erro
 	})
 	for _, err := range errs {
 		if errors.Is(err, ErrFenced) {
-			return 0, false, err
+			return recovered{}, err
 		}
 	}
 	for _, c := range copies {
 		if c != nil && c.moved != nil {
 			// Moved to the regional store: sealed, every record committed,
 			// and its last offset is in the marker.
-			return c.moved.lac, true, nil
+			return recovered{last: c.moved.lac, used: true}, nil
 		}
 	}
 	if countNil(errs) < need {
-		return 0, false, quorumErr("fencing segment "+tip.String(), need, errs)
+		return recovered{}, quorumErr("fencing segment "+tip.String(), need, errs)
 	}
 	// Every fenced copy is a prefix of the old writer's records (plus
 	// records earlier recoveries copied, which are the same ones), so the
@@ -92,6 +106,7 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (int64, bool, erro
 		last++
 	}
 	// Copy what each fenced zone lacks after its fence frame.
+	reached := slices.Clone(held)
 	errs = onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
 		c := copies[z.idx]
 		if c == nil {
@@ -114,18 +129,44 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (int64, bool, erro
 				return err
 			}
 			from += int64(len(batch))
+			reached[z.idx] = from - 1
 		}
 		return nil
 	})
 	for _, err := range errs {
 		if errors.Is(err, ErrFenced) {
-			return 0, false, err
+			return recovered{}, err
 		}
 	}
-	if countNil(errs) < w {
-		return 0, false, quorumErr(fmt.Sprintf("copying records %d..%d of segment %s", tip.first, last, tip), w, errs)
+	if countNil(errs) >= w {
+		return recovered{last: last, used: len(recs) > 0}, nil
 	}
-	return last, len(recs) > 0, nil
+	// Zones that could not take the copies because their objects are at
+	// the part limit end the segment where W zones hold every record; the
+	// records after that go into the next segment. Readers end a segment
+	// where the next one begins, so none of them reads the stranded copies.
+	limited := 0
+	for _, err := range errs {
+		if isPartLimit(err) {
+			limited++
+		}
+	}
+	if limited == 0 || countNil(errs)+limited < w {
+		return recovered{}, quorumErr(fmt.Sprintf("copying records %d..%d of segment %s", tip.first, last, tip), w, errs)
+	}
+	var ends []int64
+	for i, c := range copies {
+		if c != nil {
+			ends = append(ends, reached[i])
+		}
+	}
+	slices.Sort(ends)
+	end := ends[len(ends)-w] // the last offset W zones hold
+	out := recovered{last: end, used: len(recs) > 0}
+	for o := end + 1; o <= last; o++ {
+		out.carry = append(out.carry, recs[o])
+	}
+	return out, nil
 }
 
 // contiguous returns the last offset of the records of frames held without a

@@ -69,6 +69,9 @@ type Stats struct {
 	UnusedSkipped int64
 	Fenced        bool  // a newer writer fenced this one
 	RecoveredTo   int64 // last offset kept by the recovery at Open, -1 if none
+	// Carried counts records Open's recovery moved into the new segment
+	// because the zones that lacked them were at the store's part limit.
+	Carried int64
 	// Foreign counts objects under the log's epoch and segment prefixes
 	// whose names do not parse (written by another tool, or damaged):
 	// skipped, each time they are listed, and never trusted.
@@ -157,18 +160,20 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 		return fail(err)
 	}
 	last, prev := int64(-1), segKey{}
+	var carry [][]byte
 	// Recover the last segment. One with no records that follows another
 	// of the same epoch may have been created ahead of its roll and never
 	// used, so that the records before it may not reach its first offset:
 	// fence it and recover the one before instead.
 	for i := len(segs) - 1; i >= 0; i-- {
 		tip := segs[i]
-		var used bool
-		if last, used, err = l.recoverSegment(ctx, tip); err != nil {
+		rec, err := l.recoverSegment(ctx, tip)
+		if err != nil {
 			return fail(err)
 		}
+		last, carry = rec.last, rec.carry
 		prev = tip
-		if used || i == 0 || segs[i-1].epoch != tip.epoch {
+		if rec.used || i == 0 || segs[i-1].epoch != tip.epoch {
 			break
 		}
 		l.stats.UnusedSkipped++
@@ -189,6 +194,18 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	}
 	if l.regional != nil {
 		l.wg.Go(l.mover)
+	}
+	if len(carry) > 0 {
+		// Records the old segment could not give W zones: they are the new
+		// segment's first, at the offsets they had, before any new one.
+		if off, err := l.Append(ctx, carry...); err != nil || off != last+1 {
+			l.Close()
+			return nil, fmt.Errorf("commitlog: carrying records %d..%d into segment %s: %w", last+1, last+int64(len(carry)), seg.key, err)
+		}
+		l.mu.Lock()
+		l.stats.RecoveredTo = last + int64(len(carry))
+		l.stats.Carried += int64(len(carry))
+		l.mu.Unlock()
 	}
 	return l, nil
 }
