@@ -431,3 +431,37 @@ func TestRedirectedStreams(t *testing.T) {
 		})
 	}
 }
+
+// Pooled writers whose streams broke right after their prewarm's flush (the
+// object exists, empty and marked) are still written: by the client's own
+// resumption, or else by a takeover of the prewarm's generation.
+func TestPooledWritersBrokenAfterTheirPrewarm(t *testing.T) {
+	ctx := context.Background()
+	for _, rm := range retryModes {
+		t.Run(rm.name, func(t *testing.T) {
+			srv := strictServer(t, gcsrapidtest.Options{})
+			srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakAfterFlush, Streams: 3, CreatesOnly: true})
+			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 3}, Retries: rm.retries})
+			defer s.Close()
+			for i := range 8 {
+				val := []byte(fmt.Sprintf("record %d", i))
+				name, err := blob.CreateBytes(ctx, s, "p/", val, nil)
+				if err != nil {
+					t.Fatalf("Create %d: %v", i, err)
+				}
+				if got := mustRead(ctx, t, s, name); !bytes.Equal(got, val) {
+					t.Errorf("%s holds %q, want %q", name, got, val)
+				}
+			}
+			if st := srv.Stats(); st.WriteBreaks != 3 {
+				t.Errorf("%d streams broke, want 3", st.WriteBreaks)
+			}
+			if ps := s.Stats().Pools["p/"]; ps.Hits == 0 {
+				t.Errorf("no write was pooled: %+v", ps)
+			}
+			if rec := s.Stats().WriteRecoveries; rm.retries < 0 && rec == 0 {
+				t.Error("without retries no broken pooled writer was finished by a takeover")
+			}
+		})
+	}
+}
