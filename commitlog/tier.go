@@ -109,7 +109,7 @@ func readRegional(ctx context.Context, rz *zone, k segKey, m frame) ([]frame, er
 
 // MoveStats counts what the writer's mover did.
 type MoveStats struct {
-	Moved   int64 // segments whose every zonal copy is a marker
+	Moved   int64 // segments whose regional copy is whole and whose copies on W zones are markers (the others are marked when their zones answer)
 	Markers int64 // zonal copies replaced by a marker
 	Errors  int64 // moves that failed (and are retried later)
 }
@@ -167,7 +167,7 @@ func (l *Log) moveSealed(ctx context.Context) error {
 		return err
 	}
 	now := time.Now()
-	var errs []error
+	errs := l.markPending(ctx)
 	for i, k := range chain[:len(chain)-1] {
 		if l.moved[k] {
 			continue
@@ -180,7 +180,8 @@ func (l *Log) moveSealed(ctx context.Context) error {
 		if now.Sub(seen) < l.opts.MoveAfter {
 			continue
 		}
-		if err := l.moveSegment(ctx, k, chain[i+1].first-1); err != nil {
+		pending, err := l.moveSegment(ctx, k, chain[i+1].first-1)
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -188,9 +189,65 @@ func (l *Log) moveSealed(ctx context.Context) error {
 		l.mu.Lock()
 		l.moved[k] = true
 		l.moves.Moved++
+		for _, z := range pending {
+			l.unmarked[z] = append(l.unmarked[z], k)
+		}
 		l.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// markPending retries the markers that zones missed when their segments
+// moved: each zone's oldest, and the rest of that zone's only if it took
+// it, so that a zone that stays down costs one call a pass, however many
+// segments move meanwhile.
+func (l *Log) markPending(ctx context.Context) []error {
+	l.mu.Lock()
+	todo := map[int][]segKey{}
+	for z, ks := range l.unmarked {
+		todo[z] = slices.Clone(ks)
+	}
+	l.mu.Unlock()
+	var errs []error
+	for zi, ks := range todo {
+		z := l.zones[zi]
+		done := 0
+		for _, k := range ks {
+			if err := l.remark(ctx, z, k); err != nil {
+				errs = append(errs, fmt.Errorf("commitlog: marker of segment %s on zone %d: %w", k, zi, err))
+				break
+			}
+			done++
+		}
+		l.mu.Lock()
+		l.unmarked[zi] = l.unmarked[zi][done:]
+		if len(l.unmarked[zi]) == 0 {
+			delete(l.unmarked, zi)
+		}
+		l.mu.Unlock()
+	}
+	return errs
+}
+
+// remark writes the marker of moved segment k on z, from its regional copy.
+func (l *Log) remark(ctx context.Context, z *zone, k segKey) error {
+	c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
+	defer cancel()
+	content, err := blob.ReadAll(c, l.regional.s, l.regional.segKey(k))
+	if err != nil {
+		return err
+	}
+	frames, _, err := decodeFrames(content)
+	if err != nil {
+		return fmt.Errorf("%w: regional copy of segment %s: %w", blob.ErrCorrupt, k, err)
+	}
+	last := k.first - 1
+	for _, f := range frames {
+		if f.kind == frameData {
+			last = max(last, f.first+int64(len(f.records))-1)
+		}
+	}
+	return l.markMoved(c, z, k, encodeMoved(l.epoch, k, last, content))
 }
 
 // chainTo returns the chain of segments that ends at cur, oldest first, as
@@ -268,8 +325,10 @@ func (l *Log) headerOf(ctx context.Context, k segKey) (frame, error) {
 }
 
 // moveSegment moves segment k, whose last offset is last, to the regional
-// store and leaves a marker on every zone.
-func (l *Log) moveSegment(ctx context.Context, k segKey, last int64) error {
+// store and leaves a marker on every zone. The move is done once W zones
+// hold the marker (a zone down must not stop every later move); it returns
+// the zones that missed theirs, which the mover marks later.
+func (l *Log) moveSegment(ctx context.Context, k segKey, last int64) ([]int, error) {
 	step := func(s int) error {
 		if l.moveHook != nil {
 			return l.moveHook(k, s)
@@ -300,17 +359,18 @@ func (l *Log) moveSegment(ctx context.Context, k segKey, last int64) error {
 			break // the regional copy exists and is whole
 		}
 		if content = pack(frames, k, last, l.opts.MaxFrameBytes); content != nil {
+			errs = nil // the zones read before this one are not needed
 			break
 		}
 		errs = append(errs, fmt.Errorf("zone %d lacks records of segment %s", z.idx, k))
 	}
 	if errs != nil {
-		return fmt.Errorf("commitlog: moving segment %s: %w", k, errors.Join(errs...))
+		return nil, fmt.Errorf("commitlog: moving segment %s: %w", k, errors.Join(errs...))
 	}
 	key := l.regional.segKey(k)
 	if content != nil {
 		if err := step(moveStepRegional); err != nil {
-			return err
+			return nil, err
 		}
 		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
 		err := blob.Put(c, l.regional.s, key, content, &blob.WriterOptions{If: blob.IfNotExist()})
@@ -322,33 +382,33 @@ func (l *Log) moveSegment(ctx context.Context, k segKey, last int64) error {
 			got, rerr := blob.ReadAll(c, l.regional.s, key)
 			cancel()
 			if rerr != nil {
-				return rerr
+				return nil, rerr
 			}
 			if string(got) != string(content) {
-				return fmt.Errorf("%w: regional copy of segment %s differs from the zones'", errCorrupt, k)
+				return nil, fmt.Errorf("%w: regional copy of segment %s differs from the zones'", errCorrupt, k)
 			}
 			err = nil
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
 		p, err := blob.ReadAll(c, l.regional.s, key)
 		cancel()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		content = p
 	}
 	if err := step(moveStepFinalize); err != nil {
-		return err
+		return nil, err
 	}
 	c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
 	err := blob.Finalize(c, l.regional.s, key)
 	cancel()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	marker := encodeMoved(l.epoch, k, last, content)
 	errs = onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
@@ -357,10 +417,16 @@ func (l *Log) moveSegment(ctx context.Context, k segKey, last int64) error {
 		}
 		return l.markMoved(ctx, z, k, marker)
 	})
-	if err := errors.Join(errs...); err != nil {
-		return err
+	if countNil(errs) < l.opts.WriteQuorum {
+		return nil, errors.Join(errs...)
 	}
-	return step(moveStepDone)
+	var pending []int
+	for i, err := range errs {
+		if err != nil {
+			pending = append(pending, i)
+		}
+	}
+	return pending, step(moveStepDone)
 }
 
 // markMoved overwrites z's copy of segment k with marker, under the

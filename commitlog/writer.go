@@ -42,6 +42,10 @@ type Log struct {
 	regional *zone
 	moved    map[segKey]bool
 	sealedAt map[segKey]time.Time
+	// unmarked: per zone, moved segments whose copy there is not a marker
+	// yet (the zone was down), oldest first; the mover retries each zone's
+	// oldest once a pass.
+	unmarked map[int][]segKey
 	headers  map[segKey]frame
 	// moverDone: a newer writer's segments exist; it moves them now.
 	moverDone bool
@@ -148,7 +152,7 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 		return nil, err
 	}
 	l := &Log{name: name, zones: zones, opts: o, epoch: epoch, changed: make(chan struct{}),
-		regional: regionalZone(o.Regional, name), moved: map[segKey]bool{}, sealedAt: map[segKey]time.Time{}, headers: map[segKey]frame{}}
+		regional: regionalZone(o.Regional, name), moved: map[segKey]bool{}, sealedAt: map[segKey]time.Time{}, unmarked: map[int][]segKey{}, headers: map[segKey]frame{}}
 	l.cond = sync.NewCond(&l.mu)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (*Log, error) {
