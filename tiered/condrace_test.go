@@ -193,9 +193,13 @@ func TestConditionalsAcrossProcesses(t *testing.T) {
 }
 
 func runCondRaces(t *testing.T, hotKind string, packs int) {
-	ctx := ctxT(t)
+	// Each race has its own time bound (set at its start), so that one
+	// that fails does not take the others with it.
+	var ctx context.Context
 	put := func(key, val string, c blob.Condition) func(s *tiered.Store) error {
-		return func(s *tiered.Store) error { return blob.Put(ctx, s, key, []byte(val), &blob.WriterOptions{If: c}) }
+		return func(s *tiered.Store) error {
+			return blob.Put(ctx, s, key, []byte(val), &blob.WriterOptions{If: c})
+		}
 	}
 	del := func(key, want string) func(s *tiered.Store) error {
 		return func(s *tiered.Store) error {
@@ -214,6 +218,7 @@ func runCondRaces(t *testing.T, hotKind string, packs int) {
 	}
 
 	t.Run("conditional delete vs conditional write", func(t *testing.T) {
+		ctx = ctxT(t)
 		r := newCondRace(t, hotKind, packs)
 		g := r.moved(t, "k", "v1")
 		errDel, errPut := r.race(del("k", g), put("k", "v2", blob.IfGenerationMatch(g)))
@@ -226,6 +231,7 @@ func runCondRaces(t *testing.T, hotKind string, packs int) {
 		}
 	})
 	t.Run("conditional write vs conditional delete", func(t *testing.T) {
+		ctx = ctxT(t)
 		r := newCondRace(t, hotKind, packs)
 		g := r.moved(t, "k", "v1")
 		errPut, errDel := r.race(put("k", "v2", blob.IfGenerationMatch(g)), del("k", g))
@@ -238,6 +244,7 @@ func runCondRaces(t *testing.T, hotKind string, packs int) {
 		}
 	})
 	t.Run("delete vs conditional write", func(t *testing.T) {
+		ctx = ctxT(t)
 		r := newCondRace(t, hotKind, packs)
 		g := r.moved(t, "k", "v1")
 		errDel, errPut := r.race(del("k", ""), put("k", "v2", blob.IfGenerationMatch(g)))
@@ -250,6 +257,7 @@ func runCondRaces(t *testing.T, hotKind string, packs int) {
 		}
 	})
 	t.Run("conditional write vs conditional write", func(t *testing.T) {
+		ctx = ctxT(t)
 		r := newCondRace(t, hotKind, packs)
 		g := r.moved(t, "k", "v1")
 		errA, errB := r.race(put("k", "a", blob.IfGenerationMatch(g)), put("k", "b", blob.IfGenerationMatch(g)))
@@ -262,6 +270,7 @@ func runCondRaces(t *testing.T, hotKind string, packs int) {
 		}
 	})
 	t.Run("create vs create after a delete", func(t *testing.T) {
+		ctx = ctxT(t)
 		r := newCondRace(t, hotKind, packs)
 		r.moved(t, "k", "v1")
 		if err := r.mover.Delete(ctx, "k", nil); err != nil {

@@ -179,7 +179,13 @@ func TestCostCounts(t *testing.T) {
 				}
 			}
 			lock := per(minus(count(), before), 100)
-			check("a delete of a packed object", per(deletes, 100), addRequests(cost.PackedDelete(n), cost.ZonalStat(n), lock))
+			// Two rounds more than the model's on a quorum (the lock's write
+			// and delete), each of which may take an extra round now and
+			// then: a request per operation of slack, not half.
+			got, want := per(deletes, 100), addRequests(cost.PackedDelete(n), cost.ZonalStat(n), lock)
+			if d := minus(got, want); math.Abs(d.ZonalWrites) > 1 || math.Abs(d.ZonalReads) > 1 || math.Abs(d.RegionalWrites) > 0.5 || math.Abs(d.RegionalReads) > 0.5 {
+				t.Errorf("a delete of a packed object: counted %+v, the model says %+v", got, want)
+			}
 			if lists < 1 || lists > 25 {
 				t.Errorf("100 deletes at once listed the pack log %d times: they share listings", lists)
 			}

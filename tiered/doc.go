@@ -68,7 +68,10 @@
 // operation on a cold-only version a write and a delete in hot, and the
 // hot-path operations and unconditional writes nothing. The per-process
 // key lock only keeps this process's compactor from starting a move that
-// would fail.
+// would fail. Two limits remain against a compactor in another process
+// (see Races): a Delete there may be read from a move's copy until the
+// move ends, and an IfNotExist write assumes it lands within After of its
+// check.
 //
 // # Packs
 //

@@ -51,23 +51,28 @@ func (s *Store) lockHot(ctx context.Context, key string) (context.Context, func(
 	rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
 	wo := &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "text/plain", Metadata: map[string]string{lockTokenKey: token}}
+	failures := 0
 	for wait := 500 * time.Microsecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		err := blob.Put(ctx, s.hot, lk, []byte(key), wo)
-		if err == nil {
+		perr := blob.Put(ctx, s.hot, lk, []byte(key), wo)
+		if perr == nil {
 			break
 		}
-		if !errors.Is(err, blob.ErrExists) {
-			return nil, nil, err
+		if !errors.Is(perr, blob.ErrExists) {
+			// The write failed, or its outcome is unknown (a quorum's
+			// round that lost a race may still take effect): the lock
+			// says whose it is.
+			if failures++; failures > 5 || ctx.Err() != nil {
+				return nil, nil, perr
+			}
 		}
 		a, err := s.hot.Stat(ctx, lk)
 		switch {
 		case errors.Is(err, blob.ErrNotFound):
-			continue // released meanwhile
+			continue // released meanwhile, or our write did not land
 		case err != nil:
 			return nil, nil, err
 		case a.Metadata[lockTokenKey] == token:
-			// Our own write, which reported a failure but took effect (a
-			// quorum's round can).
+			// Our own write, which reported a failure but took effect.
 		case s.opts.Now().Sub(a.ModTime) > s.lockLease():
 			// Its holder is gone: remove it, on condition of its generation.
 			if err := s.hot.Delete(ctx, lk, &blob.DeleteOptions{IfGenerationMatch: a.Generation}); err != nil &&
