@@ -168,16 +168,13 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 	// unfinalized object: read past it, to the true end.
 	var buf bytes.Buffer
 	bo := backoff()
-	for attempt := 0; ; attempt++ {
+	tries := 0 // streams reopened since the last progress
+	for {
 		r.mu.Lock()
 		mrd := r.mrd
 		r.mu.Unlock()
-		at := off + int64(buf.Len())
-		if at > off && attempt > 0 {
-			// The last stream made progress: the retries count streams
-			// ended without any.
-			attempt = 0
-		}
+		got := buf.Len()
+		at := off + int64(got)
 		done := make(chan error, 1)
 		mrd.Add(&buf, at, int64(len(p)-buf.Len()), func(_, _ int64, err error) { done <- err })
 		err := <-done
@@ -190,9 +187,13 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 			}
 			return 0, io.EOF
 		}
-		if classify(err) != nil || attempt >= max(r.s.opts.Retries, 0) || r.ctx.Err() != nil {
+		if buf.Len() > got {
+			tries = 0 // the retries count streams ended without progress
+		}
+		if classify(err) != nil || tries >= max(r.s.opts.Retries, 0) || r.ctx.Err() != nil {
 			return 0, driver.WrapError(driver.OpRead, r.key, err, classify)
 		}
+		tries++
 		// The stream ended under this read: open another from where it got.
 		if perr := gax.Sleep(r.ctx, bo.Pause()); perr != nil {
 			return 0, driver.WrapError(driver.OpRead, r.key, err, classify)
