@@ -140,27 +140,36 @@ func zonesFor(stores []blob.Store, name string, opts Options) ([]*zone, error) {
 	if err := blob.ValidateKey(driver.OpOpen, name+"/seg/"); err != nil {
 		return nil, err
 	}
-	m := modeStream
-	for _, s := range stores {
-		if !blob.ServesAppendStreams(s) {
-			m = modeAppend
-			break
+	// Each zone appends its own way: over a stream where its store serves
+	// them, by conditional appends otherwise; both address frames by byte
+	// position, so zones of both kinds make one log. Slots address frames
+	// by number, so a log is all slots or none.
+	modes := make([]mode, len(stores))
+	var canAppend, cannot []int
+	for i, s := range stores {
+		switch {
+		case blob.ServesAppendStreams(s):
+			modes[i] = modeStream
+		case blob.CapabilitiesOf(s).Append:
+			modes[i] = modeAppend
+		default:
+			modes[i] = modeSlots
+			cannot = append(cannot, i)
+			continue
 		}
+		canAppend = append(canAppend, i)
 	}
-	if m == modeAppend {
-		for _, s := range stores {
-			if !blob.CapabilitiesOf(s).Append {
-				m = modeSlots
-				break
-			}
+	if opts.Slots || len(canAppend) == 0 {
+		for i := range modes {
+			modes[i] = modeSlots
 		}
-	}
-	if opts.Slots {
-		m = modeSlots
+	} else if len(cannot) > 0 {
+		return nil, blob.Errorf(driver.OpOpen, name, blob.ErrInvalidArgument,
+			"commitlog: zones %v cannot append (%T) but zones %v can: a log's zones all append or all use slots (Options.Slots)", cannot, stores[cannot[0]], canAppend)
 	}
 	zs := make([]*zone, len(stores))
 	for i, s := range stores {
-		zs[i] = &zone{idx: i, s: s, log: name, mode: m, streams: map[segKey]blob.AppendStream{}}
+		zs[i] = &zone{idx: i, s: s, log: name, mode: modes[i], streams: map[segKey]blob.AppendStream{}}
 	}
 	return zs, nil
 }
