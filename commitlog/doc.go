@@ -32,6 +32,11 @@
 //     <epoch>-<first>/<n>, each created with IfNotExist; two writers of slot
 //     n have one winner. This costs one object per append.
 //
+// Each zone uses the first of these its store supports, so zones of
+// different clouds make one log; slots number frames where the others
+// address bytes, so a log whose zones cannot all append is refused (unless
+// Options.Slots puts every zone on slots).
+//
 // # Writing
 //
 // Concurrent Append calls share frames (group commit): each zone sends, in
