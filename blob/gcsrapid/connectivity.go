@@ -101,7 +101,8 @@ func (s *Store) openProbe(ctx context.Context, t *targetRecorder, endpoint strin
 	if err != nil {
 		attrs = append(attrs, "bucket_error", err)
 	}
-	if s.connectivity == ConnectivityDirect {
+	if s.connectivity == ConnectivityDirect || endpoint != "" {
+		// An emulator's endpoint is never direct, and needs no warning.
 		s.opts.Logger.Debug("gcsrapid: opened", attrs...)
 	} else {
 		// Once per process: a program opening many stores (a quorum, a

@@ -103,6 +103,7 @@ func commands() []*command {
 		rmCommand(),
 		duCommand(),
 		benchCommand(),
+		serveCommand(),
 		versionCommand(),
 	}
 }
