@@ -466,14 +466,26 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 // reply answers an appendable stream: the first reply (and the final one)
 // carries the object, so the client learns the generation and write handle
 // it needs to resume; later ones carry only the persisted size.
+//
+// The size reported is what the stream has persisted: bytes received since
+// its last flush are not, and a stream that breaks loses them (WriteBreak),
+// so the reply to a create whose message carried bytes but no flush reports
+// none of them. The caller holds the store lock.
 func (w *writeSession) reply(o *object, final bool) msg {
+	n, crc := int64(len(o.data)), o.crc
+	if !final && o == w.obj && w.persisted < n {
+		n, crc = w.persisted, crcOf(o.data[:w.persisted])
+	}
 	r := newMsg("BidiWriteObjectResponse")
 	if final || !w.replied {
-		r.set("resource", o.toProto())
+		res := o.toProto()
+		res.set("size", n)
+		res.mutable("checksums").set("crc32c", crc)
+		r.set("resource", res)
 		r.mutable("write_handle").set("handle", o.writeHandle)
 	} else {
-		r.set("persisted_size", int64(len(o.data)))
-		r.mutable("persisted_data_checksums").set("crc32c", o.crc)
+		r.set("persisted_size", n)
+		r.mutable("persisted_data_checksums").set("crc32c", crc)
 	}
 	w.replied = true
 	return r
