@@ -265,3 +265,34 @@ func TestRedirects(t *testing.T) {
 		t.Errorf("%d redirects, %d followed; want 3 and 3", s.Redirects, s.RedirectsFollowed)
 	}
 }
+
+// A flush on a stream whose generation a newer create replaced reports the
+// bytes that generation received: they are persisted by the flush.
+func TestFlushAfterReplacementReportsItsBytes(t *testing.T) {
+	srv, _ := newTestServer(t, Options{})
+	a := rawStream(t, srv, "BidiWriteObject", "zonal")
+	if err := a.SendMsg(withData(appendableSpec("zonal", "k"), 0, "abc", false, false).proto()); err != nil {
+		t.Fatal(err)
+	}
+	first := newMsg("BidiWriteObjectResponse")
+	if err := a.RecvMsg(first.proto()); err != nil {
+		t.Fatal(err)
+	}
+	if n := first.sub("resource").i64("size"); n != 0 {
+		t.Errorf("the reply to a create with unflushed bytes reports %d persisted, want 0", n)
+	}
+	if _, err := replies(t, srv, withData(appendableSpec("zonal", "k"), 0, "new", true, false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SendMsg(dataMsg(3, "", true, false).proto()); err != nil {
+		t.Fatal(err)
+	}
+	r := newMsg("BidiWriteObjectResponse")
+	if err := a.RecvMsg(r.proto()); err != nil {
+		t.Fatalf("flush on the replaced generation: %v", err)
+	}
+	if n := r.i64("persisted_size"); n != 3 {
+		t.Errorf("flush on the replaced generation reports %d persisted, want 3", n)
+	}
+	a.CloseSend()
+}

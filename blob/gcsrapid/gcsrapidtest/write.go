@@ -437,7 +437,11 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 			s.store.mu.Lock()
 			if o, err := w.appendTargetLocked(); err == nil {
 				o.recordFlushLocked(time.Now())
-				w.persisted = int64(len(o.data))
+			}
+			if w.obj != nil {
+				// The flush persists what this stream's generation holds,
+				// even if a newer generation has replaced it since.
+				w.persisted = int64(len(w.obj.data))
 			}
 			s.store.mu.Unlock()
 			w.flushes++
