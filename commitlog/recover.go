@@ -227,8 +227,11 @@ func (l *Log) fenceZone(ctx context.Context, z *zone, tip segKey, header, fence 
 			return &fencedCopy{frames: frames, end: end, moved: &m}, nil
 		}
 		newEnd, err := z.append(ctx, tip, end, fence)
-		if errors.Is(err, blob.ErrPrecondition) && attempt < 1000 {
-			continue // the old writer (or an earlier attempt of ours) appended: look again
+		if (errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound)) && attempt < 1000 {
+			// The old writer (or an earlier attempt of ours) appended, or
+			// its mover replaced the segment with a marker (a stream over
+			// the replaced object finds it gone): look again.
+			continue
 		}
 		if isPartLimit(err) {
 			// The store takes no more appends to the segment, the old

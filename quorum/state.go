@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +42,16 @@ const (
 	// whole value verifies it, and no promise, replay or repair copies bytes
 	// that do not verify.
 	ChecksumKey = "zonalblob-quorum-crc32c"
+	// SizeKey holds a value's length in bytes. A replica object of another
+	// size is a write of the version still under way (a store that shows a
+	// streamed object's prefix before its writer closes), not the version:
+	// it is read as the replica not answering.
+	SizeKey = "zonalblob-quorum-size"
 )
+
+// errIncomplete: a replica object is shorter or longer than the value it
+// names; its write has not finished.
+var errIncomplete = errors.New("replica object is not the whole value its state names")
 
 // maxTokenAhead is how far past this process's clock a token may lie and
 // still parse: a ballot or version further ahead is damage, not a writer's
@@ -79,7 +89,7 @@ func validToken(tok string) bool {
 const chainLen = 32
 
 func reserved(k string) bool {
-	return k == VersionKey || k == BallotKey || k == PromiseKey || k == StateKey || k == ChainKey || k == ChecksumKey
+	return k == VersionKey || k == BallotKey || k == PromiseKey || k == StateKey || k == ChainKey || k == ChecksumKey || k == SizeKey
 }
 
 // hiddenBytes is the content of tombstones and placeholders, so that a
@@ -170,6 +180,18 @@ func parseState(r *replica, a *blob.Attributes, err error) rstate {
 	if x.sum != "" && (len(x.sum) != 8 || strings.Trim(x.sum, "0123456789abcdef") != "") {
 		return damaged("checksum %q", x.sum)
 	}
+	if n, ok := m[SizeKey]; ok && x.kind == live {
+		size, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || size < 0 {
+			return damaged("size %q", n)
+		}
+		if size != a.Size {
+			// Damaged, or a write of the version still under way: either
+			// way not the version, and repair may rewrite it (a write under
+			// way then finds its replica changed, as after any promise).
+			return rstate{r: r, attrs: a, damaged: true, err: fmt.Errorf("replica %d: %w: %d bytes of %d", r.idx, errIncomplete, a.Size, size)}
+		}
+	}
 	return x
 }
 
@@ -258,6 +280,7 @@ func replicaOptions(v *value, acc, prom string, x *rstate) blob.WriterOptions {
 	}
 	if v.kind == live && v.body != nil {
 		o.Metadata[ChecksumKey] = v.body.checksum()
+		o.Metadata[SizeKey] = strconv.FormatInt(v.body.size, 10)
 	}
 	if prom != "" {
 		o.Metadata[PromiseKey] = prom
