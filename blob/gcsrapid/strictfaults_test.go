@@ -24,7 +24,7 @@ func TestConformanceUnderRapidFaults(t *testing.T) {
 		Profile: p, Seed: 11,
 		MaxWriteMessage:              gcsrapidtest.MaxWriteMessage,
 		RefuseZeroGenerationTakeover: true,
-		ReadStreamLifetime:           5 * time.Millisecond,
+		ReadStreamLifetime:           50 * time.Millisecond,
 		Redirects:                    20,
 		// No BreakBeforeReply: an unconditional write whose reply was lost
 		// and whose object another writer replaced before it could look
