@@ -188,6 +188,7 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	}
 	l.mu.Lock()
 	l.seg, l.next, l.lac, l.lacCut = seg, last+1, last, last
+	l.ackLocked(seg) // creates that finished before it became current
 	l.stats.RecoveredTo = last
 	l.mu.Unlock()
 	if l.metrics, err = newWriterMetrics(l); err != nil {
@@ -342,6 +343,18 @@ func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg
 			zs.resync = true
 			zs.fails++
 			zs.wakeAt = time.Now().Add(l.opts.RetryBackoff)
+			// The zone's pump sleeps until wakeAt: wake it then, as no
+			// other change may come to (a lost wakeup hung an Append).
+			time.AfterFunc(l.opts.RetryBackoff, func() {
+				l.mu.Lock()
+				l.cond.Broadcast()
+				l.mu.Unlock()
+			})
+		} else {
+			// A create that finishes after the segment became current
+			// may carry frames cut meanwhile: they count toward W now,
+			// as a pump's append would (else no one acknowledges them).
+			l.ackLocked(seg)
 		}
 		l.cond.Broadcast()
 		l.mu.Unlock()
@@ -776,6 +789,7 @@ func (l *Log) roll(seg *openSeg) {
 				next.end, next.next = seg.end, p
 			}
 			l.seg = next
+			l.ackLocked(next) // creates that finished before the switch
 			if l.onSwitch != nil {
 				l.onSwitch(next.key)
 			}
