@@ -144,25 +144,31 @@ func newLateReplica(url string, idx int, err error) *lateReplica {
 	return &lateReplica{url: url, idx: idx, err: err}
 }
 
-// settle takes the result of the open that was running when the quorum
-// opened, and starts again if it failed.
-func (l *lateReplica) settle(s blob.Store, err error) {
+// take records the result of an open and reports whether the replica is
+// settled: opened, or closed (a store opened after Close is closed at once).
+func (l *lateReplica) take(s blob.Store, err error) bool {
 	l.mu.Lock()
-	if l.done {
-		l.mu.Unlock()
+	defer l.mu.Unlock()
+	switch {
+	case l.done:
 		if err == nil {
 			s.Close()
 		}
-		return
-	}
-	if err == nil {
+		return true
+	case err == nil:
 		l.s, l.err = s, nil
-		l.mu.Unlock()
-		return
+		return true
 	}
 	l.err = err
-	l.mu.Unlock()
-	l.retry()
+	return false
+}
+
+// settle takes the result of the open that was running when the quorum
+// opened, and starts again if it failed.
+func (l *lateReplica) settle(s blob.Store, err error) {
+	if !l.take(s, err) {
+		l.retry()
+	}
 }
 
 // retry opens the replica again in the background, backing off from 100ms
@@ -182,22 +188,9 @@ func (l *lateReplica) retry() {
 				return
 			case <-time.After(wait):
 			}
-			s, err := blob.Open(ctx, l.url)
-			l.mu.Lock()
-			if l.done {
-				l.mu.Unlock()
-				if err == nil {
-					s.Close()
-				}
+			if l.take(blob.Open(ctx, l.url)) {
 				return
 			}
-			if err == nil {
-				l.s, l.err = s, nil
-				l.mu.Unlock()
-				return
-			}
-			l.err = err
-			l.mu.Unlock()
 		}
 	})
 }
