@@ -69,9 +69,10 @@
 // hot-path operations and unconditional writes nothing. The per-process
 // key lock only keeps this process's compactor from starting a move that
 // would fail. Two limits remain against a compactor in another process
-// (see Races): a Delete there may be read from a move's copy until the
-// move ends, and an IfNotExist write assumes it lands within After of its
-// check.
+// (see Races): a Delete, conditional or not, is linearizable against moves
+// only in the process whose compactor moves the key (elsewhere, a Delete
+// racing a move of the very version it deletes is not), and an IfNotExist
+// write assumes it lands within After of its check.
 //
 // # Packs
 //
@@ -248,10 +249,27 @@
 //   - Two compactors: a marker is written IfNotExist, so two never move one
 //     key at once; Owner must differ between live processes.
 //
-// One window remains, by design: while a move runs (or, if it failed, until
-// the next pass recovers its marker), an object deleted by another process
-// can be read from the move's copy. Nothing acknowledged is lost, and the
-// copy never outlives the recovery.
+// One race remains open: a Delete, conditional or not, in a process other
+// than the one whose compactor moves the key, racing a move of the very
+// version it deletes. Nothing acknowledged is lost, and what a move left
+// never outlives its recovery, but such a Delete is not linearizable: the
+// deleted version can be read back after the Delete returned, from the
+// move's copy (moved on its own: the copy can land in cold after the
+// version left hot, until the move ends or the next pass recovers its
+// marker) or from its pack. A pack is the harder case: the Delete kills
+// the version in the pack log before it removes it from hot, and if the
+// version left hot meanwhile it cannot tell whether the move took it (the
+// kill deleted it), or an overwrite or another Delete did (the kill did
+// nothing), since a conditional delete in hot leaves no trace of who
+// removed a version. Closing it takes a decision point that a move's
+// removal from hot and a Delete's both pass, such as a tombstone the
+// Delete writes in hot over the version, on condition of its generation,
+// that stays until the moved copies are killed or removed. Until then,
+// Delete keys old enough to move (older than After, less MaxClockSkew and
+// MoveTimeout) in the process that runs the compactor when this matters.
+// Deletes and conditional operations there, and IfGenerationMatch writes
+// in any process, are linearizable (TestLinearizable checks them over mem, a
+// quorum and a quorum whose replicas go down).
 //
 // Whether hot needs finalizing is asked of the hot store with
 // blob.CapabilitiesOf, so it is seen through wrappers (the fault wrapper,

@@ -24,6 +24,12 @@ import (
 var (
 	linSeed = flag.Uint64("tiered.linseed", 0, "replay TestLinearizable with this seed (0: a new one)")
 	linOps  = flag.Int("tiered.linops", 400, "operations per process of TestLinearizable")
+	// linDeletes says which processes of TestLinearizable delete:
+	// "compactor" (the default) issues Deletes, conditional and not, from
+	// process 0, whose compactor moves the keys; "all" issues them from
+	// every process, which reproduces the race of a Delete with a move in
+	// another process (see Races in the package documentation) and fails.
+	linDeletes = flag.String("tiered.lindeletes", "compactor", `TestLinearizable: "compactor" (Deletes from the compactor's process) or "all" (from every process: a known limit, fails)`)
 )
 
 // This file checks tiered stores against a per-key register with porcupine,
@@ -119,16 +125,18 @@ func (h *history) readGen(ctx context.Context, client int, s blob.Store, key str
 // hot read slowed by a random delay so that reads overlap moves. Every
 // process reads, puts and writes conditionally (IfGenerationMatch of a
 // generation it read), and After is a nanosecond, so the versions they act
-// on are moved (and retired) under them; process 0 also deletes and
-// creates (IfNotExist). What orders a conditional write in one process
-// against a conditional write or a Delete in another, on a version in cold
-// only, is the stores (the key's lock in hot), not a process's key lock.
-// (Deletes and creates stay in the compactor's process: a Delete in another
-// process may be read from a move's copy until the move ends, and an
-// IfNotExist write relies on After being longer than the write; see the
-// package documentation.) Each key's history must be linearizable. The hot
-// tier is one mem store, a 2-of-3 quorum, or that quorum with one replica
-// at a time down for a few milliseconds (flaky:
+// on are moved (and retired) under them; process 0 also deletes (on
+// condition of a generation it read, or not) and creates (IfNotExist).
+// What orders a conditional write in one process against a conditional
+// write or a Delete in another, on a version in cold only, is the stores
+// (the key's lock in hot), not a process's key lock. (Deletes and creates
+// stay in the compactor's process: a Delete in another process racing a
+// move of the version it deletes is not linearizable, and an IfNotExist
+// write relies on After being longer than the write; see the package
+// documentation. -tiered.lindeletes=all issues Deletes from every process,
+// and fails.) Each key's history must be linearizable. The hot tier is one
+// mem store, a 2-of-3 quorum, or that quorum with one replica at a time
+// down for a few milliseconds (flaky:
 // moves fail part way, reads settle what failed operations left on one
 // replica, later passes recover). The run is on synctest's clock, so delays
 // cost no time.
@@ -137,7 +145,7 @@ func TestLinearizable(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d (replay: go test ./tiered -run TestLinearizable -tiered.linseed=%d)", seed, seed)
+	t.Logf("seed %d, deletes from %s (replay: go test ./tiered -run TestLinearizable -tiered.linseed=%d -tiered.lindeletes=%s)", seed, *linDeletes, seed, *linDeletes)
 	for _, hotKind := range []string{"mem", "quorum", "flaky"} {
 		for _, packs := range []int{-1, 3} {
 			name := hotKind + "/objects"
@@ -231,6 +239,8 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 	for p := range processes {
 		rng := rand.New(rand.NewPCG(seed, uint64(p)))
 		s := stores[p]
+		// Who deletes: process 0, or every process (-tiered.lindeletes).
+		deleter := p == 0 || *linDeletes == "all"
 		wg.Go(func() {
 			for i := range *linOps {
 				key := keys[rng.IntN(len(keys))]
@@ -239,15 +249,27 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 				switch {
 				case r < 45:
 					h.read(ctx, p, s, key)
-				case r < 70 || (r < 85 && p != 0):
+				case r < 70 || (r < 85 && !deleter):
 					h.write(p, register.Input{Kind: register.Put, Key: key, Value: v}, func() error {
 						return blob.Put(ctx, s, key, []byte(v), nil)
 					})
-				case r < 80:
+				case r < 77:
 					h.write(p, register.Input{Kind: register.Delete, Key: key}, func() error { return s.Delete(ctx, key, nil) })
-				case r < 85:
+				case r < 80:
+					// A Delete with an empty generation is unconditional: a
+					// read that gave none is not followed by one.
+					if old, gen, ok := h.readGen(ctx, p, s, key); ok && gen != "" {
+						h.write(p, register.Input{Kind: register.CDelete, Key: key, Expect: old}, func() error {
+							return s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: gen})
+						})
+					}
+				case r < 85 && p == 0:
 					h.write(p, register.Input{Kind: register.Create, Key: key, Value: v}, func() error {
 						return blob.Put(ctx, s, key, []byte(v), &blob.WriterOptions{If: blob.IfNotExist()})
+					})
+				case r < 85:
+					h.write(p, register.Input{Kind: register.Put, Key: key, Value: v}, func() error {
+						return blob.Put(ctx, s, key, []byte(v), nil)
 					})
 				default:
 					if old, gen, ok := h.readGen(ctx, p, s, key); ok {
