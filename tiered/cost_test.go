@@ -181,9 +181,17 @@ func TestCostCounts(t *testing.T) {
 			lock := per(minus(count(), before), 100)
 			// Two rounds more than the model's on a quorum (the lock's write
 			// and delete), each of which may take an extra round now and
-			// then: a request per operation of slack, not half.
+			// then, in the deletes and in the lock's measurement alike (a
+			// round that meets a write still landing on a third replica
+			// reads it again; on a busy machine, 2 reads a delete either
+			// way were seen): two requests per operation of slack on a
+			// quorum, not half.
 			got, want := per(deletes, 100), addRequests(cost.PackedDelete(n), cost.ZonalStat(n), lock)
-			if d := minus(got, want); math.Abs(d.ZonalWrites) > 1 || math.Abs(d.ZonalReads) > 1 || math.Abs(d.RegionalWrites) > 0.5 || math.Abs(d.RegionalReads) > 0.5 {
+			slack := 1.0
+			if n > 1 {
+				slack = 2.5
+			}
+			if d := minus(got, want); math.Abs(d.ZonalWrites) > slack || math.Abs(d.ZonalReads) > slack || math.Abs(d.RegionalWrites) > 0.5 || math.Abs(d.RegionalReads) > 0.5 {
 				t.Errorf("a delete of a packed object: counted %+v, the model says %+v", got, want)
 			}
 			if lists < 1 || lists > 25 {
