@@ -1,6 +1,7 @@
 package tiered_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/cost"
+	"github.com/zonalblob/zonalblob/quorum"
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
@@ -209,11 +211,8 @@ func TestCostCounts(t *testing.T) {
 			// its third replica may land in the background, and a delete
 			// racing it reads that replica twice (on a busy machine, often).
 			if q, ok := hot.(quorumHot); ok {
-				for i := 0; q.Stats().TrackedKeys > 0; i++ {
-					if i > 2000 {
-						t.Fatalf("the puts never reached every replica: %+v", q.Stats())
-					}
-					time.Sleep(5 * time.Millisecond)
+				for i := range 100 {
+					waitOnEveryReplica(t, q.Store, fmt.Sprintf("h%04d", i))
 				}
 			}
 			before = count()
@@ -238,4 +237,27 @@ func addRequests(rs ...cost.Requests) cost.Requests {
 			RegionalWrites: out.RegionalWrites + r.RegionalWrites, RegionalReads: out.RegionalReads + r.RegionalReads}
 	}
 	return out
+}
+
+// waitOnEveryReplica waits until every replica of q holds key's version.
+func waitOnEveryReplica(t *testing.T, q *quorum.Store, key string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		vers := map[string]bool{}
+		for _, r := range q.Replicas() {
+			a, err := r.Stat(context.Background(), key)
+			if err != nil {
+				vers[""] = true
+				continue
+			}
+			vers[a.Metadata[quorum.VersionKey]] = true
+		}
+		if len(vers) == 1 && !vers[""] {
+			return
+		}
+		if i > 2000 {
+			t.Fatalf("%s never reached every replica", key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
