@@ -350,7 +350,7 @@ func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg
 				l.cond.Broadcast()
 				l.mu.Unlock()
 			})
-		} else {
+		} else if zs.sent > 1 {
 			// A create that finishes after the segment became current
 			// may carry frames cut meanwhile: they count toward W now,
 			// as a pump's append would (else no one acknowledges them).
