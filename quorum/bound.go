@@ -60,7 +60,7 @@ func (s *Store) bounded(ctx context.Context, size int64) (context.Context, func(
 // boundedFrom is bounded with base in place of StragglerTimeout.
 func (s *Store) boundedFrom(ctx context.Context, base time.Duration, size int64) (context.Context, func()) {
 	if b, ok := ctx.Value(boundKey{}).(*opBound); ok && b.s == s && ctx.Err() == nil {
-		b.allow(size)
+		b.grow(size, false)
 		return ctx, func() {}
 	}
 	bctx, cancel := context.WithCancelCause(ctx)
@@ -77,40 +77,29 @@ func (s *Store) boundedFrom(ctx context.Context, base time.Duration, size int64)
 	}
 }
 
-// allow extends the bound to the allowance for size bytes, if larger.
-func (b *opBound) allow(size int64) {
+// grow extends the bound to the allowance for size bytes, if larger, and,
+// on progress (a replica call of the operation succeeded), restarts it.
+func (b *opBound) grow(size int64, progress bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if size <= b.size {
+	if size <= b.size && !progress {
 		return
 	}
-	b.size = size
+	b.size = max(b.size, size)
+	if progress {
+		b.last = time.Now()
+	}
 	if b.timer.Stop() {
-		b.timer.Reset(max(b.base+transferTime(size)-time.Since(b.last), 0))
+		b.timer.Reset(max(b.base+transferTime(b.size)-time.Since(b.last), 0))
 	}
 }
 
-// progress restarts the bound: a replica call of the operation succeeded.
-func (b *opBound) progress() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.last = time.Now()
-	if b.timer.Stop() {
-		b.timer.Reset(b.base + transferTime(b.size))
-	}
-}
-
-// progressed notes that a replica call of ctx's operation, if any, succeeded.
-func progressed(ctx context.Context) {
+// progressed notes that a replica call of ctx's operation, if any,
+// succeeded, having met an object of size bytes (0 if none), which what the
+// operation does next may move: one lookup and one timer reset a call.
+func progressed(ctx context.Context, size int64) {
 	if b, ok := ctx.Value(boundKey{}).(*opBound); ok {
-		b.progress()
-	}
-}
-
-// allowBytes extends the bound of ctx's operation, if any, to size bytes.
-func allowBytes(ctx context.Context, size int64) {
-	if b, ok := ctx.Value(boundKey{}).(*opBound); ok {
-		b.allow(size)
+		b.grow(size, true)
 	}
 }
 

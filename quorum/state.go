@@ -201,9 +201,7 @@ func (s *Store) statReplica(ctx context.Context, r *replica, key string) rstate 
 	a, err := r.s.Stat(ctx, key)
 	s.observe(r, time.Since(start), err, ctx.Err() != nil)
 	if err == nil {
-		// Whatever the operation does next may move these bytes.
-		allowBytes(ctx, a.Size)
-		progressed(ctx)
+		progressed(ctx, a.Size)
 	}
 	x := parseState(r, a, err)
 	if x.damaged {
@@ -309,7 +307,7 @@ func (s *Store) writeReplica(ctx context.Context, key string, x *rstate, v *valu
 	err := putBody(ctx, x.r.s, key, b, &o)
 	s.observe(x.r, time.Since(start), err, ctx.Err() != nil)
 	if err == nil {
-		progressed(ctx)
+		progressed(ctx, 0)
 	}
 	return err
 }
