@@ -181,7 +181,7 @@ func waitUntracked(t testing.TB, q *quorum.Store) {
 	t.Helper()
 	for i := 0; q.Stats().TrackedKeys > 0; i++ {
 		if i > 2000 {
-			t.Fatal("the store's writes never reached every replica")
+			t.Fatalf("the store's writes never reached every replica: %+v", q.Stats())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

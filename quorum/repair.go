@@ -53,13 +53,25 @@ func (q *repairQueue) len() int {
 	return len(q.due)
 }
 
-// retry schedules key again with a doubling backoff.
+// retry schedules key, taken by takeDue, again with a doubling backoff;
+// sooner if it was queued again meanwhile.
 func (q *repairQueue) retry(key string, first time.Duration) {
 	q.mu.Lock()
 	b := q.backoff[key]
 	b = min(max(2*b, first), 5*time.Second)
 	q.backoff[key] = b
-	q.due[key] = time.Now().Add(b)
+	if t, ok := q.due[key]; !ok || t.After(time.Now().Add(b)) {
+		q.due[key] = time.Now().Add(b)
+	}
+	q.mu.Unlock()
+}
+
+// repaired ends the backoff of key, taken by takeDue and repaired. It
+// leaves the key queued if it was queued again meanwhile: a write that
+// landed during the repair, which the repair's survey may have missed.
+func (q *repairQueue) repaired(key string) {
+	q.mu.Lock()
+	delete(q.backoff, key)
 	q.mu.Unlock()
 }
 
@@ -136,7 +148,7 @@ func (s *Store) repairer() {
 			ok := s.repairKey(ctx, k)
 			cancel()
 			if ok {
-				s.rq.remove(k)
+				s.rq.repaired(k)
 			} else {
 				s.rq.retry(k, s.opts.RepairRetry)
 			}

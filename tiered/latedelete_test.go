@@ -77,12 +77,24 @@ func moveWhoseHotDeleteFailed(t *testing.T, name string) {
 		}
 	}
 	failing, ff, fq := process("failing", at)
-	user, fu, _ := process("user", at)
+	user, fu, uq := process("user", at)
 	h := &history{}
 	ctx := ctxT(t)
 	h.write(0, register.Input{Kind: register.Put, Key: key, Value: v1}, func() error {
 		return blob.Put(ctx, user, key, []byte(v1), nil)
 	})
+	// The Put's last replica may commit late (a busy machine): its repair,
+	// run after the move's tombstone landed on replica 0, would settle the
+	// key and so finish that delete. Every replica holds v1 first.
+	for i := 0; ; i++ {
+		if st := uq.Stats(); st.TrackedKeys == 0 && st.RepairPending == 0 {
+			break
+		}
+		if i > 2000 {
+			t.Fatalf("the Put never reached every replica: %+v", uq.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 
 	// The move's delete from hot: replicas 1 and 2 promise (slower than
 	// replica 0, so that its promise is among the round's) and refuse the

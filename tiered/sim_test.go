@@ -75,6 +75,7 @@ type sim struct {
 	replicaFs    []*fault.Store
 	duringMu     sync.Mutex
 	inPass       bool // under duringMu
+	overQuorum   bool // set before any replica is hooked: read by during
 }
 
 const simGrace = 30 * time.Second
@@ -137,7 +138,7 @@ func runSimulation(t *testing.T, seed uint64, steps, packObjects int, overQuorum
 		hotF:  fault.Wrap(hot, fault.Options{Seed: seed, Name: "hot"}),
 		coldF: fault.Wrap(cold, fault.Options{Seed: seed + 1, Name: "cold"}),
 		model: map[string]string{}, gone: map[string]bool{}, referenced: map[string]bool{}, counts: map[string]int{},
-		settling: map[string]bool{}, packObjects: packObjects,
+		settling: map[string]bool{}, packObjects: packObjects, overQuorum: overQuorum,
 	}
 	userHot := hot
 	if overQuorum {
@@ -390,7 +391,9 @@ func (s *sim) during(step, key string) {
 	// while a pass runs (the user is otherwise the main loop).
 	s.duringMu.Lock()
 	defer s.duringMu.Unlock()
-	if s.compactorHot != nil && !s.inPass {
+	// overQuorum, not compactorHot: the quorum's prober calls a hooked
+	// replica before newQuorum returns the store to assign.
+	if s.overQuorum && !s.inPass {
 		return
 	}
 	if !strings.HasPrefix(key, markerPrefix) {
