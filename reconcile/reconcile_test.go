@@ -313,9 +313,20 @@ func TestOrphansInBothTiers(t *testing.T) {
 	}
 	// The moved orphan lived in a regional pack: its delete is a tombstone
 	// in the tiered store's own log (outside the prefix), collected with the
-	// pack by the compactor once no move can depend on them. Nothing of
-	// either orphan is left to read or list, in the tiered store or under
-	// the prefix in either tier.
+	// pack by the compactor once no move can depend on them. The hot
+	// orphan, old enough to be moving, was deleted by a grave in hot, which
+	// the compactor retires once no move can be taking it. Nothing of
+	// either orphan is left to read or list, in the tiered store or (after
+	// that pass) under the prefix in either tier.
+	later, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: time.Nanosecond, Manual: true,
+		Now: func() time.Time { return time.Now().Add(tiered.GraveHold(0, 0) + time.Minute) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Close()
+	if res := later.CompactOnce(context.Background()); res.Failed != 0 {
+		t.Fatalf("compaction %+v", res)
+	}
 	if got := append(keys(t, hot, "p/"), keys(t, cold, "p/")...); len(got) != 0 {
 		t.Errorf("left in the tiers: %q", got)
 	}

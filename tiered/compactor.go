@@ -45,6 +45,10 @@ type Stats struct {
 	// Stats and listings set aside as older than the pack log's (copies a
 	// retirement had not removed yet).
 	Retired, Unretired, StaleHot int64
+	// Graves counts the graves this Store's Deletes wrote in hot over
+	// versions a move may have been taking, GravesRetired those its
+	// compactor removed with what they shadowed.
+	Graves, GravesRetired int64
 	// MissesChecked counts reads and Stats that missed in both tiers and
 	// asked both again before reporting NotFound (see NewRangeReader).
 	MissesChecked int64
@@ -63,6 +67,7 @@ type statsCounters struct {
 	passes, moved, bytes, conflicts, busy, errs, recovered atomic.Int64
 	packs, rewrites, tombstones, indexLoads                atomic.Int64
 	retired, unretired, staleHot, missesChecked            atomic.Int64
+	graves, gravesRetired                                  atomic.Int64
 	mu                                                     sync.Mutex
 	lag                                                    time.Duration
 	lastPass                                               time.Time
@@ -81,6 +86,7 @@ func (s *Store) Stats() Stats {
 		Retired: c.retired.Load(), Unretired: c.unretired.Load(), StaleHot: c.staleHot.Load(),
 		MissesChecked: c.missesChecked.Load(),
 		IndexLoads:    c.indexLoads.Load(),
+		Graves:        c.graves.Load(), GravesRetired: c.gravesRetired.Load(),
 	}
 	st.IndexCacheBytes, st.IndexesCached = s.cat.cache.size()
 	c.mu.Lock()
@@ -232,6 +238,17 @@ func (s *Store) eligible(ctx context.Context, note func(moveOutcome, int64, erro
 			if obj.IsDir || isMarker(obj.Key) || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
 				continue
 			}
+			if obj.Size == 0 {
+				// A grave (one of the empty objects) is retired, not moved.
+				a, err := s.hot.Stat(ctx, obj.Key)
+				if err == nil && isGrave(a) {
+					if _, err := s.retireGrave(ctx, obj.Key, a); err != nil && ctx.Err() == nil {
+						s.fail(err)
+						note(none, 0, err)
+					}
+					continue
+				}
+			}
 			if s.limiter.wait(ctx, obj.Size) != nil || !yield(obj) {
 				return
 			}
@@ -322,8 +339,8 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 	} else if err != nil {
 		return none, 0, err
 	}
-	if s.opts.Now().Sub(a.ModTime) < s.opts.After {
-		return none, 0, nil // overwritten since it was listed
+	if s.opts.Now().Sub(a.ModTime) < s.opts.After || isGrave(a) {
+		return none, 0, nil // overwritten or deleted since it was listed
 	}
 	g1 := a.Generation
 	if g1 == "" {

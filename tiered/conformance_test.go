@@ -3,6 +3,7 @@ package tiered_test
 import (
 	"context"
 	"net/url"
+	"sync/atomic"
 	"testing"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -26,13 +27,45 @@ func openAggressive(ctx context.Context, t *testing.T) blob.Store {
 	return s
 }
 
+// movingStore is a tiered Store that runs a pass after every tenth
+// write, so that the suite, which may run faster than any compactor's
+// interval, reads, overwrites and deletes objects that moved (into packs:
+// every object is older than After=0), besides the ones its compactor
+// moves meanwhile.
+type movingStore struct {
+	*tiered.Store
+	writes *atomic.Int64
+}
+
+func (m movingStore) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	w, err := m.Store.NewWriter(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &movingWriter{Writer: w, m: m, ctx: ctx}, nil
+}
+
+type movingWriter struct {
+	blob.Writer
+	m   movingStore
+	ctx context.Context
+}
+
+func (w *movingWriter) Close() error {
+	err := w.Writer.Close()
+	if err == nil && w.m.writes.Add(1)%10 == 0 {
+		w.m.CompactOnce(w.ctx)
+	}
+	return err
+}
+
 func TestConformance(t *testing.T) {
 	var stores []*tiered.Store
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
 			s := openAggressive(ctx, t)
 			stores = append(stores, s.(*tiered.Store))
-			return s
+			return movingStore{s.(*tiered.Store), new(atomic.Int64)}
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})

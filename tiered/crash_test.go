@@ -93,6 +93,10 @@ func TestCrashAtEveryStep(t *testing.T) {
 					t.Fatalf("restarted pass failed: %+v", res)
 				}
 				checkModel(t, user, model, []string{"c"})
+				// The Delete's grave over c goes once no move can still
+				// be taking the version it deleted.
+				retireGraves(t, hot, cold, tiered.Options{PackMaxObjects: -1})
+				checkModel(t, user, model, []string{"c"})
 				if left := listKeys(t, hot); len(left) != 0 {
 					t.Errorf("hot still holds %q after the rerun (markers included)", left)
 				}
@@ -148,6 +152,7 @@ func TestFailedCleanupIsRetried(t *testing.T) {
 	if _, err := cold.Stat(ctxT(t), "k"); err == nil {
 		t.Error("the stale copy is still in cold")
 	}
+	retireGraves(t, hot, cold, tiered.Options{PackMaxObjects: -1})
 	if left := listKeys(t, hot); len(left) != 0 {
 		t.Errorf("hot holds %q", left)
 	}
@@ -193,6 +198,8 @@ func TestDeleteRacingACrashedMove(t *testing.T) {
 			if res := restarted.CompactOnce(ctxT(t)); res.Failed != 0 {
 				t.Fatalf("restarted pass %+v", res)
 			}
+			checkModel(t, user, map[string]string{"other": "stays"}, []string{"k"})
+			retireGraves(t, hot, cold, tiered.Options{PackMaxObjects: -1})
 			checkModel(t, user, map[string]string{"other": "stays"}, []string{"k"})
 			if got := listKeys(t, cold); !slices.Equal(got, []string{"other"}) {
 				t.Errorf("cold holds %q", got)
@@ -314,6 +321,10 @@ func TestPackCrashAtEveryStep(t *testing.T) {
 				if res := restarted.CompactOnce(ctxT(t)); res.Failed != 0 {
 					t.Fatalf("restarted pass failed: %+v", res)
 				}
+				checkModel(t, user, model, []string{"c"})
+				// The Delete's grave over c goes once no move can still
+				// be taking the version it deleted.
+				retireGraves(t, hot, cold, packMoveOpts)
 				checkModel(t, user, model, []string{"c"})
 				if left := listKeys(t, hot); len(left) != 0 {
 					t.Errorf("hot still holds %q after the rerun (markers included)", left)

@@ -11,39 +11,26 @@ import (
 )
 
 // TestDeleteDuringAPackMove deletes a key from hot while a pack move has
-// read it and not yet committed its pack, and holds the Delete just before
-// it writes its tombstone: a reader that found the key gone must not find
-// it again once the pack lands, and after the Delete returns the key is
-// gone. (A Delete that removed the key from hot first, and killed the
-// packed copy after, let a reader see it come back in between.)
+// read it and not yet committed its pack: the Delete replaces the version
+// in hot with a grave and returns without waiting for the move; a reader
+// finds the key gone from then on, before the pack lands, after it, and
+// after the grave is retired with the packed copy. (A Delete that removed
+// the key from hot first, and killed the packed copy after, let a reader
+// see it come back in between.)
 func TestDeleteDuringAPackMove(t *testing.T) {
 	hot, cold := memPair(t)
 	opts := tiered.Options{PackMaxObjects: 10, MoveTimeout: time.Second, MaxClockSkew: time.Millisecond}
 	packHeld, packGo := make(chan struct{}), make(chan struct{})
-	tombHeld, tombGo := make(chan struct{}), make(chan struct{})
-	holdOnce := func(held, release chan struct{}) func() {
-		done := false
-		return func() {
-			if !done {
-				done = true
-				close(held)
-				<-release
-			}
-		}
-	}
-	holdPack, holdTomb := holdOnce(packHeld, packGo), holdOnce(tombHeld, tombGo)
+	held := false
 	compactorCold := &hooked{Store: cold, name: "cold", at: func(step, key string) {
-		if step == "cold:write" && strings.HasPrefix(key, markerPrefix+"log/") && strings.Contains(key, "-p-") {
-			holdPack()
-		}
-	}}
-	userCold := &hooked{Store: cold, name: "cold", at: func(step, key string) {
-		if step == "cold:write" && strings.Contains(key, "-t-") {
-			holdTomb()
+		if step == "cold:write" && strings.HasPrefix(key, markerPrefix+"log/") && strings.Contains(key, "-p-") && !held {
+			held = true
+			close(packHeld)
+			<-packGo
 		}
 	}}
 	compactor := manualWith(t, hot, compactorCold, opts)
-	user := manualWith(t, hot, userCold, opts)
+	user := manualWith(t, hot, cold, opts)
 	reader := manualWith(t, hot, cold, opts)
 	ctx := ctxT(t)
 	mustPut(t, user, "k", "v1")
@@ -51,28 +38,36 @@ func TestDeleteDuringAPackMove(t *testing.T) {
 	moved := make(chan tiered.PassResult, 1)
 	go func() { moved <- compactor.CompactOnce(ctx) }()
 	<-packHeld // the move read k and is about to write its pack
-	deleted := make(chan error, 1)
-	go func() { deleted <- user.Delete(ctx, "k", nil) }()
-	select {
-	case <-tombHeld: // the Delete is about to write a tombstone
-	case err := <-deleted:
-		t.Fatalf("the delete returned (%v) without a tombstone, with a move of its key under way", err)
-	}
-	_, err := blob.ReadAll(ctx, reader, "k")
-	goneBefore := errors.Is(err, blob.ErrNotFound)
-	close(packGo)
-	if res := <-moved; res.Failed != 0 {
-		t.Fatalf("pass %+v", res)
-	}
-	got, err := blob.ReadAll(ctx, reader, "k")
-	if goneBefore && !errors.Is(err, blob.ErrNotFound) {
-		t.Errorf("read after the pack landed: %q, %v; want not found (a reader saw the key gone before)", got, err)
-	}
-	close(tombGo)
-	if err := <-deleted; err != nil {
+	if err := user.Delete(ctx, "k", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := blob.ReadAll(ctx, reader, "k"); !errors.Is(err, blob.ErrNotFound) {
-		t.Fatalf("read after the delete returned: %v, want not found", err)
+	if st := user.Stats(); st.Graves != 1 {
+		t.Fatalf("stats %+v: want the Delete's grave", st)
+	}
+	gone := func(when string) {
+		t.Helper()
+		if got, err := blob.ReadAll(ctx, reader, "k"); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("read %s: %q, %v; want not found", when, got, err)
+		}
+		if a, err := reader.Stat(ctx, "k"); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("stat %s: %+v, %v; want not found", when, a, err)
+		}
+		if keys := listKeys(t, reader); len(keys) != 0 {
+			t.Errorf("listing %s: %q", when, keys)
+		}
+	}
+	gone("after the delete")
+	close(packGo)
+	if res := <-moved; res.Failed != 0 || res.Moved != 0 {
+		t.Fatalf("pass %+v: want the move to find k deleted", res)
+	}
+	if packs := listKeys(t, cold); len(packs) == 0 {
+		t.Fatal("the move wrote no pack: the test does not test")
+	}
+	gone("after the pack landed")
+	retireGraves(t, hot, cold, opts)
+	gone("after the grave was retired")
+	if left := listKeys(t, hot); len(left) != 0 {
+		t.Errorf("hot holds %q", left)
 	}
 }

@@ -207,3 +207,15 @@ func newQuorum(t *testing.T, replicas []blob.Store, tune ...func(*quorum.Options
 	t.Cleanup(func() { q.Close() })
 	return quorumHot{q}
 }
+
+// retireGraves runs a pass, with options o, of a compactor whose clock is
+// past the time the graves in hot are held: it retires them (and what they
+// shadow), as a later pass would.
+func retireGraves(t *testing.T, hot, cold blob.Store, o tiered.Options) {
+	t.Helper()
+	o.Now = func() time.Time { return time.Now().Add(tiered.GraveHold(o.MoveTimeout, o.MaxClockSkew) + time.Minute) }
+	s := manualWith(t, hot, cold, o)
+	if res := s.CompactOnce(ctxT(t)); res.Failed != 0 {
+		t.Fatalf("pass retiring the graves: %+v (%s)", res, s.Stats().LastError)
+	}
+}

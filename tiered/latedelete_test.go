@@ -24,9 +24,11 @@ import (
 // its own quorum client of the three replicas, then meet it:
 //
 //   - delete: a user's Delete whose Stat does not hear replica 0 (it sees
-//     the object in hot, and deletes the move's copy from cold first) and
-//     whose delete from hot does. The object existed, so the Delete must
-//     succeed; it reported NotFound, having removed the copy itself.
+//     the object in hot) and whose grave over it does: the grave's round
+//     finishes the move's delete, and the Delete then deletes the version
+//     where the move put it. The object existed, so the Delete must
+//     succeed (a Delete that removed the move's copy first, then found the
+//     version gone from hot, reported NotFound).
 //   - recovery: the compactor's next pass does not hear replica 0 while it
 //     recovers the marker (hot still shows the object, so the move did not
 //     happen) and moves the object again, whose delete from hot does hear
@@ -66,11 +68,12 @@ func moveWhoseHotDeleteFailed(t *testing.T, name string) {
 		hot := &hooked{Store: q, name: "hot", at: at}
 		return manualWith(t, hot, cold, tiered.Options{PackMaxObjects: -1, MoveTimeout: 2 * time.Second, MaxClockSkew: time.Millisecond}), fs, q.(quorumHot).Store
 	}
-	// hearOnly0And2 is set when a process's delete of key from hot must
-	// hear replica 0: its replica 0 comes back and replica 1 goes down.
+	// hearOnly0And2 is set when a process's delete of key from hot (or its
+	// grave over it) must hear replica 0: its replica 0 comes back and
+	// replica 1 goes down.
 	var hearOnly0And2 []*fault.Store
 	at := func(step, k string) {
-		if step == "hot:delete" && k == key && hearOnly0And2 != nil {
+		if (step == "hot:delete" || step == "hot:write") && k == key && hearOnly0And2 != nil {
 			hearOnly0And2[0].SetDown(false)
 			hearOnly0And2[1].SetDown(true)
 			hearOnly0And2 = nil
@@ -126,7 +129,7 @@ func moveWhoseHotDeleteFailed(t *testing.T, name string) {
 		ret := h.Tick()
 		fu[1].SetDown(false)
 		if hearOnly0And2 != nil {
-			t.Fatal("the Delete did not delete from hot")
+			t.Fatal("the Delete did not write to hot")
 		}
 		res := register.OK
 		switch {

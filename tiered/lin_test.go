@@ -21,15 +21,11 @@ import (
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
+const linMoveTimeout = 50 * time.Millisecond
+
 var (
 	linSeed = flag.Uint64("tiered.linseed", 0, "replay TestLinearizable with this seed (0: a new one)")
 	linOps  = flag.Int("tiered.linops", 400, "operations per process of TestLinearizable")
-	// linDeletes says which processes of TestLinearizable delete:
-	// "compactor" (the default) issues Deletes, conditional and not, from
-	// process 0, whose compactor moves the keys; "all" issues them from
-	// every process, which reproduces the race of a Delete with a move in
-	// another process (see Races in the package documentation) and fails.
-	linDeletes = flag.String("tiered.lindeletes", "compactor", `TestLinearizable: "compactor" (Deletes from the compactor's process) or "all" (from every process: a known limit, fails)`)
 )
 
 // This file checks tiered stores against a per-key register with porcupine,
@@ -123,29 +119,26 @@ func (h *history) readGen(ctx context.Context, client int, s blob.Store, key str
 // tiers, each with its own quorum client of the same three hot replicas)
 // against a few keys while the first one compacts continuously, with every
 // hot read slowed by a random delay so that reads overlap moves. Every
-// process reads, puts and writes conditionally (IfGenerationMatch of a
-// generation it read), and After is a nanosecond, so the versions they act
-// on are moved (and retired) under them; process 0 also deletes (on
-// condition of a generation it read, or not) and creates (IfNotExist).
-// What orders a conditional write in one process against a conditional
-// write or a Delete in another, on a version in cold only, is the stores
-// (the key's lock in hot), not a process's key lock. (Deletes and creates
-// stay in the compactor's process: a Delete in another process racing a
-// move of the version it deletes is not linearizable, and an IfNotExist
-// write relies on After being longer than the write; see the package
-// documentation. -tiered.lindeletes=all issues Deletes from every process,
-// and fails.) Each key's history must be linearizable. The hot tier is one
-// mem store, a 2-of-3 quorum, or that quorum with one replica at a time
-// down for a few milliseconds (flaky:
-// moves fail part way, reads settle what failed operations left on one
-// replica, later passes recover). The run is on synctest's clock, so delays
-// cost no time.
+// process reads, puts, writes conditionally (IfGenerationMatch of a
+// generation it read) and deletes (on condition of a generation it read,
+// or not), and After is a nanosecond, so the versions they act on are
+// moved (and retired) under them: a Delete in one process races the move
+// of the very version it deletes in another, which its grave decides.
+// Process 0 also creates (IfNotExist: such a write relies on After being
+// longer than the write; see the package documentation). What orders a
+// conditional write in one process against a conditional write or a
+// Delete in another is the stores (a grave, the key's lock in hot), not a
+// process's key lock. Each key's history must be linearizable. The hot
+// tier is one mem store, a 2-of-3 quorum, or that quorum with one replica
+// at a time down for a few milliseconds (flaky: moves fail part way, reads
+// settle what failed operations left on one replica, later passes
+// recover). The run is on synctest's clock, so delays cost no time.
 func TestLinearizable(t *testing.T) {
 	seed := *linSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d, deletes from %s (replay: go test ./tiered -run TestLinearizable -tiered.linseed=%d -tiered.lindeletes=%s)", seed, *linDeletes, seed, *linDeletes)
+	t.Logf("seed %d (replay: go test ./tiered -run TestLinearizable -tiered.linseed=%d)", seed, seed)
 	for _, hotKind := range []string{"mem", "quorum", "flaky"} {
 		for _, packs := range []int{-1, 3} {
 			name := hotKind + "/objects"
@@ -195,7 +188,7 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 	}
 	var stores []*tiered.Store
 	for range processes {
-		stores = append(stores, manualWith(t, hotFor(), cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: 50 * time.Millisecond, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10}))
+		stores = append(stores, manualWith(t, hotFor(), cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10}))
 	}
 	h := &history{}
 	keys := []string{"a", "b", "c"}
@@ -239,8 +232,6 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 	for p := range processes {
 		rng := rand.New(rand.NewPCG(seed, uint64(p)))
 		s := stores[p]
-		// Who deletes: process 0, or every process (-tiered.lindeletes).
-		deleter := p == 0 || *linDeletes == "all"
 		wg.Go(func() {
 			for i := range *linOps {
 				key := keys[rng.IntN(len(keys))]
@@ -249,7 +240,7 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 				switch {
 				case r < 45:
 					h.read(ctx, p, s, key)
-				case r < 70 || (r < 85 && !deleter):
+				case r < 70:
 					h.write(p, register.Input{Kind: register.Put, Key: key, Value: v}, func() error {
 						return blob.Put(ctx, s, key, []byte(v), nil)
 					})
@@ -285,6 +276,15 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 	wg.Wait()
 	close(stop)
 	compactor.Wait()
+	// Once no move can be running, a pass retires the graves the last
+	// Deletes left; every process then reads every key.
+	time.Sleep(tiered.GraveHold(linMoveTimeout, time.Millisecond))
+	stores[0].CompactOnce(ctx)
+	for p, s := range stores {
+		for _, key := range keys {
+			h.read(ctx, p, s, key)
+		}
+	}
 	var delayed int64
 	for _, r := range replicas {
 		delayed += r.Stats()[fault.OpRead].Delays
@@ -295,8 +295,13 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 	for _, e := range h.errs {
 		t.Logf("outcome unknown: %s", e)
 	}
-	if moved.Load()+st.Packs == 0 || delayed == 0 {
-		t.Fatalf("moved %d, slowed %d: the run did not overlap reads with moves", moved.Load(), delayed)
+	var graves int64
+	for _, s := range stores {
+		graves += s.Stats().Graves
+	}
+	t.Logf("%d graves written by the processes' Deletes, %d retired by the compactor", graves, st.GravesRetired)
+	if moved.Load()+st.Packs == 0 || delayed == 0 || graves == 0 {
+		t.Fatalf("moved %d, slowed %d, %d graves: the run did not overlap reads and deletes with moves", moved.Load(), delayed, graves)
 	}
 	h.Check(t, time.Minute)
 }

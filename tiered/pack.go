@@ -399,7 +399,7 @@ func (s *Store) readForPack(ctx context.Context, o blob.ListObject) (*packItem, 
 	} else if err != nil {
 		return nil, err
 	}
-	if a.Generation != o.Generation || s.opts.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes {
+	if a.Generation != o.Generation || s.opts.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes || isGrave(a) {
 		return nil, nil // changed since the marker named it
 	}
 	if a.Generation == "" {
@@ -450,7 +450,7 @@ func (s *Store) readHeld(ctx context.Context, o blob.ListObject) (*packItem, err
 		return nil, err
 	}
 	a := h.Attributes()
-	if a == nil || a.Generation != o.Generation || s.opts.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes {
+	if a == nil || a.Generation != o.Generation || s.opts.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes || isGrave(a) {
 		return nil, nil // changed since the marker named it
 	}
 	b, err := s.ret.ReadHeld(ctx, h)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/tiered"
 )
 
 // Each case lets another process (a second tiered store over the same tiers,
@@ -64,6 +65,7 @@ func TestMoveRacesWithAnotherProcess(t *testing.T) {
 			if res := s.CompactOnce(ctxT(t)); res.Failed != 0 {
 				t.Errorf("second pass %+v", res)
 			}
+			retireGraves(t, hot, cold, tiered.Options{PackMaxObjects: -1})
 			checkModel(t, user, tc.want, tc.gone)
 			if left := listKeys(t, hot); len(left) != 0 {
 				t.Errorf("hot still holds %q", left)

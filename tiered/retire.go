@@ -101,7 +101,7 @@ func (s *Store) hotStatStale(ctx context.Context, key string) (*blob.Attributes,
 func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.WriterOptions, accept string) error {
 	for range 4 {
 		err := blob.Put(ctx, s.hot, key, data, &opts)
-		if !errors.Is(err, blob.ErrExists) || s.ret == nil {
+		if !errors.Is(err, blob.ErrExists) {
 			return err
 		}
 		a, serr := s.hot.Stat(ctx, key)
@@ -110,6 +110,14 @@ func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.W
 			continue // retired meanwhile
 		case serr != nil:
 			return serr
+		case isGrave(a) && accept != "":
+			return err // a version was written and deleted since the check
+		case isGrave(a):
+			// A deleted key: the caller's check of cold is stale if the
+			// grave was retired since, so it checks again.
+			return s.replaceGrave(ctx, key, data, opts, a)
+		case s.ret == nil:
+			return err
 		}
 		dead := a.Generation == accept
 		if !dead && s.packing() && a.Generation != "" {

@@ -192,6 +192,9 @@ func runSimulation(t *testing.T, seed uint64, steps, packObjects int, overQuorum
 	// still holds.
 	s.quiet = true
 	s.resetFaults()
+	// Graves are retired once no move that read what they deleted can be
+	// running: a move's timeout (and the clock skew allowed) later.
+	time.Sleep(tiered.GraveHold(simMoveTimeout, time.Millisecond))
 	if res := s.compactor.CompactOnce(ctxT(t)); res.Failed != 0 {
 		s.violate("final pass failed: %+v", res)
 	}

@@ -275,6 +275,17 @@ func (s *Store) readOnce(ctx context.Context, key string, offset, length int64, 
 	r, err := s.hot.NewRangeReader(ctx, key, offset, length)
 	since := s.settled()
 	if err == nil {
+		grave, gerr := s.readsGrave(ctx, key, r.Attributes())
+		if gerr != nil || grave {
+			r.Close()
+			ahead.drop()
+			if gerr != nil {
+				return nil, gerr
+			}
+			return nil, notFound(driver.OpRead, key)
+		}
+	}
+	if err == nil {
 		stale, serr := s.staleHot(ctx, key, r.Attributes().Generation, since)
 		switch {
 		case serr != nil:
@@ -598,18 +609,34 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	}
 	defer unlock()
 	if opts.If.NotExist() {
-		// Before hot is asked: every pack committed until now counts.
-		if _, err := s.coldStat(ctx, key, time.Now()); err == nil {
-			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrExists}
-		} else if !errors.Is(err, blob.ErrNotFound) {
-			return err
+		for range 4 {
+			// Before hot is asked: every pack committed until now counts.
+			if _, err := s.coldStat(ctx, key, time.Now()); err == nil {
+				// Cold's version exists unless a grave in hot shadows it.
+				a, err := s.hot.Stat(ctx, key)
+				if err != nil && !errors.Is(err, blob.ErrNotFound) {
+					return err
+				}
+				if err != nil || !isGrave(a) {
+					return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrExists}
+				}
+				if err := s.replaceGrave(ctx, key, data, opts, a); !errors.Is(err, errGraveMoved) {
+					return err
+				}
+				continue
+			} else if !errors.Is(err, blob.ErrNotFound) {
+				return err
+			}
+			if err := s.putHot(ctx, key, data, opts, ""); !errors.Is(err, errGraveMoved) {
+				return err
+			}
 		}
-		return s.putHot(ctx, key, data, opts, "")
+		return blob.Errorf(driver.OpWrite, key, nil, "tiered: key kept changing")
 	}
 	want := opts.If.GenerationMatch()
 	a, err := s.hotStat(ctx, key)
 	for try := 0; err == nil && try < 3; try++ {
-		if a.Generation != want {
+		if a.Generation != want || isGrave(a) {
 			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 		}
 		err = blob.Put(ctx, s.hot, key, data, &opts)
@@ -635,7 +662,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	}
 	defer unlockHot()
 	if a, err := s.hotStat(ctx, key); err == nil {
-		if a.Generation != want {
+		if a.Generation != want || isGrave(a) {
 			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 		}
 		return blob.Put(ctx, s.hot, key, data, &opts)
@@ -677,6 +704,9 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 // statOnce asks hot, then, if hot does not have key, cold.
 func (s *Store) statOnce(ctx context.Context, key string) (*blob.Attributes, error) {
 	a, err := s.hotStat(ctx, key)
+	if err == nil && isGrave(a) {
+		return nil, notFound(driver.OpStat, key)
+	}
 	if err == nil || !errors.Is(err, blob.ErrNotFound) {
 		return a, err
 	}
@@ -787,6 +817,10 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 	if hp.Objects, err = s.filterStale(ctx, hp.Objects); err != nil {
 		return nil, "", err
 	}
+	graves, err := s.gravesIn(ctx, hp.Objects)
+	if err != nil {
+		return nil, "", err
+	}
 	size := inner.PageSize
 	page = &blob.ListPage{Objects: make([]blob.ListObject, 0, min(size, len(hp.Objects)+len(pp.Objects)+len(cp.Objects)))}
 	lists := [][]blob.ListObject{hp.Objects, pp.Objects, cp.Objects}
@@ -814,8 +848,18 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 			more = true
 			break
 		}
-		if isMarker(next.Key) {
+		if isMarker(next.Key) || graves[next.Key] {
 			continue
+		}
+		if next.IsDir && first == 0 {
+			// A directory hot shows may hold nothing but graves.
+			live, err := s.dirLive(ctx, next.Key)
+			if err != nil {
+				return nil, "", err
+			}
+			if !live {
+				continue
+			}
 		}
 		if len(page.Objects) == size {
 			more = true
@@ -915,8 +959,22 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 			return err
 		}
 		g := a.Generation
+		if isGrave(a) {
+			if want != "" {
+				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+			}
+			return notFound(driver.OpDelete, key)
+		}
 		if want != "" && g != want {
 			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+		}
+		if s.mayBeMoving(a) {
+			// A move may be taking g: a grave replaces it (see graveKey).
+			err := s.writeGrave(ctx, key, g)
+			if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
+				continue // replaced, or moved or deleted: looked at again
+			}
+			return err
 		}
 		// What dies before g leaves hot, hotDeleteDelay before (writeTombstone
 		// waits it): the versions packs serve, the versions pack moves under
@@ -1033,7 +1091,13 @@ func (s *Store) deleteColdOnly(ctx context.Context, key, want string) (done bool
 		return true, err
 	}
 	defer unlockHot()
-	_, stale, err := s.hotStatStale(ctx, key)
+	a, stale, err := s.hotStatStale(ctx, key)
+	if err == nil && isGrave(a) {
+		if want != "" {
+			return true, &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+		}
+		return true, notFound(driver.OpDelete, key)
+	}
 	if err == nil {
 		return false, nil
 	} else if !errors.Is(err, blob.ErrNotFound) {

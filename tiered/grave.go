@@ -1,0 +1,205 @@
+package tiered
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// graveKey is the metadata key that makes a hot object a grave, holding the
+// generation it deleted.
+//
+// A Delete of a version g that a move may be taking (g is old enough to
+// move) does not remove g from hot: it replaces g there with a grave, on
+// condition of g's generation. A move's removal of g from hot is
+// conditional on g too, so exactly one of them takes g: the Delete, and
+// every copy the move made (a cold object, a pack entry) is shadowed by the
+// grave, as any older version is by a newer one in hot; or the move, and
+// the Delete finds g gone from hot and deletes it where it went, as a
+// version in cold only. Without the grave a Delete that found g gone could
+// not tell whether a move took it (and the copy is g) or another Delete
+// did, and a reader could find the copy after the Delete returned.
+//
+// A grave reads as no object: reads and Stats that find one in hot report
+// NotFound without asking cold, listings leave out its key in every tier,
+// and a write replaces it (IfNotExist writes on condition of its
+// generation). The compactor retires a grave once no move that began
+// before it can still be running (see retireGrave): it kills the versions
+// of the key that packs hold, removes the cold object, and then the grave.
+const graveKey = "zonalblob-tiered-grave"
+
+func isGrave(a *blob.Attributes) bool { return a != nil && a.Metadata[graveKey] != "" }
+
+func notFound(op, key string) error {
+	return &blob.Error{Op: op, Key: key, Kind: blob.ErrNotFound}
+}
+
+// writeGrave replaces generation g of key in hot with a grave.
+func (s *Store) writeGrave(ctx context.Context, key, g string) error {
+	err := blob.Put(ctx, s.hot, key, nil, &blob.WriterOptions{
+		If:          blob.IfGenerationMatch(g),
+		ContentType: "application/octet-stream",
+		Metadata:    map[string]string{graveKey: g},
+	})
+	if err == nil {
+		s.stats.graves.Add(1)
+	}
+	return err
+}
+
+// graveHold is how old a grave must be before it is retired: any move that
+// read the version it deleted, on a clock within MaxClockSkew of ours,
+// ended (MoveTimeout) and its last removal from hot was seen by readers.
+func (s *Store) graveHold() time.Duration { return GraveHold(s.opts.MoveTimeout, s.opts.MaxClockSkew) }
+
+// GraveHold is how old a grave must be before the compactor of a Store
+// with MoveTimeout moveTimeout and MaxClockSkew skew retires it.
+func GraveHold(moveTimeout, skew time.Duration) time.Duration {
+	if moveTimeout <= 0 {
+		moveTimeout = DefaultMoveTimeout
+	}
+	if skew <= 0 {
+		skew = DefaultMaxClockSkew
+	}
+	return moveTimeout + 2*skew + HotDeleteDelay(moveTimeout)
+}
+
+// retireGrave removes the grave a (key's object in hot) and what it
+// shadows, once it is older than graveHold: the versions of key packs
+// hold are killed, the cold object is removed, and then the grave, on
+// condition of its generation (a write that replaced it stays). It reports
+// whether it removed the grave.
+func (s *Store) retireGrave(ctx context.Context, key string, a *blob.Attributes) (bool, error) {
+	if s.opts.Now().Sub(a.ModTime) < s.graveHold() {
+		return false, nil
+	}
+	unlock, ok := s.locks.tryLock(key)
+	if !ok {
+		s.stats.busy.Add(1)
+		return false, nil
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
+	defer cancel()
+	kills, err := s.livePacked(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if err := s.writeTombstone(ctx, kills); err != nil {
+		return false, err
+	}
+	// Every cold object of key is older than the grave: a newer version
+	// would have replaced the grave in hot before any move of it.
+	for range 4 {
+		ca, err := s.cold.Stat(ctx, key)
+		if errors.Is(err, blob.ErrNotFound) {
+			break
+		} else if err != nil {
+			return false, err
+		}
+		err = s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		if errors.Is(err, blob.ErrUnsupported) {
+			err = s.cold.Delete(ctx, key, nil)
+		}
+		if err == nil || errors.Is(err, blob.ErrNotFound) {
+			break
+		} else if !errors.Is(err, blob.ErrPrecondition) {
+			return false, err
+		}
+	}
+	err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: a.Generation})
+	switch {
+	case err == nil:
+		s.stats.gravesRetired.Add(1)
+		return true, nil
+	case errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound):
+		return false, nil // replaced by a write, or retired by another pass
+	}
+	return false, err
+}
+
+// replaceGrave writes data over the grave a of key in hot, for a write
+// whose condition (IfNotExist) the grave meets: on condition of the
+// grave's generation, so that a version written meanwhile is not replaced.
+func (s *Store) replaceGrave(ctx context.Context, key string, data []byte, opts blob.WriterOptions, a *blob.Attributes) error {
+	o := opts
+	o.If = blob.IfGenerationMatch(a.Generation)
+	err := blob.Put(ctx, s.hot, key, data, &o)
+	if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
+		return errGraveMoved
+	}
+	return err
+}
+
+// errGraveMoved reports that the grave a write meant to replace changed
+// meanwhile: the caller checks the key again.
+var errGraveMoved = errors.New("tiered: the grave changed")
+
+// gravesIn returns the keys of a page of hot's listing whose objects are
+// graves: of the empty objects, one Stat each.
+func (s *Store) gravesIn(ctx context.Context, objs []blob.ListObject) (map[string]bool, error) {
+	var graves map[string]bool
+	for _, o := range objs {
+		if o.Size != 0 || o.IsDir || isMarker(o.Key) {
+			continue
+		}
+		a, err := s.hot.Stat(ctx, o.Key)
+		if errors.Is(err, blob.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		if isGrave(a) {
+			if graves == nil {
+				graves = map[string]bool{}
+			}
+			graves[o.Key] = true
+		}
+	}
+	return graves, nil
+}
+
+// readsGrave reports whether a hot reader with attributes a opened a
+// grave. Readers of some stores carry no metadata: an empty object is
+// asked about with a Stat (of the same generation, where the reader gives
+// one).
+func (s *Store) readsGrave(ctx context.Context, key string, a *blob.Attributes) (bool, error) {
+	if a == nil || a.Size != 0 {
+		return false, nil
+	}
+	if len(a.Metadata) > 0 {
+		return isGrave(a), nil
+	}
+	sa, err := s.hot.Stat(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return isGrave(sa) && (a.Generation == "" || a.Generation == sa.Generation), nil
+}
+
+// dirLive reports whether a listing with a delimiter shows the directory
+// prefix, which hot's listing has: whether a key under it is not a grave
+// (nor shadowed by one). A non-empty object in hot settles it in one call;
+// otherwise the tiers are listed under prefix.
+func (s *Store) dirLive(ctx context.Context, prefix string) (bool, error) {
+	if s.ret == nil {
+		hp, err := s.hot.List(ctx, &blob.ListOptions{Prefix: prefix, PageSize: 10})
+		if err != nil {
+			return false, err
+		}
+		for _, o := range hp.Objects {
+			if o.Size > 0 && !isMarker(o.Key) {
+				return true, nil
+			}
+		}
+	}
+	page, err := s.List(ctx, &blob.ListOptions{Prefix: prefix, PageSize: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(page.Objects) > 0, nil
+}
