@@ -31,8 +31,9 @@
 // copy it shadows in cold first, so two misses alone do not prove the key
 // was ever absent (Stats.MissesChecked counts these). List merges both tiers, hot's
 // attributes winning; objects listed from cold only have an empty Generation
-// (Stat has it). Delete takes effect at one instant, the removal of the
-// version readers see, and never removes a version written after it. An
+// (Stat has it). Delete takes effect at one instant, when the version
+// readers see is replaced by a grave (see Graves) or removed, and never
+// removes a version written after it. An
 // object keeps its
 // generation when it moves (the cold copy records it in metadata key
 // zonalblob-tiered-generation, hidden from users), so a generation read
@@ -68,11 +69,41 @@
 // operation on a cold-only version a write and a delete in hot, and the
 // hot-path operations and unconditional writes nothing. The per-process
 // key lock only keeps this process's compactor from starting a move that
-// would fail. Two limits remain against a compactor in another process
-// (see Races): a Delete, conditional or not, is linearizable against moves
-// only in the process whose compactor moves the key (elsewhere, a Delete
-// racing a move of the very version it deletes is not), and an IfNotExist
-// write assumes it lands within After of its check.
+// would fail. One limit remains against a compactor in another process: an
+// IfNotExist write assumes it lands within After of its check.
+//
+// # Graves
+//
+// A Delete of a version g in hot that a move may be taking (g is older
+// than After, less MaxClockSkew and MoveTimeout) does not remove g: it
+// replaces g in hot with a grave, an empty object whose metadata key
+// zonalblob-tiered-grave names g, on condition of g's generation. A move's
+// removal of g from hot is conditional on g too, so exactly one of the two
+// takes g. If the Delete does, every copy the move made (a cold object, a
+// pack entry) is shadowed by the grave, as an older version is by a newer
+// one in hot, and the move, whose removal fails, removes its cold copy or
+// leaves its pack entry to the grave. If the move does, the Delete finds g
+// gone from hot and deletes it where it went, as a version in cold only.
+// (A Delete that removed g from hot itself could not tell, once g was
+// gone, whether a move or another Delete took it, and a reader could find
+// the move's copy after the Delete returned.) Such a Delete costs a Stat
+// and one conditional write in hot.
+//
+// A grave reads as no object: a read, Stat or Delete that finds one in hot
+// reports NotFound without asking cold, a listing leaves its key out of
+// every tier's page (hot's empty objects are Stat'ed to tell graves apart,
+// and a directory a listing with a delimiter finds in hot is listed only if
+// a key under it is not a grave), and a write replaces it (IfNotExist on
+// condition of the grave's generation; IfGenerationMatch never matches
+// one). The compactor retires a grave once it is older than GraveHold
+// (MoveTimeout, twice MaxClockSkew and the pack log's delay): no move that
+// read the deleted version can still run. It kills the versions of the key
+// that packs hold, removes the cold object, and then the grave, on
+// condition of its generation (Stats.Graves, Stats.GravesRetired). Over a
+// quorum the grave is a consensus write like any other, so a Delete whose
+// write fails with its outcome unknown may take effect later, as any
+// quorum write may. A Delete of a version too young for any move still
+// removes it from hot, after the older versions it shadows (see Delete).
 //
 // # Packs
 //
@@ -223,21 +254,16 @@
 //     the copy, or by step 6.
 //   - Delete in this process: Delete takes the key's lock, so it runs before
 //     or after a move, never inside one.
-//   - Delete in another process: Delete removes cold, then hot at the
-//     generation it saw (Stat, then a conditional delete), then, if it
-//     deleted generation g of hot, marks any marker naming g as deleted.
-//     A move whose step 6 finds hot gone removes its copy. A move that dies
-//     after its copy landed leaves its marker, and recovery removes a copy
-//     whose marker is marked deleted. The marker is written before the
-//     second Stat (3), so a Delete that removed g1 after that Stat always
-//     finds it; one that removed g1 before it stops the move at step 3. A
-//     move of a later generation is never marked, so a Delete cannot remove
-//     a version written after it. If hot was already gone, Delete removes
-//     cold once more (the move may have finished in between). A Delete
-//     whose removal from cold took a move's copy of the very version it
-//     deletes, and that then finds that version gone from hot or replaced,
-//     is done: the move's delete from hot took effect (perhaps late, over a
-//     quorum), so removing the copy deleted the version.
+//   - Delete in another process: of a version a move may be taking, a
+//     grave decides between them (see Graves). Of a younger one (no move
+//     takes it: a move checks the age on its own clock, within
+//     MaxClockSkew), Delete removes cold, then hot at the generation it saw
+//     (Stat, then a conditional delete), then, if it deleted generation g of
+//     hot, marks any marker naming g as deleted, for a move that misjudged
+//     the age. A move whose step 6 finds hot gone or changed removes its
+//     copy. A move that dies after its copy landed leaves its marker, and
+//     recovery removes a copy whose marker is marked deleted or whose
+//     version hot no longer holds.
 //   - Conditional writes (IfNotExist, IfGenerationMatch): against each
 //     other and against Deletes, in any process, see Conditional
 //     operations. Against a move: a version in hot is written on condition
@@ -249,27 +275,9 @@
 //   - Two compactors: a marker is written IfNotExist, so two never move one
 //     key at once; Owner must differ between live processes.
 //
-// One race remains open: a Delete, conditional or not, in a process other
-// than the one whose compactor moves the key, racing a move of the very
-// version it deletes. Nothing acknowledged is lost, and what a move left
-// never outlives its recovery, but such a Delete is not linearizable: the
-// deleted version can be read back after the Delete returned, from the
-// move's copy (moved on its own: the copy can land in cold after the
-// version left hot, until the move ends or the next pass recovers its
-// marker) or from its pack. A pack is the harder case: the Delete kills
-// the version in the pack log before it removes it from hot, and if the
-// version left hot meanwhile it cannot tell whether the move took it (the
-// kill deleted it), or an overwrite or another Delete did (the kill did
-// nothing), since a conditional delete in hot leaves no trace of who
-// removed a version. Closing it takes a decision point that a move's
-// removal from hot and a Delete's both pass, such as a tombstone the
-// Delete writes in hot over the version, on condition of its generation,
-// that stays until the moved copies are killed or removed. Until then,
-// Delete keys old enough to move (older than After, less MaxClockSkew and
-// MoveTimeout) in the process that runs the compactor when this matters.
-// Deletes and conditional operations there, and IfGenerationMatch writes
-// in any process, are linearizable (TestLinearizable checks them over mem, a
-// quorum and a quorum whose replicas go down).
+// Deletes and conditional operations in any process are linearizable
+// (TestLinearizable checks them from three processes over mem, a quorum
+// and a quorum whose replicas go down, with the compactor in one of them).
 //
 // Whether hot needs finalizing is asked of the hot store with
 // blob.CapabilitiesOf, so it is seen through wrappers (the fault wrapper,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -915,26 +914,27 @@ func (s *Store) packedPage(ctx context.Context, inner *blob.ListOptions) (*blob.
 }
 
 // Delete removes key, under the key's lock so that this process's
-// compactor is not moving it meanwhile. It takes effect at one instant, the
-// removal of the version readers see:
+// compactor is not moving it meanwhile. It takes effect at one instant,
+// when the version readers see is replaced or removed:
 //
-//   - If hot has the key (generation g), older versions in cold and in
-//     packs are removed first (hot shadows them, so no reader notices), then
-//     g is deleted from hot on condition of its generation; a newer version
-//     written meanwhile is deleted instead (the loop), and a g moved out of
-//     hot meanwhile by a compactor in another process is removed where it
-//     went, as a version in cold only (below). A pack move that read g may commit its pack after g left hot:
-//     so that no reader who found the key gone finds g again in that pack, g
-//     is killed before it leaves hot (a kill reaches every copy) whenever a
-//     move may be packing it: a marker names the key, or g is old enough to
-//     be moved (a move names each object in its marker before it reads it,
-//     and moves only objects older than After). A deleted g is reported to a
-//     move of it under way in another process: through its marker
-//     (noteDelete, markedVersions).
-//   - If hot does not, the version readers see is cold's: under the key's
-//     lock in hot (deleteColdOnly), which every operation on a version in
-//     cold only holds, hot is asked again, then the cold object is deleted
-//     and the version packs serve (which a reader prefers) is killed.
+//   - If hot has the key (generation g) and a move may be taking g (g is
+//     old enough to move), a grave replaces g in hot, on condition of its
+//     generation (see Graves in the package documentation): the move, whose
+//     removal of g is conditional too, then leaves it to the grave.
+//   - If hot has a younger g, older versions in cold and in packs are
+//     removed first (hot shadows them, so no reader notices), then g is
+//     deleted from hot on condition of its generation. A deleted g is
+//     reported to a move of it under way in another process (one whose
+//     clock misjudged g's age): through its marker (noteDelete,
+//     markedVersions).
+//   - Either way, a newer version written meanwhile is deleted instead (the
+//     loop), and a g moved out of hot meanwhile by a compactor in another
+//     process is removed where it went, as a version in cold only.
+//   - If hot does not have the key, the version readers see is cold's: under
+//     the key's lock in hot (deleteColdOnly), which every operation on a
+//     version in cold only holds, hot is asked again, then the cold object
+//     is deleted and the version packs serve (which a reader prefers) is
+//     killed. A grave in hot is no version: NotFound.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
@@ -968,7 +968,17 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		if want != "" && g != want {
 			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 		}
-		if s.mayBeMoving(a) {
+		moving := s.mayBeMoving(a)
+		if !moving && s.packing() {
+			// A marker names the key: a pack move under way may be packing
+			// g (or a version g replaced), whatever this clock says of g.
+			before, err := s.markedVersions(ctx, key)
+			if err != nil {
+				return err
+			}
+			moving = len(before) > 0
+		}
+		if moving {
 			// A move may be taking g: a grave replaces it (see graveKey).
 			err := s.writeGrave(ctx, key, g)
 			if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
@@ -976,27 +986,12 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 			}
 			return err
 		}
-		// What dies before g leaves hot, hotDeleteDelay before (writeTombstone
-		// waits it): the versions packs serve, the versions pack moves under
-		// way name, and g itself if a move may be packing it.
+		// g is too young for any move. What it shadows dies before it
+		// leaves hot, hotDeleteDelay before (writeTombstone waits it): the
+		// versions packs serve, and the cold object.
 		kills, err := s.livePacked(ctx, key)
 		if err != nil {
 			return err
-		}
-		var before []kill
-		preKilled := false
-		if s.packing() {
-			if before, err = s.markedVersions(ctx, key); err != nil {
-				return err
-			}
-			if len(before) > 0 || s.mayBeMoving(a) {
-				for _, k := range append(before, kill{Key: key, Gen: g}) {
-					if !slices.Contains(kills, k) {
-						kills = append(kills, k)
-					}
-				}
-				preKilled = true
-			}
 		}
 		if err := s.writeTombstone(ctx, kills); err != nil {
 			return err
@@ -1007,45 +1002,21 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		}
 		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g})
 		if copyOfG && (errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound)) {
-			// The cold object this Delete removed was a move's copy of g:
-			// g left hot in that move (a move's delete that failed can
-			// still take effect later, when a quorum read finishes it), so
-			// removing the copy deleted g, or g was still in hot then and
-			// this Delete ran before whatever replaced it. Deleting again
-			// would take effect twice.
+			// The cold object this Delete removed was a move's copy of g
+			// (by a compactor whose clock misjudged g's age): g left hot
+			// in that move (a move's delete that failed can still take
+			// effect later, when a quorum read finishes it), so removing
+			// the copy deleted g, or g was still in hot then and this
+			// Delete ran before whatever replaced it. Deleting again would
+			// take effect twice.
 			return nil
-		}
-		if preKilled && s.ret != nil && errors.Is(err, blob.ErrPrecondition) {
-			// Over a retirer, readers ask the packs about a hot version a
-			// pack holds (staleHot): once one does, the tombstone written
-			// above deleted g for them, and what replaced g in hot came
-			// after.
-			if packed, herr := s.packedNow(ctx, key, g); herr != nil || packed {
-				return herr
-			}
-		}
-		if preKilled && (errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound)) {
-			// g changed or left hot meanwhile (stores differ in which they
-			// report for a conditional delete of a missing object).
-			if _, serr := s.hot.Stat(ctx, key); errors.Is(serr, blob.ErrNotFound) {
-				// Moved out into a pack, where the kill reached it; or to
-				// the cold object of its name, or deleted by another
-				// Delete first: looked at again, in cold only.
-				if packed, err := s.packedNow(ctx, key, g); err != nil || packed {
-					return err
-				}
-				continue
-			} else if serr != nil {
-				return serr
-			}
-			err = &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 		}
 		switch {
 		case err == nil:
 			if err := s.noteDelete(ctx, key, g); err != nil {
 				return err
 			}
-			if !s.packing() || preKilled {
+			if !s.packing() {
 				return nil
 			}
 			// g was too young for any move, and no marker named the key: a
@@ -1152,15 +1123,6 @@ func (s *Store) deleteColdObject(ctx context.Context, key, g string) (copyOfG bo
 // move's duration (a move checks the age when it reads, on its own clock).
 func (s *Store) mayBeMoving(a *blob.Attributes) bool {
 	return s.opts.Now().Sub(a.ModTime) >= s.opts.After-s.opts.MaxClockSkew-s.opts.MoveTimeout
-}
-
-// packedNow reports whether a pack committed by now holds generation g of
-// key.
-func (s *Store) packedNow(ctx context.Context, key, g string) (bool, error) {
-	if err := s.cat.sync(ctx, time.Now()); err != nil {
-		return false, err
-	}
-	return s.cat.holds(ctx, kill{Key: key, Gen: g}, "")
 }
 
 // deleteCold deletes the version of key that cold holds (hot has none): the
