@@ -227,6 +227,15 @@ func (s *Store) compactPacks(ctx context.Context, res *PassResult, note func(mov
 // and ends the pass's walk.
 func (s *Store) eligible(ctx context.Context, note func(moveOutcome, int64, error)) iter.Seq[blob.ListObject] {
 	return func(yield func(blob.ListObject) bool) {
+		// Graves old enough are retired together after the walk: one
+		// tombstone carries all their kills.
+		var graves []graveAt
+		defer func() {
+			if err := s.retireGraves(ctx, graves); err != nil && ctx.Err() == nil {
+				s.fail(err)
+				note(none, 0, err)
+			}
+		}()
 		for obj, err := range blob.All(ctx, s.hot, nil) {
 			if err != nil {
 				if ctx.Err() == nil {
@@ -242,9 +251,8 @@ func (s *Store) eligible(ctx context.Context, note func(moveOutcome, int64, erro
 				// A grave (one of the empty objects) is retired, not moved.
 				a, err := s.hot.Stat(ctx, obj.Key)
 				if err == nil && isGrave(a) {
-					if _, err := s.retireGrave(ctx, obj.Key, a); err != nil && ctx.Err() == nil {
-						s.fail(err)
-						note(none, 0, err)
+					if s.opts.Now().Sub(a.ModTime) >= s.graveHold() {
+						graves = append(graves, graveAt{obj.Key, a})
 					}
 					continue
 				}

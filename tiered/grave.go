@@ -66,58 +66,83 @@ func GraveHold(moveTimeout, skew time.Duration) time.Duration {
 	return moveTimeout + 2*skew + HotDeleteDelay(moveTimeout)
 }
 
-// retireGrave removes the grave a (key's object in hot) and what it
-// shadows, once it is older than graveHold: the versions of key packs
-// hold are killed, the cold object is removed, and then the grave, on
-// condition of its generation (a write that replaced it stays). It reports
-// whether it removed the grave.
-func (s *Store) retireGrave(ctx context.Context, key string, a *blob.Attributes) (bool, error) {
-	if s.opts.Now().Sub(a.ModTime) < s.graveHold() {
-		return false, nil
+// graveAt is a grave found in hot: its key and attributes.
+type graveAt struct {
+	key   string
+	attrs *blob.Attributes
+}
+
+// retireGraves removes the graves gs (each older than graveHold) and what
+// they shadow: the versions of their keys packs hold are killed, in one
+// tombstone, then each key's cold object is removed, and then its grave,
+// on condition of the grave's generation (a write that replaced it stays).
+// A grave whose key this process is moving or deleting is left for the
+// next pass.
+func (s *Store) retireGraves(ctx context.Context, gs []graveAt) error {
+	if len(gs) == 0 {
+		return nil
 	}
-	unlock, ok := s.locks.tryLock(key)
-	if !ok {
-		s.stats.busy.Add(1)
-		return false, nil
-	}
-	defer unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
 	defer cancel()
-	kills, err := s.livePacked(ctx, key)
-	if err != nil {
-		return false, err
+	var held []graveAt
+	var kills []kill
+	for _, g := range gs {
+		unlock, ok := s.locks.tryLock(g.key)
+		if !ok {
+			s.stats.busy.Add(1)
+			continue
+		}
+		defer unlock()
+		ks, err := s.livePacked(ctx, g.key)
+		if err != nil {
+			return err
+		}
+		kills = append(kills, ks...)
+		held = append(held, g)
 	}
 	if err := s.writeTombstone(ctx, kills); err != nil {
-		return false, err
+		return err
 	}
-	// Every cold object of key is older than the grave: a newer version
-	// would have replaced the grave in hot before any move of it.
+	var first error
+	for _, g := range held {
+		if err := s.retireGrave(ctx, g); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// retireGrave removes the cold object of g's key, then g, once the
+// versions packs hold of the key are dead.
+func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
+	// Every cold object of the key is older than the grave: a newer
+	// version would have replaced the grave in hot before any move of it.
 	for range 4 {
-		ca, err := s.cold.Stat(ctx, key)
+		ca, err := s.cold.Stat(ctx, g.key)
 		if errors.Is(err, blob.ErrNotFound) {
 			break
 		} else if err != nil {
-			return false, err
+			return err
 		}
-		err = s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		err = s.cold.Delete(ctx, g.key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
 		if errors.Is(err, blob.ErrUnsupported) {
-			err = s.cold.Delete(ctx, key, nil)
+			err = s.cold.Delete(ctx, g.key, nil)
 		}
 		if err == nil || errors.Is(err, blob.ErrNotFound) {
 			break
 		} else if !errors.Is(err, blob.ErrPrecondition) {
-			return false, err
+			return err
 		}
 	}
-	err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: a.Generation})
+	err := s.hot.Delete(ctx, g.key, &blob.DeleteOptions{IfGenerationMatch: g.attrs.Generation})
 	switch {
 	case err == nil:
 		s.stats.gravesRetired.Add(1)
-		return true, nil
+		return nil
 	case errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound):
-		return false, nil // replaced by a write, or retired by another pass
+		return nil // replaced by a write, or retired by another pass
 	}
-	return false, err
+	return err
 }
 
 // replaceGrave writes data over the grave a of key in hot, for a write
