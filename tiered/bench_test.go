@@ -265,3 +265,55 @@ func BenchmarkPackCompaction(b *testing.B) {
 		b.ReportMetric(float64(st.Retired)/float64(st.MovedObjects), "copies-retired/object")
 	})
 }
+
+// BenchmarkDeleteLatency interleaves Deletes of objects in a hot store
+// alone and in a tiered store over an identical hot store (After one
+// minute, so that with the default MoveTimeout and MaxClockSkew a move
+// may be taking any object: a Delete writes a grave), as an LSM engine
+// deletes the tables it no longer needs. It reports both medians and
+// their ratio.
+//
+//	go test ./tiered -run '^$' -bench DeleteLatency -benchtime 200x
+func BenchmarkDeleteLatency(b *testing.B) {
+	alone, aloneMem := slowMem(b, hotProfile, 1)
+	hot, hotMem := slowMem(b, hotProfile, 2)
+	cold, _ := slowMem(b, coldProfile, 3)
+	ts, err := tiered.New(hot, cold, tiered.Options{After: time.Minute, Manual: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ts.Close()
+	defer alone.Close()
+	ctx := context.Background()
+	data := make([]byte, 4<<10)
+	for i := range b.N {
+		for _, m := range []blob.Store{aloneMem, hotMem} {
+			if err := blob.Put(ctx, m, fmt.Sprintf("d/%08d", i), data, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	del := func(s blob.Store, i int) time.Duration {
+		start := time.Now()
+		if err := s.Delete(ctx, fmt.Sprintf("d/%08d", i), nil); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	var la, lt []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			la = append(la, del(alone, i))
+			lt = append(lt, del(ts, i))
+		} else {
+			lt = append(lt, del(ts, i))
+			la = append(la, del(alone, i))
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(quantile(la, 0.5)), "hot-p50-ms")
+	b.ReportMetric(ms(quantile(lt, 0.5)), "tiered-p50-ms")
+	b.ReportMetric(ms(quantile(lt, 0.99)), "tiered-p99-ms")
+	b.ReportMetric(float64(quantile(lt, 0.5))/float64(quantile(la, 0.5)), "p50-ratio")
+}
