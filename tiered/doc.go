@@ -87,7 +87,11 @@
 // (A Delete that removed g from hot itself could not tell, once g was
 // gone, whether a move or another Delete took it, and a reader could find
 // the move's copy after the Delete returned.) Such a Delete costs a Stat
-// and one conditional write in hot.
+// and one conditional write in hot, and its retirement a Stat and a delete
+// in hot: where hot is one bucket, a write more than a plain delete (which
+// is free); over a quorum, two consensus rounds where a delete was one (a
+// retirement with the quorum's free per-replica deletes, as pack moves
+// retire, would save one; graves are not retired so yet).
 //
 // A grave reads as no object: a read, Stat or Delete that finds one in hot
 // reports NotFound without asking cold, a listing leaves its key out of
