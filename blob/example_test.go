@@ -1,0 +1,43 @@
+package blob_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// A Store is opened by URL; the helpers write, read and list through any
+// of them. A conditional write (IfNotExist) refuses a key that exists.
+func Example() {
+	ctx := context.Background()
+	s, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	for _, k := range []string{"logs/0001", "logs/0002"} {
+		if err := blob.Put(ctx, s, k, []byte("record "+k), nil); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	b, err := blob.ReadAll(ctx, s, "logs/0001")
+	fmt.Printf("%s %v\n", b, err)
+	for obj, err := range blob.All(ctx, s, &blob.ListOptions{Prefix: "logs/"}) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(obj.Key, obj.Size)
+	}
+	err = blob.Put(ctx, s, "logs/0001", []byte("again"), &blob.WriterOptions{If: blob.IfNotExist()})
+	fmt.Println(errors.Is(err, blob.ErrExists))
+	// Output:
+	// record logs/0001 <nil>
+	// logs/0001 16
+	// logs/0002 16
+	// true
+}
