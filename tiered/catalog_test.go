@@ -24,8 +24,10 @@ func TestIndexCacheIsBounded(t *testing.T) {
 	hot, cold := memPair(t)
 	const packs, per = 60, 10
 	// A short pack log window, so that packs age past it in the test and
-	// maintenance may rewrite them.
-	const moveTimeout = 20 * time.Millisecond
+	// maintenance may rewrite them; long enough for a Delete's work under
+	// the key's lock in hot (a listing of the log and an index read back
+	// through the small cache) on a busy machine, which MoveTimeout bounds.
+	const moveTimeout = 150 * time.Millisecond
 	compactor := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: per, MoveTimeout: moveTimeout, MaxClockSkew: time.Millisecond})
 	model := map[string]string{}
 	var keys []string

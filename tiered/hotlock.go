@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -90,7 +91,7 @@ func (s *Store) lockHot(ctx context.Context, key string) (context.Context, func(
 		}
 		break
 	}
-	held, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
+	held, cancel := context.WithTimeoutCause(ctx, s.opts.MoveTimeout, errLockOutlasted)
 	release := func() {
 		cancel()
 		// Released even if the caller's context ended: a lock left behind
@@ -100,6 +101,21 @@ func (s *Store) lockHot(ctx context.Context, key string) (context.Context, func(
 		s.unlockHot(rctx, lk, token)
 	}
 	return held, release, nil
+}
+
+// errLockOutlasted ends the context lockHot returns: the work under a lock
+// must end within MoveTimeout, as others may take the lock over once it is
+// older than its lease.
+var errLockOutlasted = errors.New("tiered: the work under the key's lock in hot outlasted MoveTimeout")
+
+// outlasted returns err, or, if the end of held (a context lockHot
+// returned) caused it, an error that says so rather than a bare deadline
+// error while the caller's context is live.
+func (s *Store) outlasted(held context.Context, op, key string, err error) error {
+	if err == nil || !errors.Is(context.Cause(held), errLockOutlasted) {
+		return err
+	}
+	return &blob.Error{Op: op, Key: key, Err: fmt.Errorf("%w (%v): %v", errLockOutlasted, s.opts.MoveTimeout, err)}
 }
 
 // unlockHot removes the lock lk if it is still the one written with token.

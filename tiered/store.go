@@ -655,11 +655,17 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 	// want lives in cold only, if anywhere: both tiers are checked again,
 	// and the write committed, under key's lock in hot, which every other
 	// operation on a version in cold only holds too.
-	ctx, unlockHot, err := s.lockHot(ctx, key)
+	held, unlockHot, err := s.lockHot(ctx, key)
 	if err != nil {
 		return err
 	}
 	defer unlockHot()
+	return s.outlasted(held, driver.OpWrite, key, s.commitColdOnly(held, key, data, opts, want))
+}
+
+// commitColdOnly is commitConditional's write of a version in cold only,
+// under key's lock in hot.
+func (s *Store) commitColdOnly(ctx context.Context, key string, data []byte, opts blob.WriterOptions, want string) error {
 	if a, err := s.hotStat(ctx, key); err == nil {
 		if a.Generation != want || isGrave(a) {
 			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
@@ -1062,6 +1068,7 @@ func (s *Store) deleteColdOnly(ctx context.Context, key, want string) (done bool
 		return true, err
 	}
 	defer unlockHot()
+	defer func() { err = s.outlasted(ctx, driver.OpDelete, key, err) }()
 	a, stale, err := s.hotStatStale(ctx, key)
 	if err == nil && isGrave(a) {
 		if want != "" {

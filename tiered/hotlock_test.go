@@ -1,0 +1,46 @@
+package tiered_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/tiered"
+)
+
+// A Delete of a version in cold only works under the key's lock in hot,
+// which others may take over once it is older than its lease: the work
+// under it is bounded by MoveTimeout. When cold is slower than that, the
+// Delete fails with an error that names the bound, not a bare deadline
+// error while the caller's context is live, and the version is still
+// served; with cold fast again, the Delete works.
+func TestWorkUnderTheLockOutlastsMoveTimeout(t *testing.T) {
+	hot, coldMem := memPair(t)
+	cold := fault.Wrap(coldMem, fault.Options{Seed: 1})
+	const moveTimeout = 50 * time.Millisecond
+	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: -1, MoveTimeout: moveTimeout, MaxClockSkew: time.Millisecond})
+	mustPut(t, s, "k", "v")
+	time.Sleep(time.Millisecond)
+	if res := s.CompactOnce(ctxT(t)); res.Moved != 1 {
+		t.Fatalf("pass %+v", res)
+	}
+	slow := cold.Add(fault.Rule{Op: fault.OpStat, KeyPrefix: "k", Effect: fault.Delay, Latency: latency.Fixed(4 * moveTimeout)})
+	ctx := context.Background()
+	err := s.Delete(ctx, "k", nil)
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "outlasted MoveTimeout") {
+		t.Fatalf("Delete with cold slower than MoveTimeout: %v; want an error naming the lock's bound", err)
+	}
+	if b, err := blob.ReadAll(ctx, s, "k"); err != nil || string(b) != "v" {
+		t.Fatalf("read after the failed Delete: %q, %v", b, err)
+	}
+	cold.Remove(slow)
+	if err := s.Delete(ctx, "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	checkModel(t, s, nil, []string{"k"})
+}
