@@ -14,6 +14,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
+	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
 // Scheme is the URL scheme of a quorum store.
@@ -236,8 +237,28 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 	o.AntiEntropyInterval = q.Duration("anti_entropy_interval", 0)
 	o.RepairGrace = q.Duration("repair_grace", 0)
 	o.TombstoneGrace = q.Duration("tombstone_grace", 0)
+	// Pooled creates (pool.Creator in front of the quorum), as on
+	// gcsrapid://, when pool_size is given and positive.
+	po := pool.CreatorOptions{
+		Capacity:        q.Int("pool_size", 0),
+		MinIdle:         q.Int("pool_min_idle", 0),
+		LoadConcurrency: q.Int("load_concurrency", 0),
+		MaxItemAge:      q.Duration("max_item_age", 0),
+		WriteTimeout:    q.Duration("write_timeout", 0),
+		GraceWindow:     q.Duration("grace_window", 0),
+		MaxPools:        q.Int("max_pools", 0),
+	}
 	if err := q.Err(); err != nil {
 		return nil, err
+	}
+	pooled := po.Capacity > 0
+	if !pooled && po != (pool.CreatorOptions{}) {
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "quorum: pool parameters need pool_size > 0 (pooled creates are off without it)")
+	}
+	if pooled {
+		if err := po.WithDefaults().Validate(); err != nil {
+			return nil, err
+		}
 	}
 	if len(urls) == 0 {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "quorum URL needs replica=URL parameters")
@@ -255,6 +276,14 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 			r.Close()
 		}
 		return nil, err
+	}
+	if pooled {
+		c, err := pool.NewCreator(st, po)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		return c, nil
 	}
 	return st, nil
 }

@@ -110,3 +110,43 @@ func TestPrewarm(t *testing.T) {
 		t.Errorf("second Prewarm: %v, want ErrExists", err)
 	}
 }
+
+// quorum:// with pool_size pools its creates (a pool.Creator in front of
+// the quorum); pool parameters are checked before any I/O.
+func TestOpenURLPooled(t *testing.T) {
+	ctx := context.Background()
+	s, err := blob.Open(ctx, quorumURL("pool_size=8&pool_min_idle=2&"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if c := blob.CapabilitiesOf(s); !c.Create {
+		t.Fatalf("capabilities %+v: want pooled creates", c)
+	}
+	key, err := blob.CreateBytes(ctx, s, "events/", []byte("e1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := blob.ReadAll(ctx, s, key); err != nil || string(b) != "e1" {
+		t.Fatalf("read of the created %s: %q, %v", key, b, err)
+	}
+	plain, err := blob.Open(ctx, quorumURL(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if blob.CapabilitiesOf(plain).Create {
+		t.Error("a quorum URL without pool_size pools its creates")
+	}
+	for _, bad := range []string{
+		"pool_min_idle=2&",                               // without pool_size
+		"pool_size=0&max_pools=3&",                       // pooling off, yet a pool parameter
+		"pool_size=8&max_item_age=10m&grace_window=10m&", // could reclaim a write in flight
+		"pool_size=-1&",
+		"pool_size=8&pool_min_idle=9&",
+	} {
+		if _, err := blob.Open(ctx, quorumURL(bad)); !errors.Is(err, blob.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+}

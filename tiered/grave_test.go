@@ -3,6 +3,7 @@ package tiered_test
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
@@ -94,4 +95,38 @@ func TestGravesShadowAndRetire(t *testing.T) {
 		t.Fatalf("second IfNotExist write: %v", err)
 	}
 	checkModel(t, other, map[string]string{"d/kept": "again"}, nil)
+}
+
+// A hot tier opened as quorum://...&pool_size=N is a pool.Creator in front
+// of the quorum: tiered's Creates are pooled, and its pack moves retire
+// from the quorum's replicas (with free deletes) as over the quorum itself.
+func TestOverAPooledQuorumURL(t *testing.T) {
+	ctx := ctxT(t)
+	m := url.QueryEscape("mem://")
+	hot, err := blob.Open(ctx, "quorum://?pool_size=4&straggler_timeout=50ms&replica="+m+"&replica="+m+"&replica="+m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cold := memPair(t)
+	s, err := tiered.New(hot, nopClose{cold}, tiered.Options{After: time.Nanosecond, Manual: true, MoveTimeout: time.Second, MaxClockSkew: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !blob.CapabilitiesOf(s).Create {
+		t.Fatal("tiered over a pooled quorum does not pool its creates")
+	}
+	key, err := blob.CreateBytes(ctx, s, "c/", []byte("created"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, "k", "v")
+	time.Sleep(100 * time.Millisecond) // past the quorum's in-flight bound
+	if res := s.CompactOnce(ctx); res.Moved != 2 {
+		t.Fatalf("pass %+v", res)
+	}
+	if st := s.Stats(); st.Retired == 0 {
+		t.Fatalf("stats %+v: the pack move did not retire from the replicas", st)
+	}
+	checkModel(t, s, map[string]string{key: "created", "k": "v"}, nil)
 }

@@ -117,6 +117,9 @@ func (o CreatorOptions) Validate() error {
 
 var _ blob.Creator = (*Creator)(nil)
 
+// Unwrap returns the Store the Creator wraps.
+func (c *Creator) Unwrap() blob.Store { return c.Store }
+
 // NewCreator wraps s. Closing the Creator discards its pools, then closes s.
 func NewCreator(s blob.Store, opts CreatorOptions) (*Creator, error) {
 	opts = opts.WithDefaults()
