@@ -73,6 +73,8 @@ type statsCounters struct {
 	lastPass                                               time.Time
 	lastTook                                               time.Duration
 	lastErr                                                string
+	lastLogged                                             time.Time
+	errsLogged                                             int64
 }
 
 // Stats returns the compactor's counters.
@@ -95,11 +97,25 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
+// failLogEvery spaces the warnings of a failing compactor.
+const failLogEvery = time.Minute
+
 func (s *Store) fail(err error) {
-	s.stats.errs.Add(1)
+	n := s.stats.errs.Add(1)
 	s.stats.mu.Lock()
 	s.stats.lastErr = err.Error()
+	now := time.Now()
+	logNow := s.stats.lastLogged.IsZero() || now.Sub(s.stats.lastLogged) >= failLogEvery
+	since := n - s.stats.errsLogged
+	if logNow {
+		s.stats.lastLogged, s.stats.errsLogged = now, n
+	}
 	s.stats.mu.Unlock()
+	if logNow {
+		// A compactor that cannot move leaves data in hot, where it costs
+		// more, without any caller seeing an error: say so, rate-limited.
+		s.opts.Logger.Warn("tiered: compaction failing; objects stay in hot", "failures", since, "total", n, "error", err)
+	}
 }
 
 func (s *Store) run(ctx context.Context) {

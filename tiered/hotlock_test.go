@@ -3,6 +3,7 @@ package tiered_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -43,4 +44,29 @@ func TestWorkUnderTheLockOutlastsMoveTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkModel(t, s, nil, []string{"k"})
+}
+
+// A compactor whose moves fail warns through its Logger, at most once a
+// minute however many passes fail, naming the failures and the last error;
+// the failures stay in Stats.
+func TestFailingCompactionIsLogged(t *testing.T) {
+	hot, coldMem := memPair(t)
+	cold := fault.Wrap(coldMem, fault.Options{Seed: 1})
+	cold.Add(fault.Rule{Op: fault.OpCommit, Err: errors.New("regional bucket refuses writes")})
+	var logs strings.Builder
+	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	mustPut(t, s, "k", "v")
+	time.Sleep(time.Millisecond)
+	for range 5 {
+		if res := s.CompactOnce(ctxT(t)); res.Failed == 0 {
+			t.Fatalf("pass %+v: want the move to fail", res)
+		}
+	}
+	if st := s.Stats(); st.Errors != 5 || !strings.Contains(st.LastError, "refuses writes") {
+		t.Errorf("stats %+v", st)
+	}
+	out := logs.String()
+	if strings.Count(out, "compaction failing") != 1 || !strings.Contains(out, "refuses writes") || !strings.Contains(out, "level=WARN") {
+		t.Errorf("logged %q: want one warning naming the error", out)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"maps"
 	"strings"
 	"sync"
@@ -115,6 +116,9 @@ type Options struct {
 	// had (a stable, unique name such as a pod name) so it finishes its
 	// crashed moves on its first pass; never give two live processes one Owner.
 	Owner string
+	// Logger receives a warning when compaction fails, at most one a
+	// minute with the failures since the last (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // validate reports options no Store can take.
@@ -141,6 +145,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.PackMaxObjects == 0 {
 		o.PackMaxObjects = DefaultPackMaxObjects
