@@ -133,7 +133,10 @@ func manualPacked(t *testing.T, hot, cold blob.Store, maxObjects int) *tiered.St
 
 func manualWith(t *testing.T, hot, cold blob.Store, o tiered.Options) *tiered.Store {
 	t.Helper()
-	o.After, o.Manual, o.Concurrency, o.Owner = time.Nanosecond, true, 1, "test-compactor"
+	o.After, o.Manual, o.Concurrency = time.Nanosecond, true, 1
+	if o.Owner == "" {
+		o.Owner = "test-compactor"
+	}
 	s, err := tiered.New(keepOpen(hot), nopClose{cold}, o)
 	if err != nil {
 		t.Fatal(err)

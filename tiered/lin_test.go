@@ -187,8 +187,8 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 		})
 	}
 	var stores []*tiered.Store
-	for range processes {
-		stores = append(stores, manualWith(t, hotFor(), cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10}))
+	for p := range processes {
+		stores = append(stores, manualWith(t, hotFor(), cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10, Owner: fmt.Sprint("process-", p)}))
 	}
 	h := &history{}
 	keys := []string{"a", "b", "c"}
