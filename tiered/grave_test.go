@@ -98,8 +98,10 @@ func TestGravesShadowAndRetire(t *testing.T) {
 }
 
 // A hot tier opened as quorum://...&pool_size=N is a pool.Creator in front
-// of the quorum: tiered's Creates are pooled, and its pack moves retire
-// from the quorum's replicas (with free deletes) as over the quorum itself.
+// of the quorum: tiered's Creates are pooled, and a pass moves what was
+// created and what was put. (Behind the pool, moves delete from hot with
+// the quorum's Delete, not its retirements: tried behind the pool, the
+// retirement path moved none of the objects created through it.)
 func TestOverAPooledQuorumURL(t *testing.T) {
 	ctx := ctxT(t)
 	m := url.QueryEscape("mem://")
@@ -124,9 +126,6 @@ func TestOverAPooledQuorumURL(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // past the quorum's in-flight bound
 	if res := s.CompactOnce(ctx); res.Moved != 2 {
 		t.Fatalf("pass %+v", res)
-	}
-	if st := s.Stats(); st.Retired == 0 {
-		t.Fatalf("stats %+v: the pack move did not retire from the replicas", st)
 	}
 	checkModel(t, s, map[string]string{key: "created", "k": "v"}, nil)
 }

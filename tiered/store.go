@@ -12,7 +12,6 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
-	"github.com/zonalblob/zonalblob/blob/pool"
 )
 
 // generationKey is the metadata key under which a cold copy records the hot
@@ -221,11 +220,6 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		batches: map[string]bool{},
 	}
 	s.ret, _ = hot.(retirer)
-	if c, ok := hot.(*pool.Creator); ok && s.ret == nil {
-		// A quorum with pooled creates in front (quorum://?pool_size=N):
-		// its retirements are the quorum's.
-		s.ret, _ = c.Unwrap().(retirer)
-	}
 	s.cat = newCatalog(s)
 	s.tombs = newTombstoneBatcher(opts.MoveTimeout, maxTombstoneKills, s.commitTombstone)
 	if opts.Manual {
