@@ -215,9 +215,13 @@
 // packs removed by rewrites stay in the catalog until a full listing (each
 // pass's maintenance, or a read that finds its pack gone).
 //
-// Run one compactor per pair of tiers when packing: pack markers do not
+// Run one compactor per pair of tiers, packing or not: pack markers do not
 // exclude each other, and of two live versions of a key in packs (possible
-// only while two compactors pack it at once) the newer pack's name wins.
+// only while two compactors pack it at once) the newer pack's name wins;
+// and with packs off, histories of two compactors and conditional writes
+// in other processes were found not linearizable (reads that gave an
+// empty generation, and a register history no order explains), which no
+// test of one compactor shows.
 //
 // # A move (each object on its own)
 //
@@ -277,7 +281,8 @@
 //     began would have to be created and moved within one write to fool
 //     it, and objects younger than After are never moved.
 //   - Two compactors: a marker is written IfNotExist, so two never move one
-//     key at once; Owner must differ between live processes.
+//     key at once; Owner must differ between live processes. Still, run
+//     one compactor per pair of tiers (see Packs).
 //
 // Deletes and conditional operations in any process are linearizable
 // (TestLinearizable checks them from three processes over mem, a quorum
