@@ -425,8 +425,19 @@ func TestRedirectedStreams(t *testing.T) {
 					t.Errorf("%s made no stream that was redirected", st.name)
 				}
 			}
-			if st := srv.Stats(); st.RedirectsFollowed < st.Redirects || st.MessagesRefused != 0 {
-				t.Errorf("%d redirects, %d followed, %d refused", st.Redirects, st.RedirectsFollowed, st.MessagesRefused)
+			// A redirect can fall on a pool's background prewarm, which
+			// follows it on its own time: on a busy machine, after the
+			// last step returned.
+			for i := 0; ; i++ {
+				st := srv.Stats()
+				if st.RedirectsFollowed >= st.Redirects && st.MessagesRefused == 0 {
+					break
+				}
+				if i > 1000 {
+					t.Errorf("%d redirects, %d followed, %d refused", st.Redirects, st.RedirectsFollowed, st.MessagesRefused)
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 		})
 	}
