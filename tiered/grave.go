@@ -26,7 +26,7 @@ import (
 // NotFound without asking cold, listings leave out its key in every tier,
 // and a write replaces it (IfNotExist writes on condition of its
 // generation). The compactor retires a grave once no move that began
-// before it can still be running (see retireGrave): it kills the versions
+// before it can still be running (see retireGraves): it kills the versions
 // of the key that packs hold, removes the cold object, and then the grave.
 const graveKey = "zonalblob-tiered-grave"
 
