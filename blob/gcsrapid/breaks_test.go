@@ -266,13 +266,17 @@ func TestReaderAtReopensAnEndedStream(t *testing.T) {
 	ctx := context.Background()
 	for _, rm := range retryModes {
 		t.Run(rm.name, func(t *testing.T) {
-			srv := strictServer(t, gcsrapidtest.Options{ReadStreamLifetime: 20 * time.Millisecond})
+			// Long enough for the first ReadAt on a busy machine; the count
+			// is taken before the stream opens, so that a stream ended
+			// before the wait below began is counted.
+			srv := strictServer(t, gcsrapidtest.Options{ReadStreamLifetime: 300 * time.Millisecond})
 			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
 			defer s.Close()
 			val := []byte("0123456789")
 			if err := blob.Put(ctx, s, "r", val, nil); err != nil {
 				t.Fatal(err)
 			}
+			ended := srv.Stats().ReadStreamsEnded
 			ra, err := s.OpenReaderAt(ctx, "r")
 			if err != nil {
 				t.Fatal(err)
@@ -282,7 +286,6 @@ func TestReaderAtReopensAnEndedStream(t *testing.T) {
 			if n, err := ra.ReadAt(p, 2); n != 4 || err != nil || string(p) != "2345" {
 				t.Fatalf("first ReadAt: %d %q %v", n, p, err)
 			}
-			ended := srv.Stats().ReadStreamsEnded
 			waitFor(func() bool { return srv.Stats().ReadStreamsEnded > ended })
 			n, err := ra.ReadAt(p, 6)
 			if rm.retries < 0 {
