@@ -239,15 +239,7 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 	o.TombstoneGrace = q.Duration("tombstone_grace", 0)
 	// Pooled creates (pool.Creator in front of the quorum), as on
 	// gcsrapid://, when pool_size is given and positive.
-	po := pool.CreatorOptions{
-		Capacity:        q.Int("pool_size", 0),
-		MinIdle:         q.Int("pool_min_idle", 0),
-		LoadConcurrency: q.Int("load_concurrency", 0),
-		MaxItemAge:      q.Duration("max_item_age", 0),
-		WriteTimeout:    q.Duration("write_timeout", 0),
-		GraceWindow:     q.Duration("grace_window", 0),
-		MaxPools:        q.Int("max_pools", 0),
-	}
+	po := pool.OptionsFromQuery(q)
 	if err := q.Err(); err != nil {
 		return nil, err
 	}

@@ -204,15 +204,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	}
 	q := driver.NewQuery(u)
 	opts := Options{
-		CreatorOptions: pool.CreatorOptions{
-			Capacity:        q.Int("pool_size", 0),
-			MinIdle:         q.Int("pool_min_idle", 0),
-			LoadConcurrency: q.Int("load_concurrency", 0),
-			MaxItemAge:      q.Duration("max_item_age", 0),
-			WriteTimeout:    q.Duration("write_timeout", 0),
-			GraceWindow:     q.Duration("grace_window", 0),
-			MaxPools:        q.Int("max_pools", 0),
-		},
+		CreatorOptions:    pool.OptionsFromQuery(q),
 		ClockSkew:         q.Duration("clock_skew", 0),
 		SweepInterval:     q.Duration("sweep_interval", 0),
 		SweepRate:         q.Int("sweep_rate", 0),

@@ -98,6 +98,22 @@ func (o CreatorOptions) WithDefaults() CreatorOptions {
 	return o
 }
 
+// OptionsFromQuery reads the pool parameters of a store URL (pool_size,
+// pool_min_idle, load_concurrency, max_item_age, write_timeout,
+// grace_window, max_pools), as gcsrapid:// and quorum:// take them; an
+// absent one is zero (its default).
+func OptionsFromQuery(q *driver.Query) CreatorOptions {
+	return CreatorOptions{
+		Capacity:        q.Int("pool_size", 0),
+		MinIdle:         q.Int("pool_min_idle", 0),
+		LoadConcurrency: q.Int("load_concurrency", 0),
+		MaxItemAge:      q.Duration("max_item_age", 0),
+		WriteTimeout:    q.Duration("write_timeout", 0),
+		GraceWindow:     q.Duration("grace_window", 0),
+		MaxPools:        q.Int("max_pools", 0),
+	}
+}
+
 // Validate reports options, with their defaults applied, that are malformed
 // or could lose data.
 func (o CreatorOptions) Validate() error {
@@ -116,9 +132,6 @@ func (o CreatorOptions) Validate() error {
 }
 
 var _ blob.Creator = (*Creator)(nil)
-
-// Unwrap returns the Store the Creator wraps.
-func (c *Creator) Unwrap() blob.Store { return c.Store }
 
 // NewCreator wraps s. Closing the Creator discards its pools, then closes s.
 func NewCreator(s blob.Store, opts CreatorOptions) (*Creator, error) {
