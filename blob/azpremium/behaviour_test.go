@@ -43,6 +43,7 @@ func TestOpenErrors(t *testing.T) {
 		{"azpremium://logs?account=acct&concurrency=0", "concurrency"},
 		{"azpremium://logs?account=acct&warm_conns=many", "warm_conns"},
 		{"azpremium://logs?account=acct&retries=x", "retries"},
+		{"azpremium://logs?account=acct&connect_timeout=-1s", "connect_timeout"},
 		{"azpremium://logs?account=acct&warmup=false", "unknown parameter(s) warmup"},
 		{"azpremium://user:pw@logs?account=acct", "carry no credentials"},
 		{"azpremium://logs/sub?account=acct", "has a path"},

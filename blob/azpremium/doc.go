@@ -16,6 +16,7 @@
 //	concurrency          blocks a writer stages at once (default 4)
 //	warm_conns           connections opened in the background at open (default 1; 0: none)
 //	retries              the SDK's retries after the first attempt (default 3; 0: none)
+//	connect_timeout      bound of the first request at open (default 10s)
 //
 // In Options, New's form, a zero field means its default and a negative
 // WarmConns or Retry.MaxRetries means none.
@@ -31,9 +32,11 @@
 // block list at Close, so a writer whose ctx is canceled before Close commits
 // nothing. IfNotExist is If-None-Match: *, IfGenerationMatch is If-Match on
 // the ETag (the Generation). Lists are in byte order and page with opaque
-// tokens. Connections are opened in the background at open; an error the
+// tokens. Connections are opened in the background at New; an error the
 // first of them meets (bad credentials, missing container) is returned by the
-// first call. Errors wrap blob's sentinels and the SDK's
+// first call. OpenURL waits for that first request: an endpoint that does not
+// answer within connect_timeout, or a missing container, fails the open with
+// an error naming it (with warm_conns=0 nothing is sent at open). Errors wrap blob's sentinels and the SDK's
 // *azcore.ResponseError, and never contain the account key, SAS token or
 // connection string.
 package azpremium

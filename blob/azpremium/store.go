@@ -47,6 +47,8 @@ const (
 	DefaultConcurrency = 4
 	// DefaultWarmConns connections are opened in the background at New.
 	DefaultWarmConns = 1
+	// DefaultConnectTimeout bounds the warm-up's first request.
+	DefaultConnectTimeout = 10 * time.Second
 	// maxAppendBlock is the largest Append Block every service version accepts.
 	maxAppendBlock = 4 << 20
 )
@@ -80,6 +82,12 @@ type Options struct {
 	// New; the first of them also proves the credentials and the container
 	// (default DefaultWarmConns; negative: none, and no request at all).
 	WarmConns int
+
+	// ConnectTimeout bounds the warm-up's first request (default
+	// DefaultConnectTimeout): an endpoint that does not answer within it
+	// fails OpenURL, or New's first call, with an error naming the
+	// endpoint instead of waiting on the caller's context.
+	ConnectTimeout time.Duration
 
 	// Retry tunes the SDK's retries (zero: azcore's defaults). Its
 	// MaxRetries counts retries after the first attempt, as the URL's
@@ -130,6 +138,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		PartSize:           q.Size("part_size", 0),
 		Concurrency:        q.Int("concurrency", DefaultConcurrency),
 		WarmConns:          q.Int("warm_conns", 0),
+		ConnectTimeout:     q.Duration("connect_timeout", 0),
 	}
 	o.Retry.MaxRetries = int32(q.Int("retries", 0))
 	if err := q.Err(); err != nil {
@@ -153,7 +162,38 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	case os.Getenv("AZURE_STORAGE_SAS_TOKEN") != "":
 		o.SASToken = Secret(os.Getenv("AZURE_STORAGE_SAS_TOKEN"))
 	}
-	return New(ctx, u.Host, o)
+	s, err := New(ctx, u.Host, o)
+	if err != nil {
+		return nil, err
+	}
+	// A URL opens like the other network drivers: an endpoint that does
+	// not answer, or a container that does not exist, fails here, naming it.
+	if err := s.opened(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// opened waits for the warm-up's first request and fails for what makes
+// every later call fail: an endpoint that did not answer within
+// ConnectTimeout, or a missing container. A refusal is left to the calls,
+// which report ErrPermission for the operations it applies to. With no
+// warm-up (warm_conns=0) there is nothing to wait for.
+func (s *Store) opened(ctx context.Context) error {
+	if s.warmSeen.Load() {
+		return nil
+	}
+	select {
+	case <-s.warmDone:
+	case <-ctx.Done():
+		return s.wrap(driver.OpOpen, "", ctx.Err(), nil)
+	}
+	if s.warmErr == nil || classify(s.warmErr) == blob.ErrPermission {
+		return nil
+	}
+	s.warmSeen.Store(true)
+	return s.wrap(driver.OpOpen, "", s.warmErr, classify)
 }
 
 // New opens container with opts. It validates everything before any request;
@@ -208,7 +248,12 @@ func New(ctx context.Context, containerName string, opts Options) (*Store, error
 	if o.WarmConns == 0 {
 		o.WarmConns = DefaultWarmConns
 	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
 	switch {
+	case o.ConnectTimeout < 0:
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "connect_timeout %v is negative", o.ConnectTimeout)
 	case o.MultipartThreshold < 0 || o.MultipartThreshold > MaxMultipartThreshold:
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "multipart_threshold %d outside [0, %d]", o.MultipartThreshold, int64(MaxMultipartThreshold))
 	case o.PartSize <= 0 || o.PartSize > MaxPartSize:
@@ -287,9 +332,18 @@ const warmupKey = ".zonalblob-warmup"
 // concurrent requests reuse the first one's connection and open the rest.
 func (s *Store) warmup(ctx context.Context) {
 	defer s.warmCancel()
-	_, err := s.client.NewBlobClient(warmupKey).GetProperties(ctx, nil)
-	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
-		s.warmErr = err
+	first, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
+	_, err := s.client.NewBlobClient(warmupKey).GetProperties(first, nil)
+	timedOut := first.Err() != nil && ctx.Err() == nil
+	cancel()
+	switch {
+	case err == nil, bloberror.HasCode(err, bloberror.BlobNotFound):
+	case timedOut:
+		s.warmErr = fmt.Errorf("%s did not answer within connect_timeout %v (container %q): %v", s.opts.Endpoint, s.opts.ConnectTimeout, s.container, err)
+	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+		s.warmErr = fmt.Errorf("container %q does not exist at %s: %w", s.container, s.opts.Endpoint, err)
+	default:
+		s.warmErr = fmt.Errorf("%s (container %q): %w", s.opts.Endpoint, s.container, err)
 	}
 	failed := s.warmErr != nil
 	close(s.warmDone)

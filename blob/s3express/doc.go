@@ -15,6 +15,7 @@
 //	warm_conns           connections opened in the background at open (default 4; 0: none)
 //	retries              retries of a conditional write after the first attempt on 409
 //	                     ConditionalRequestConflict (default 2; 0: none)
+//	connect_timeout      bound of the first request, which creates the session (default 10s)
 //
 // Unknown parameters are an error. Credentials come from the SDK's default
 // chain and never appear in errors. In Options, New's form, a zero field
@@ -25,7 +26,10 @@
 //   - Opening a Store starts one CreateSession and then warm_conns
 //     connections in the background; the first call waits for that session
 //     instead of starting its own, so many concurrent first calls make one
-//     CreateSession. A failed warm-up is returned by the first call.
+//     CreateSession. OpenURL waits for that session: an endpoint that does
+//     not answer within connect_timeout, or a missing bucket, fails the open
+//     with an error naming it. New does not wait; a failed warm-up is
+//     returned by its first call.
 //   - Writes are one PutObject with a CRC32C checksum up to
 //     multipart_threshold, multipart above; IfNotExist is If-None-Match: *,
 //     IfGenerationMatch is If-Match on the ETag (the generation). Nothing is

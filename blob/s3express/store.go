@@ -70,7 +70,15 @@ type Options struct {
 	// ListSnapshotTTL is how long continuation pages of a listing are served
 	// from its first page's snapshot; negative: every page lists anew.
 	ListSnapshotTTL time.Duration
+	// ConnectTimeout bounds the warm-up's first request, which creates the
+	// session (default DefaultConnectTimeout): an endpoint that does not
+	// answer within it fails OpenURL, or New's first call, with an error
+	// naming the endpoint instead of waiting on the caller's context.
+	ConnectTimeout time.Duration
 }
+
+// DefaultConnectTimeout bounds the warm-up's first request.
+const DefaultConnectTimeout = 10 * time.Second
 
 func (o *Options) setDefaults() {
 	if o.MultipartThreshold == 0 {
@@ -89,10 +97,15 @@ func (o *Options) setDefaults() {
 	if o.ListSnapshotTTL == 0 {
 		o.ListSnapshotTTL = time.Minute
 	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
 }
 
 func (o Options) validate() error {
 	switch {
+	case o.ConnectTimeout < 0:
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: connect_timeout must not be negative")
 	case o.MultipartThreshold < 0 || o.PartSize < 0:
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: sizes must not be negative")
 	case o.PartSize < 5<<20:
@@ -180,6 +193,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		PartSize:           int(q.Size("part_size", 0)),
 		WarmConns:          q.Int("warm_conns", 0),
 		Retries:            q.Int("retries", 0),
+		ConnectTimeout:     q.Duration("connect_timeout", 0),
 	}
 	// In a URL 0 means none; in Options it means the default.
 	if q.Has("warm_conns") && opts.WarmConns == 0 {
@@ -216,7 +230,48 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 			o.UsePathStyle = true
 		}
 	})
-	return New(ctx, client, u.Host, opts)
+	s, err := New(ctx, client, u.Host, opts)
+	if err != nil {
+		return nil, err
+	}
+	// A URL opens like the other network drivers: an endpoint that does
+	// not answer, or a bucket that does not exist, fails here, naming it.
+	if err := s.opened(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// opened waits for the warm-up's session and fails for what makes every
+// later call fail: an endpoint that did not answer within ConnectTimeout, or
+// a missing bucket. A refusal is left to the calls, which report
+// ErrPermission for the operations it applies to.
+func (s *Store) opened(ctx context.Context) error {
+	select {
+	case <-s.warm:
+	case <-ctx.Done():
+		return &blob.Error{Op: driver.OpOpen, Err: ctx.Err()}
+	}
+	p := s.warmErr.Load()
+	if p == nil {
+		return nil
+	}
+	if kind := s.classifyStrict(*p); kind == blob.ErrPermission {
+		return nil
+	} else if kind == blob.ErrBucketNotFound {
+		return blob.Errorf(driver.OpOpen, "", kind, "s3express: bucket %q does not exist at %s: %w", s.bucket, s.where(), *p)
+	}
+	return &blob.Error{Op: driver.OpOpen, Err: *p}
+}
+
+// where names the endpoint for errors (never carrying credentials: an
+// endpoint with user information or a query is refused at OpenURL).
+func (s *Store) where() string {
+	if e := s.client.Options().BaseEndpoint; e != nil && *e != "" {
+		return *e
+	}
+	return "the default endpoint of " + s.client.Options().Region
 }
 
 // New returns a Store over the directory bucket, using client, and starts
@@ -304,17 +359,26 @@ func (p *sessions) Retrieve(ctx context.Context, bucket string) (aws.Credentials
 // WarmConns connections with concurrent HeadBuckets, so the first write pays
 // neither CreateSession nor a dial.
 func (s *Store) warmUp(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)}, s.session)
-	if err != nil && ctx.Err() == nil {
-		werr := fmt.Errorf("s3express: warming the session of %s: %w", s.bucket, err)
+	first, cancelFirst := context.WithTimeout(ctx, s.opts.ConnectTimeout)
+	_, err := s.client.HeadBucket(first, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)}, s.session)
+	timedOut := first.Err() != nil
+	cancelFirst()
+	switch {
+	case err == nil, ctx.Err() != nil:
+		// Closed: nobody is left to tell.
+	case timedOut:
+		werr := fmt.Errorf("s3express: %s did not answer within connect_timeout %v (bucket %q): %v", s.where(), s.opts.ConnectTimeout, s.bucket, err)
+		s.warmErr.Store(&werr)
+	default:
+		werr := fmt.Errorf("s3express: warming the session of %s at %s: %w", s.bucket, s.where(), err)
 		s.warmErr.Store(&werr)
 	}
 	close(s.warm)
 	if err != nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	var wg sync.WaitGroup
 	for range s.opts.WarmConns {
 		wg.Go(func() {
