@@ -3,6 +3,7 @@ package tiered
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -65,17 +66,55 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err // before the tiers are opened: no I/O for a bad URL
 	}
-	hot, err := blob.Open(ctx, hotURL)
+	hot, cold, err := openTiers(ctx, hotURL, coldURL)
 	if err != nil {
 		return nil, err
-	}
-	cold, err := blob.Open(ctx, coldURL)
-	if err != nil {
-		return nil, errors.Join(err, hot.Close())
 	}
 	s, err := New(hot, cold, opts)
 	if err != nil {
 		return nil, errors.Join(err, hot.Close(), cold.Close())
 	}
 	return s, nil
+}
+
+// openTiers opens both tiers at once, so the open costs the slower of the
+// two rather than their sum; the first failure ends the other's open, and
+// the error names the tier.
+func openTiers(ctx context.Context, hotURL, coldURL string) (hot, cold blob.Store, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type opened struct {
+		s   blob.Store
+		err error
+	}
+	open := func(tier, u string, out chan<- opened) {
+		s, err := blob.Open(ctx, u)
+		if err != nil {
+			cancel() // the other tier's open is of no use now
+			err = fmt.Errorf("tiered: opening the %s tier: %w", tier, err)
+		}
+		out <- opened{s, err}
+	}
+	hc, cc := make(chan opened, 1), make(chan opened, 1)
+	go open("hot", hotURL, hc)
+	go open("cold", coldURL, cc)
+	h, c := <-hc, <-cc
+	if h.err == nil && c.err == nil {
+		return h.s, c.s, nil
+	}
+	// The tier that failed first is the cause; the other may have failed
+	// only because its open was cancelled.
+	var errs []error
+	for _, o := range []opened{h, c} {
+		if o.err != nil && !errors.Is(o.err, context.Canceled) {
+			errs = append(errs, o.err)
+		}
+		if o.s != nil {
+			errs = append(errs, o.s.Close())
+		}
+	}
+	if len(errs) == 0 || errors.Join(errs...) == nil {
+		errs = append(errs, h.err, c.err)
+	}
+	return nil, nil, errors.Join(errs...)
 }
