@@ -479,3 +479,75 @@ func TestPooledWritersBrokenAfterTheirPrewarm(t *testing.T) {
 		})
 	}
 }
+
+// A write stream redirected after it opened (ABORTED with a routing token,
+// the write handle and, or not, the generation) is resumed by the client as
+// the same writer: every write goes through whole, with no takeover (no
+// other writer's stream is revoked) and no recovery by the driver.
+func TestWritesRedirectedMidStream(t *testing.T) {
+	ctx := context.Background()
+	for _, omit := range []bool{false, true} {
+		for _, brk := range []gcsrapidtest.WriteBreak{
+			{At: gcsrapidtest.BreakAfterMessages, N: 1, CreatesOnly: true},
+			{At: gcsrapidtest.BreakAfterFlush},
+			{At: gcsrapidtest.BreakBeforeReply, CreatesOnly: true},
+		} {
+			brk.Redirect, brk.OmitGeneration, brk.Streams = true, omit, 1
+			t.Run(fmt.Sprintf("%v/omitGeneration=%v", brk.At, omit), func(t *testing.T) {
+				srv := strictServer(t, gcsrapidtest.Options{})
+				s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: -1})
+				defer s.Close()
+				for i, val := range [][]byte{[]byte("small"), bytes.Repeat([]byte("v"), 5<<20)} {
+					key := fmt.Sprintf("k%d", i)
+					srv.BreakWrites(brk)
+					before := srv.Stats()
+					if err := blob.Put(ctx, s, key, val, &blob.WriterOptions{If: blob.IfNotExist()}); err != nil {
+						t.Fatalf("Put of %d bytes, redirected: %v", len(val), err)
+					}
+					if got := mustRead(ctx, t, s, key); !bytes.Equal(got, val) {
+						t.Errorf("%s holds %d bytes, want %d", key, len(got), len(val))
+					}
+					after := srv.Stats()
+					if after.Redirects == before.Redirects && brk.At != gcsrapidtest.BreakAfterMessages {
+						t.Errorf("Put of %d bytes: no stream was redirected", len(val))
+					}
+					if after.Takeovers != before.Takeovers {
+						t.Errorf("Put of %d bytes: %d takeovers, want none", len(val), after.Takeovers-before.Takeovers)
+					}
+					srv.ClearBreaks()
+				}
+				// An append stream redirected at its create or between
+				// its flushes goes on, following the redirect.
+				abrk := brk
+				if abrk.At == gcsrapidtest.BreakAfterFlush {
+					abrk.N = 2 // after the first append's flush
+				}
+				srv.BreakWrites(abrk)
+				before := srv.Stats()
+				a, err := s.CreateAppendStream(ctx, "log", []byte("a"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range []string{"b", "c", "d"} {
+					if err := a.Append(ctx, []byte(p)); err != nil {
+						t.Fatalf("append %s, redirected: %v", p, err)
+					}
+				}
+				a.Close()
+				if got := mustRead(ctx, t, s, "log"); string(got) != "abcd" {
+					t.Errorf("log holds %q, want abcd", got)
+				}
+				after := srv.Stats()
+				if after.Redirects == before.Redirects || after.RedirectsFollowed == before.RedirectsFollowed || after.MessagesRefused != 0 {
+					t.Errorf("append stream: %d redirects, %d followed, %d messages refused", after.Redirects-before.Redirects, after.RedirectsFollowed-before.RedirectsFollowed, after.MessagesRefused)
+				}
+				if after.Takeovers != before.Takeovers {
+					t.Errorf("append stream: %d takeovers, want none", after.Takeovers-before.Takeovers)
+				}
+				if r := s.Stats().WriteRecoveries; r != 0 {
+					t.Errorf("%d writes recovered by the driver, want none: the client follows redirects", r)
+				}
+			})
+		}
+	}
+}

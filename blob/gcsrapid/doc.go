@@ -16,6 +16,8 @@
 // URL: gcsrapid://BUCKET?param=value&...
 //
 //	endpoint          host:port of an emulator (plaintext, no auth); default Google
+//	leftover_age      a write of more than one message not committed this long after it
+//	                  created its object is a leftover that conditional creates remove (default 1h)
 //	connect_timeout   bound of Open's first call, the bucket's metadata (default 10s): an
 //	                  endpoint that does not answer fails the open naming it, and a missing
 //	                  bucket fails it with blob.ErrBucketNotFound
@@ -65,17 +67,27 @@
 // appendable object makes its new generation live at once (an overwrite's
 // old value is gone from then on), and a message carries at most 2 MiB. A
 // write of at most 2 MiB sends its bytes in that first message, so it appears
-// with all of them. A larger one declares its size in the object's metadata
-// when it creates it ("?" while streaming, replaced by the size at Close, one
-// metadata operation), and Stat, List and reads hide an object that does not
-// yet hold its declared size: readers see the key absent (an overwritten
+// with all of them. A larger one creates its object declaring "?" in its
+// metadata and commits at Close by declaring the size it wrote (one metadata
+// operation); Stat, List and reads hide an object that declares "?" or does
+// not yet hold its declared size: readers see the key absent (an overwritten
 // value included) until the write is whole, never a prefix. A pooled write
-// over 2 MiB replaces its prewarmed object with one that declares its size
-// (one create). When a reported size is below the declared one (it may be out
-// of date), one byte read at the declared end settles it. Meanwhile the key
-// is taken: a conditional create of it fails with ErrExists. The object of a
-// large write whose process died before it finished stays hidden until it is
-// deleted (under a pooled prefix, by the sweep if it was a pooled write).
+// over 2 MiB replaces its prewarmed object with one that declares "?" (one
+// create). When a reported size is below the declared one (it may be out of
+// date), one byte read at the declared end settles it. Meanwhile the key is
+// taken: a conditional create of it fails with ErrExists.
+//
+// Leftovers. The object of a large write whose process died before it
+// committed stays hidden, and would hold its key against conditional creates
+// for ever. Once it is older than leftover_age (default 1h), a conditional
+// create that meets it deletes it, on condition of its generation and
+// metageneration, and goes on (a streamed create, whose first bytes are
+// gone, fails with an error that is not ErrExists, and its caller may write
+// again). A commit changes the metageneration, so a write that committed is
+// never removed; a write still uncommitted after leftover_age may be failed.
+// Pooled objects a crashed process left unwritten are swept (sweep_interval).
+// Nothing else lists the bucket for leftovers: one that no create meets stays
+// hidden, at the price of its bytes, until the key is written or deleted.
 //
 // Failed writes. A write stream can fail after its object exists, before or
 // after the service's reply that names its generation, with bytes it sent

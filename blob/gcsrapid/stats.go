@@ -15,6 +15,8 @@ type statsRecorder struct {
 	recoveries atomic.Int64
 	// readReopens counts the read streams reads opened again
 	readReopens atomic.Int64
+	// leftovers counts the leftovers conditional creates removed
+	leftovers atomic.Int64
 }
 
 type latencies struct {
@@ -51,6 +53,10 @@ type Stats struct {
 	// ReadReopens counts the read streams that range readers and ReaderAts
 	// opened again after the service ended one under them.
 	ReadReopens int64
+	// LeftoversRemoved counts the objects of writes that never committed,
+	// older than LeftoverAge, that conditional creates of their keys
+	// removed.
+	LeftoversRemoved int64
 	// SweepPasses counts the sweeper's passes over the pooled prefixes;
 	// Swept the unwritten prewarmed objects it deleted, and SweepErrors the
 	// passes that ended early on an error.
@@ -63,7 +69,7 @@ type Stats struct {
 
 // Stats returns a snapshot of the Store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot(), VisibilityProbes: s.stats.probes.Load(), WriteRecoveries: s.stats.recoveries.Load(), ReadReopens: s.stats.readReopens.Load(), Connectivity: s.connectivity}
+	st := Stats{Pools: map[string]pool.Stats{}, Writes: s.stats.writes.snapshot(), VisibilityProbes: s.stats.probes.Load(), WriteRecoveries: s.stats.recoveries.Load(), ReadReopens: s.stats.readReopens.Load(), LeftoversRemoved: s.stats.leftovers.Load(), Connectivity: s.connectivity}
 	if s.creator != nil {
 		st.Pools = s.creator.Stats()
 	}

@@ -76,6 +76,15 @@ type Options struct {
 	// which proves that the endpoint answers and the bucket exists before
 	// the Store is handed out; default 10s.
 	ConnectTimeout time.Duration
+	// LeftoverAge is how long after its creation a write of more than one
+	// message may still commit (default DefaultLeftoverAge). An object
+	// older than this that no write committed (its writer died or gave
+	// up) is a leftover: a conditional create of its key removes it and
+	// goes on, instead of failing with ErrExists for an object no reader
+	// sees. The removal is conditional on the object's metageneration, which
+	// a commit changes, so it can fail a write slower than this but never
+	// lose one that committed.
+	LeftoverAge time.Duration
 	// MeterProvider receives the Store's OpenTelemetry metrics (pool hits,
 	// misses, loads, discards by reason, ready objects, write latency);
 	// nil means otel's global provider.
@@ -93,6 +102,9 @@ const (
 	DefaultMaxStreamsPerConn = 100
 	// DefaultConnectTimeout bounds OpenURL's first call.
 	DefaultConnectTimeout = 10 * time.Second
+	// DefaultLeftoverAge: a write of more than one message commits within
+	// an hour of creating its object, or its object is a leftover.
+	DefaultLeftoverAge = time.Hour
 	// MaxFolderNameLen bounds one folder name in a hierarchical namespace.
 	MaxFolderNameLen = 64
 )
@@ -137,6 +149,9 @@ func (o *Options) setDefaults() {
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
 	}
+	if o.LeftoverAge == 0 {
+		o.LeftoverAge = DefaultLeftoverAge
+	}
 }
 
 // Validate reports a configuration that is malformed or could lose data.
@@ -145,7 +160,7 @@ func (o Options) Validate() error {
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "gcsrapid: "+format, args...)
 	}
 	switch {
-	case o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0 || o.ClockSkew < 0:
+	case o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0 || o.ClockSkew < 0 || o.LeftoverAge < 0 || o.ConnectTimeout < 0:
 		return bad("durations must not be negative")
 	case o.SweepRate < 0:
 		return bad("sweep_rate must not be negative")
@@ -213,6 +228,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		MaxStreamsPerConn: q.Int("max_streams_per_conn", 0),
 		Hierarchical:      q.Bool("hierarchical", false),
 		ConnectTimeout:    q.Duration("connect_timeout", 0),
+		LeftoverAge:       q.Duration("leftover_age", 0),
 	}
 	// In a URL 0 means none; in Options it means the default.
 	if q.Has("pool_size") && opts.Capacity == 0 {

@@ -33,6 +33,8 @@ func TestConformanceUnderRapidFaults(t *testing.T) {
 		WriteBreaks: []gcsrapidtest.WriteBreak{
 			{At: gcsrapidtest.BreakAfterMessages, N: 1, Streams: 10, CreatesOnly: true},
 			{At: gcsrapidtest.BreakAfterFlush, N: 2, Streams: 10},
+			{At: gcsrapidtest.BreakAfterMessages, N: 2, Streams: 10, Redirect: true},
+			{At: gcsrapidtest.BreakAfterFlush, N: 1, Streams: 10, Redirect: true, OmitGeneration: true},
 		},
 	})
 	if err != nil {

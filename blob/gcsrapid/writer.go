@@ -224,6 +224,12 @@ func (w *writer) send(p []byte) error {
 	_, err := w.sw.Write(p)
 	if err != nil {
 		w.err = driver.WrapError(driver.OpWrite, w.key, err, w.classifier())
+		if w.takenByLeftover(w.err) {
+			// A streamed write's bytes are gone: it cannot go on.
+			if removed, rerr := w.s.removeLeftover(w.ctx, w.key); rerr == nil && removed {
+				w.err = errLeftoverRemoved(w.key)
+			}
+		}
 		return w.err
 	}
 	w.wrote += int64(len(p))
@@ -251,11 +257,12 @@ func (w *writer) classifier() func(error) error {
 // maxMessage bytes only.
 func (w *writer) open(size int, streaming bool) error {
 	var declare string
-	switch {
-	case streaming:
+	if streaming || size > maxMessage {
+		// Committed by declaring the size at Close: the metadata update
+		// changes the object's metageneration, which is what lets a
+		// leftover be removed without risk to a write that committed
+		// (see Options.LeftoverAge).
 		declare = "?"
-	case size > maxMessage:
-		declare = strconv.Itoa(size)
 	}
 	o := w.s.bucket.Object(w.key)
 	opts := &w.opts
@@ -300,6 +307,9 @@ func (w *writer) Close() error {
 	w.begin()
 	w.closed = true
 	err := w.commit()
+	if w.takenByLeftover(err) {
+		err = w.overLeftover(err)
+	}
 	if err != nil {
 		w.abandon()
 		return err
@@ -524,6 +534,72 @@ func (w *writer) abandon() {
 	if w.replacing {
 		// The prewarmed object, if the replacement never landed.
 		o.If(storage.Conditions{GenerationMatch: ww.gen}).Delete(ctx)
+	}
+}
+
+// overLeftover handles a conditional create that found its key taken: if
+// what holds it is a leftover (see Options.LeftoverAge), it is removed and a
+// buffered write is made again, once; a streamed write, whose bytes are
+// gone, fails with an error that is not ErrExists, so that its caller may
+// write again. Otherwise err stands.
+func (w *writer) overLeftover(err error) error {
+	removed, rerr := w.s.removeLeftover(w.ctx, w.key)
+	if rerr != nil || !removed {
+		return err
+	}
+	if w.sw != nil {
+		sw, cancel := w.sw, w.cancel
+		w.s.background(func(context.Context) {
+			sw.Close()
+			cancel()
+		})
+	}
+	if w.declared == "?" && w.buf.Len() == 0 && w.wrote > 0 {
+		return errLeftoverRemoved(w.key)
+	}
+	w.sw, w.cancel, w.wrote, w.err, w.id, w.declared = nil, nil, 0, nil, "", ""
+	return w.commit()
+}
+
+// takenByLeftover reports whether err is a conditional create's ErrExists,
+// which a leftover may have caused.
+func (w *writer) takenByLeftover(err error) bool {
+	return err != nil && w.opts.If.NotExist() && w.warm == nil && errors.Is(err, blob.ErrExists)
+}
+
+// errLeftoverRemoved fails a streamed conditional create whose key a
+// leftover held: not ErrExists, as no committed write holds the key now.
+func errLeftoverRemoved(key string) error {
+	return blob.Errorf(driver.OpWrite, key, nil, "gcsrapid: the key was held by the leftover of a write that never committed, now removed; write again")
+}
+
+// removeLeftover removes the live object of key if it is a leftover: it
+// declares a size not yet committed ("?") and was created more than
+// LeftoverAge ago. The delete is conditional on the generation and
+// metageneration seen, so a write that committed meanwhile (its declaration
+// changes the metageneration) is kept. It reports whether the key is now
+// free of it.
+func (s *Store) removeLeftover(ctx context.Context, key string) (bool, error) {
+	o := s.bucket.Object(key)
+	a, err := o.Attrs(ctx)
+	if errors.Is(classify(err), blob.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if d, ok := declaredSize(a.Metadata); !ok || d >= 0 || a.Created.IsZero() || time.Since(a.Created) < s.opts.LeftoverAge {
+		return false, nil
+	}
+	err = o.If(storage.Conditions{GenerationMatch: a.Generation, MetagenerationMatch: a.Metageneration}).Delete(ctx)
+	switch kind := classify(err); {
+	case err == nil:
+		s.stats.leftovers.Add(1)
+		return true, nil
+	case kind == blob.ErrNotFound:
+		return true, nil
+	default:
+		return false, nil // committed or replaced meanwhile: the key is taken
 	}
 }
 

@@ -70,6 +70,16 @@ type WriteBreak struct {
 	// CreatesOnly limits the break to streams that create their object,
 	// leaving takeovers and resumed streams alone.
 	CreatesOnly bool
+	// Redirect ends the stream ABORTED with a BidiWriteObjectRedirectedError
+	// instead (Code is ignored): a routing token to replay, the object's
+	// write handle and its generation, as a zonal front end does when the
+	// object is served from elsewhere mid-stream (SourceRapidProbes). The
+	// client resumes the stream as the same writer, which revokes no other
+	// writer's stream. OmitGeneration leaves the generation out, so that a
+	// stream redirected before it learned its generation resumes by write
+	// handle alone.
+	Redirect       bool
+	OmitGeneration bool
 }
 
 func (p BreakPoint) String() string {
@@ -116,19 +126,31 @@ func (t *breakTable) add(b WriteBreak) {
 	t.breaks = append(t.breaks, &armedBreak{WriteBreak: b})
 }
 
-// fire reports whether a stream at point at, having reached count there,
-// breaks (create says the stream created its object), and with what error; a break that fires counts one stream.
-func (t *breakTable) fire(at BreakPoint, count int, create bool) error {
+// fire reports whether w's stream, at point at having reached count there,
+// breaks, and with what error; a break that fires counts one stream.
+func (t *breakTable) fire(at BreakPoint, count int, w *writeSession) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	var fired *WriteBreak
 	for _, b := range t.breaks {
-		if b.At != at || b.n() != count || (b.Streams > 0 && b.fired >= b.Streams) || (b.CreatesOnly && !create) {
+		if b.At != at || b.n() != count || (b.Streams > 0 && b.fired >= b.Streams) || (b.CreatesOnly && !w.created) {
 			continue
 		}
 		b.fired++
-		return b.err()
+		fired = &b.WriteBreak
+		break
 	}
-	return nil
+	t.mu.Unlock()
+	switch {
+	case fired == nil:
+		return nil
+	case fired.Redirect:
+		gen := w.generation
+		if fired.OmitGeneration {
+			gen = 0
+		}
+		return w.s.redirects.redirectWrite(w.wHandle, gen)
+	}
+	return fired.err()
 }
 
 // BreakWrites arms b, in addition to Options.WriteBreaks.

@@ -41,9 +41,12 @@
 // (each Options field names its source): WriteBreaks fail appendable write
 // streams with UNAVAILABLE after N messages (the object exists; bytes since
 // the last flush are lost), right after a flush, or after a flush or
-// finalize was applied but before its reply; MaxWriteMessage refuses write
-// messages over 2 MiB with RESOURCE_EXHAUSTED; RefuseZeroGenerationTakeover
-// refuses takeovers that name no generation with INVALID_ARGUMENT; and
+// finalize was applied but before its reply, or at those points end them
+// ABORTED with a redirect that carries a routing token, the write handle
+// and (or not) the generation, which the client follows by resuming as the
+// same writer; MaxWriteMessage refuses write messages over 2 MiB with
+// RESOURCE_EXHAUSTED; RefuseZeroGenerationTakeover refuses takeovers that
+// name neither a generation nor a write handle with INVALID_ARGUMENT; and
 // ReadStreamLifetime ends read streams (CANCELED, as the storage-testbench
 // does after 10 s), idle or between two pieces of an answer; Redirects
 // answers zonal write and read streams ABORTED with a routing token that the

@@ -73,12 +73,7 @@ func (r *redirects) check(stream grpc.ServerStream, method string) error {
 		return nil
 	}
 	r.left--
-	r.sent++
-	tok := "route-" + hex.EncodeToString(newHandle()[:8])
-	if r.issued == nil {
-		r.issued = map[string]bool{}
-	}
-	r.issued[tok] = true
+	tok := r.issueLocked()
 	r.mu.Unlock()
 	_ = stream.RecvMsg(newMsg(method + "Request").proto())
 	var detail msg
@@ -89,6 +84,39 @@ func (r *redirects) check(stream grpc.ServerStream, method string) error {
 	}
 	detail.set("routing_token", tok)
 	st, err := status.New(codes.Aborted, "gcsrapidtest: redirected; replay the routing token").WithDetails(protoadapt.MessageV1Of(detail.proto()))
+	if err != nil {
+		return status.Errorf(codes.Internal, "gcsrapidtest: redirect detail: %v", err)
+	}
+	return st.Err()
+}
+
+// issueLocked makes a routing token that a stream may replay.
+func (r *redirects) issueLocked() string {
+	r.sent++
+	tok := "route-" + hex.EncodeToString(newHandle()[:8])
+	if r.issued == nil {
+		r.issued = map[string]bool{}
+	}
+	r.issued[tok] = true
+	return tok
+}
+
+// redirectWrite is the ABORTED status of a write stream redirected after it
+// opened: a routing token, the write handle, and the generation unless it
+// is zero.
+func (r *redirects) redirectWrite(handle []byte, gen int64) error {
+	r.mu.Lock()
+	tok := r.issueLocked()
+	r.mu.Unlock()
+	detail := newMsg("BidiWriteObjectRedirectedError")
+	detail.set("routing_token", tok)
+	if handle != nil {
+		detail.mutable("write_handle").set("handle", handle)
+	}
+	if gen != 0 {
+		detail.set("generation", gen)
+	}
+	st, err := status.New(codes.Aborted, "gcsrapidtest: write redirected; replay the routing token and write handle").WithDetails(protoadapt.MessageV1Of(detail.proto()))
 	if err != nil {
 		return status.Errorf(codes.Internal, "gcsrapidtest: redirect detail: %v", err)
 	}

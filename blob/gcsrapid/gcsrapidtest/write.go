@@ -112,7 +112,7 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 		}
 		w.msgs++
 		if w.mode == modeAppend && w.msgs > 1 {
-			if err := s.breaks.fire(BreakAfterMessages, w.msgs-1, w.created); err != nil {
+			if err := s.breaks.fire(BreakAfterMessages, w.msgs-1, w); err != nil {
 				w.dropUnflushed()
 				s.stats.breaks.Add(1)
 				return err
@@ -128,7 +128,7 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 			}
 		}
 		if w.mode == modeAppend && w.flushed {
-			if err := s.breaks.fire(BreakAfterFlush, w.flushes, w.created); err != nil {
+			if err := s.breaks.fire(BreakAfterFlush, w.flushes, w); err != nil {
 				s.stats.breaks.Add(1)
 				return err
 			}
@@ -274,7 +274,10 @@ func (w *writeSession) takeover(spec msg) error {
 	if err := s.delay(w.ctx, s.opts.Profile.CreateAppendable); err != nil {
 		return err
 	}
-	if s.opts.RefuseZeroGenerationTakeover && spec.i64("generation") == 0 {
+	h := spec.sub("write_handle").bytes("handle")
+	// A write handle names the generation it was issued for, so only a
+	// takeover without one must name it.
+	if s.opts.RefuseZeroGenerationTakeover && spec.i64("generation") == 0 && h == nil {
 		s.stats.msgRefused.Add(1)
 		return status.Errorf(codes.InvalidArgument, "append_object_spec of %q names no generation", spec.str("object"))
 	}
@@ -283,6 +286,11 @@ func (w *writeSession) takeover(spec msg) error {
 	b, o, err := s.store.lookupLocked(spec.str("bucket"), spec.str("object"), spec.i64("generation"))
 	if err != nil {
 		return err
+	}
+	if spec.i64("generation") == 0 && h != nil && !bytes.Equal(h, o.writeHandle) {
+		// The handle was issued for a generation that is no longer live,
+		// or is not a handle at all.
+		return status.Errorf(codes.FailedPrecondition, "write_handle of %q does not name its live generation", o.name)
 	}
 	if err := (conds{metaMatch: optI64(spec, "if_metageneration_match"), metaNotMatch: optI64(spec, "if_metageneration_not_match")}).check(o); err != nil {
 		return err
@@ -293,7 +301,6 @@ func (w *writeSession) takeover(spec msg) error {
 	if o.finalized {
 		return status.Errorf(codes.FailedPrecondition, "object %q generation %d is finalized; it cannot be appended to", o.name, o.generation)
 	}
-	h := spec.sub("write_handle").bytes("handle")
 	if h == nil || !bytes.Equal(h, o.writeHandle) {
 		o.writeHandle = newHandle()
 		s.stats.takeovers.Add(1)
@@ -422,7 +429,7 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 		w.finished = true
 		w.flushes++
 		w.persisted = int64(len(o.data))
-		if err := s.breaks.fire(BreakBeforeReply, w.flushes, w.created); err != nil {
+		if err := s.breaks.fire(BreakBeforeReply, w.flushes, w); err != nil {
 			s.stats.breaks.Add(1)
 			return msg{}, err
 		}
@@ -446,7 +453,7 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 			s.store.mu.Unlock()
 			w.flushes++
 			w.flushed = true
-			if err := s.breaks.fire(BreakBeforeReply, w.flushes, w.created); err != nil {
+			if err := s.breaks.fire(BreakBeforeReply, w.flushes, w); err != nil {
 				s.stats.breaks.Add(1)
 				return msg{}, err
 			}
