@@ -73,7 +73,9 @@
 // not yet hold its declared size: readers see the key absent (an overwritten
 // value included) until the write is whole, never a prefix. A pooled write
 // over 2 MiB replaces its prewarmed object with one that declares "?" (one
-// create). When a reported size is below the declared one (it may be out of
+// create), and so does an append stream's first data over 2 MiB, until
+// CreateAppendStream returns (its later appends show as each is flushed).
+// When a reported size is below the declared one (it may be out of
 // date), one byte read at the declared end settles it. Meanwhile the key is
 // taken: a conditional create of it fails with ErrExists.
 //

@@ -121,3 +121,34 @@ func TestMultiMessageWritesAreHiddenUntilWhole(t *testing.T) {
 		t.Errorf("%d messages refused", st.MessagesRefused)
 	}
 }
+
+// An append stream whose first data takes more than one message is hidden
+// until all of it is flushed: a create that breaks after its first message
+// leaves nothing a reader sees, and one that succeeds is seen whole, then
+// grows with each append.
+func TestAppendStreamFirstDataHiddenUntilWhole(t *testing.T) {
+	ctx := context.Background()
+	srv := strictServer(t, gcsrapidtest.Options{})
+	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: -1}, Retries: -1})
+	defer s.Close()
+	first := bytes.Repeat([]byte("f"), 5<<20)
+	srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakAfterMessages, N: 1, Streams: 1, CreatesOnly: true})
+	if _, err := s.CreateAppendStream(ctx, "broken", first); err == nil {
+		t.Fatal("append stream created through a broken stream")
+	}
+	if st := srv.Stats(); st.WriteBreaks != 1 {
+		t.Fatalf("%d breaks, want 1", st.WriteBreaks)
+	}
+	visibleAs(ctx, t, s, "broken", nil)
+
+	a, err := s.CreateAppendStream(ctx, "log", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	visibleAs(ctx, t, s, "log", first)
+	if err := a.Append(ctx, []byte("+")); err != nil {
+		t.Fatal(err)
+	}
+	visibleAs(ctx, t, s, "log", append(first, '+'))
+}

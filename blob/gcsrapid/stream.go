@@ -25,11 +25,25 @@ func (s *Store) CreateAppendStream(ctx context.Context, key string, data []byte)
 	if err := s.check(driver.OpWrite, key); err != nil {
 		return nil, err
 	}
-	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), nil,
+	// First data of more than one message would show its prefix while
+	// it is written: the object declares "?" until all of it is flushed,
+	// then its size (see sizeKey), as a large Put does; later appends
+	// only add to what readers see.
+	var opts *blob.WriterOptions
+	if len(data) > maxMessage {
+		opts = withWriteID(nil, newWriteID(), "?")
+	}
+	sw, cancel := s.openStream(s.bucket.Object(key).If(storage.Conditions{DoesNotExist: true}), opts,
 		roundUp(max(len(data), 1), googleapi.MinUploadChunkSize))
 	st := &appendStream{s: s, key: key, sw: sw, cancel: cancel}
 	if err := st.write(ctx, data, driver.ClassifyWrite(classify, blob.IfNotExist())); err != nil {
 		return nil, err
+	}
+	if opts != nil {
+		if err := s.declare(ctx, key, sw.Attrs(), int64(len(data))); err != nil {
+			st.Close()
+			return nil, driver.WrapError(driver.OpWrite, key, err, classify)
+		}
 	}
 	return st, nil
 }
