@@ -5,10 +5,13 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"io"
 	"maps"
 	"slices"
@@ -34,16 +37,25 @@ const (
 	kindTomb = "t"
 )
 
-// packMagic starts every pack: "zbpack1 ", then the length of the index in
-// 11 decimal digits and a newline (20 bytes), the index (JSON), then the
-// objects' bytes, one after another.
+// A pack is a header, its index (JSON), then the objects' bytes one after
+// another. The header is packMagic, the index's length in 11 decimal
+// digits, a space, the index's CRC32C in 8 hex digits, and a newline (29
+// bytes). Packs written before checksums (packMagicV1, a 20-byte header
+// without the CRC) are still read, their entries unverified.
 const (
-	packMagic      = "zbpack1 "
-	packHeaderSize = 20
+	packMagic      = "zbpack2 "
+	packHeaderSize = 29
+	packMagicV1    = "zbpack1 "
+	packHeaderV1   = 20
 	// indexPeek is what a first read of a pack asks for: the header and, for
 	// packs of up to a few thousand objects, the whole index.
 	indexPeek = 1 << 20
+	// maxIndexLen bounds the index length a header may claim: a damaged
+	// header must not make a reader allocate what it says.
+	maxIndexLen = 1 << 30
 )
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // packEntry is one object in a pack: where its bytes are (Off from the start
 // of the pack's data) and the attributes it had in hot, Generation included:
@@ -53,6 +65,10 @@ type packEntry struct {
 	Off   int64            `json:"o"`
 	Len   int64            `json:"n"`
 	Attrs *blob.Attributes `json:"a"`
+	// CRC is the CRC32C of the entry's bytes (set by encodePack), which
+	// every read of the entry verifies; absent from packs written before
+	// checksums.
+	CRC uint32 `json:"c,omitempty"`
 }
 
 // kill names a version of a key that no pack may serve any more: it was
@@ -115,21 +131,91 @@ func logFloor(t time.Time) string {
 }
 
 // encodePack lays out a pack: header, index, data. Entry offsets are
-// relative to the start of the data, which follows the index.
+// relative to the start of the data, which follows the index; encodePack
+// sets each entry's CRC from data, and the index's size.
 func encodePack(idx *packIndex, data []byte) ([]byte, error) {
+	idx.DataBytes = int64(len(data))
+	for i := range idx.Entries {
+		e := &idx.Entries[i]
+		if e.Off < 0 || e.Len < 0 || e.Off+e.Len > int64(len(data)) {
+			return nil, fmt.Errorf("tiered: pack entry %q at %d+%d outside %d data bytes", e.Key, e.Off, e.Len, len(data))
+		}
+		e.CRC = crc32.Checksum(data[e.Off:e.Off+e.Len], castagnoli)
+	}
 	js, err := json.Marshal(idx)
 	if err != nil {
 		return nil, err
 	}
-	hdr := fmt.Sprintf("%s%011d\n", packMagic, len(js))
+	hdr := fmt.Sprintf("%s%011d %08x\n", packMagic, len(js), crc32.Checksum(js, castagnoli))
 	out := make([]byte, 0, len(hdr)+len(js)+len(data))
 	out = append(out, hdr...)
 	out = append(out, js...)
 	return append(out, data...), nil
 }
 
-// dataStart is where a pack's data begins, given its index's length.
-func dataStart(indexLen int) int64 { return int64(packHeaderSize + indexLen) }
+// packHeader is a pack's parsed header.
+type packHeader struct {
+	size    int   // of the header
+	n       int   // of the index
+	crc     int64 // of the index; -1 for a pack without checksums
+	checked bool  // its entries carry CRCs
+}
+
+// parsePackHeader parses the header at the start of head.
+func parsePackHeader(head []byte) (packHeader, error) {
+	digits := func(b []byte, base int) (int64, bool) {
+		v, err := strconv.ParseInt(string(b), base, 64)
+		for _, c := range b {
+			if !(c >= '0' && c <= '9' || base == 16 && c >= 'a' && c <= 'f') {
+				return 0, false
+			}
+		}
+		return v, err == nil
+	}
+	switch {
+	case len(head) >= packHeaderSize && bytes.HasPrefix(head, []byte(packMagic)) &&
+		head[19] == ' ' && head[packHeaderSize-1] == '\n':
+		n, ok1 := digits(head[8:19], 10)
+		crc, ok2 := digits(head[20:28], 16)
+		if ok1 && ok2 {
+			return packHeader{size: packHeaderSize, n: int(n), crc: crc, checked: true}, nil
+		}
+	case len(head) >= packHeaderV1 && bytes.HasPrefix(head, []byte(packMagicV1)) && head[packHeaderV1-1] == '\n':
+		if n, ok := digits(head[8:19], 10); ok {
+			return packHeader{size: packHeaderV1, n: int(n), crc: -1}, nil
+		}
+	}
+	return packHeader{}, errors.New("malformed pack header")
+}
+
+// validate checks what a pack's index says against itself: every entry
+// names a key, a generation and a range within the pack's data, and every
+// kill a key and a generation. It refuses what would otherwise panic or
+// serve bytes from outside an entry.
+func (idx *packIndex) validate() error {
+	if idx.DataBytes < 0 {
+		return fmt.Errorf("negative data size %d", idx.DataBytes)
+	}
+	for i, e := range idx.Entries {
+		switch {
+		case blob.ValidateKey(driver.OpRead, e.Key) != nil:
+			return fmt.Errorf("entry %d: bad key %q", i, e.Key)
+		case e.Attrs == nil || e.Attrs.Generation == "":
+			return fmt.Errorf("entry %d (%q): no attributes or generation", i, e.Key)
+		case e.Off < 0 || e.Len < 0 || e.Off > idx.DataBytes || e.Len > idx.DataBytes-e.Off:
+			return fmt.Errorf("entry %d (%q): range %d+%d outside %d data bytes", i, e.Key, e.Off, e.Len, idx.DataBytes)
+		}
+	}
+	for i, k := range idx.Kills {
+		if k.Key == "" || k.Gen == "" {
+			return fmt.Errorf("kill %d: no key or generation", i)
+		}
+	}
+	return nil
+}
+
+// dataStart is where a pack's data begins, given its header and index.
+func dataStart(h packHeader) int64 { return int64(h.size + h.n) }
 
 // catalog is a Store's view of the pack log, refreshed from listings of it:
 // a summary of every pack (its key range and a Bloom filter of its keys, a
@@ -164,6 +250,116 @@ type catalog struct {
 	changes []keyChange
 
 	cache *indexCache
+
+	// damaged holds the log objects that did not parse or verify, by name
+	// (under state); foreign counts names under the log prefix that are not
+	// the log's, warned holds the names already logged.
+	damaged map[string]damagedLog
+	foreign atomic.Int64
+	warned  sync.Map
+}
+
+// damagedLog is a log object the catalog could not load, and the range of
+// keys it may hold or kill, from the metadata its writer gave it (all keys
+// when it has none).
+type damagedLog struct {
+	err    error
+	lo, hi string
+	ranged bool
+}
+
+// covers reports whether d may hold or kill a version of key.
+func (d damagedLog) covers(key string) bool {
+	return !d.ranged || key >= d.lo && (key <= d.hi || strings.HasPrefix(key, d.hi))
+}
+
+// rangeKey is the metadata of a pack or tombstone that names the range of
+// keys it holds or kills: base64url of the first and last keys, each cut to
+// rangeKeyLen bytes, joined by ".". It lets a damaged one be blamed for the
+// keys it may hold, and no others.
+const (
+	rangeKey    = "zonalblob-tiered-range"
+	rangeKeyLen = 256
+)
+
+// logMetadata returns the metadata of a log object holding or killing
+// versions of keys.
+func logMetadata(keys []string) map[string]string {
+	if len(keys) == 0 {
+		return nil
+	}
+	lo, hi := slices.Min(keys), slices.Max(keys)
+	cut := func(k string) string {
+		if len(k) > rangeKeyLen {
+			k = k[:rangeKeyLen]
+		}
+		return base64.RawURLEncoding.EncodeToString([]byte(k))
+	}
+	return map[string]string{rangeKey: cut(lo) + "." + cut(hi)}
+}
+
+// parseRange reads a rangeKey value.
+func parseRange(v string) (lo, hi string, ok bool) {
+	a, b, found := strings.Cut(v, ".")
+	l, err1 := base64.RawURLEncoding.DecodeString(a)
+	h, err2 := base64.RawURLEncoding.DecodeString(b)
+	if !found || err1 != nil || err2 != nil {
+		return "", "", false
+	}
+	return string(l), string(h), true
+}
+
+// indexKeys returns the keys an index holds or kills.
+func indexKeys(idx *packIndex) []string {
+	keys := make([]string, 0, len(idx.Entries)+len(idx.Kills))
+	for _, e := range idx.Entries {
+		keys = append(keys, e.Key)
+	}
+	for _, k := range idx.Kills {
+		keys = append(keys, k.Key)
+	}
+	return keys
+}
+
+// markDamaged records a log object that does not parse or verify, once, with
+// a warning: the catalog goes on without it.
+func (c *catalog) markDamaged(ctx context.Context, name string, err error) {
+	c.state.RLock()
+	_, known := c.damaged[name]
+	c.state.RUnlock()
+	if known {
+		return
+	}
+	d := damagedLog{err: err}
+	if a, serr := c.s.cold.Stat(ctx, name); serr == nil {
+		d.lo, d.hi, d.ranged = parseRange(a.Metadata[rangeKey])
+	}
+	c.state.Lock()
+	c.damaged[name] = d
+	c.state.Unlock()
+	if _, logged := c.warned.LoadOrStore(name, true); !logged {
+		c.s.opts.Logger.Warn("tiered: a pack log object is damaged; reads of the keys it may hold fail until it is repaired or removed", "object", name, "error", err)
+	}
+}
+
+// damagedFor returns the error of a damaged log object that may hold or
+// kill a version of key, if any.
+func (c *catalog) damagedFor(op, key string) error {
+	c.state.RLock()
+	defer c.state.RUnlock()
+	for name, d := range c.damaged {
+		if d.covers(key) {
+			return blob.Errorf(op, key, blob.ErrCorrupt, "tiered: %q may be in pack log object %s, which is damaged: %v", key, name, d.err)
+		}
+	}
+	return nil
+}
+
+// damagedNames returns the names of the damaged log objects, sorted.
+func (c *catalog) damagedNames() []string {
+	c.state.RLock()
+	defer c.state.RUnlock()
+	return slices.Sorted(maps.Keys(c.damaged))
 }
 
 type keyChange struct {
@@ -203,6 +399,8 @@ type loadedPack struct {
 	size  int64 // size of the pack object
 	cost  int64 // the index's size as stored: what it counts in the cache
 	byKey map[string][]int
+	// checked says the entries carry CRCs (not a pack from before them).
+	checked bool
 }
 
 func newLoadedPack(name string, idx *packIndex, base, size, cost int64) *loadedPack {
@@ -220,7 +418,7 @@ var errPackGone = errors.New("tiered: pack removed since it was listed")
 
 func newCatalog(s *Store) *catalog {
 	return &catalog{s: s, turn: make(chan struct{}, 1), packs: map[string]*packSummary{}, tombs: map[string][]kill{}, kills: map[kill]int{},
-		cache: newIndexCache(s.opts.IndexCacheBytes)}
+		damaged: map[string]damagedLog{}, cache: newIndexCache(s.opts.IndexCacheBytes)}
 }
 
 // window is how far before a refresh's start the next refresh lists again: a
@@ -293,12 +491,20 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 			return err
 		}
 		seen[obj.Key] = true
-		if err := c.load(ctx, obj.Key); err != nil {
+		if err := c.load(ctx, obj.Key); errors.Is(err, blob.ErrCorrupt) {
+			// One damaged object must not stop the others from loading.
+			c.markDamaged(ctx, obj.Key, err)
+		} else if err != nil {
 			return err
 		}
 	}
 	if full {
 		c.state.Lock()
+		for name := range c.damaged {
+			if !seen[name] {
+				delete(c.damaged, name) // removed or repaired
+			}
+		}
 		for name := range c.packs {
 			if !seen[name] {
 				c.dropLocked(name)
@@ -329,13 +535,19 @@ func (c *catalog) load(ctx context.Context, name string) error {
 	c.state.RLock()
 	_, p := c.packs[name]
 	_, t := c.tombs[name]
+	_, d := c.damaged[name]
 	c.state.RUnlock()
-	if p || t {
+	if p || t || d {
 		return nil
 	}
 	_, kind, ok := logTime(name)
-	if !ok {
-		return nil // not ours
+	if !ok || kind != kindPack && kind != kindTomb {
+		// Not the log's: never trusted, and no reason to stop.
+		if _, logged := c.warned.LoadOrStore(name, true); !logged {
+			c.foreign.Add(1)
+			c.s.opts.Logger.Warn("tiered: skipping an object under the pack log's prefix that is not the log's", "object", name)
+		}
+		return nil
 	}
 	switch kind {
 	case kindPack:
@@ -348,15 +560,11 @@ func (c *catalog) load(ctx context.Context, name string) error {
 		c.s.stats.indexLoads.Add(1)
 		c.addPack(lp)
 	case kindTomb:
-		b, err := blob.ReadAll(ctx, c.s.cold, name)
+		ks, err := readTombstone(ctx, c.s.cold, name)
 		if errors.Is(err, blob.ErrNotFound) {
 			return nil
 		} else if err != nil {
 			return err
-		}
-		var ks []kill
-		if err := json.Unmarshal(b, &ks); err != nil {
-			return blob.Errorf(driver.OpRead, name, blob.ErrInvalidArgument, "tiered: malformed tombstone")
 		}
 		c.addTomb(name, ks)
 	}
@@ -370,6 +578,13 @@ func (c *catalog) index(ctx context.Context, sum *packSummary) (*loadedPack, err
 		return lp, nil
 	}
 	lp, err := readPackIndex(ctx, c.s.cold, sum.name)
+	if errors.Is(err, blob.ErrCorrupt) {
+		// Damaged since it was loaded: set aside like one found damaged
+		// at load, and the lookup goes on without it.
+		c.markDamaged(ctx, sum.name, err)
+		c.drop(sum.name)
+		return nil, fmt.Errorf("%w: %s", errPackGone, sum.name)
+	}
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", errPackGone, sum.name)
 	} else if err != nil {
@@ -767,7 +982,8 @@ func (c *catalog) snapshot() (packs []*packSummary, tombs map[string][]kill) {
 	return packs, tombs
 }
 
-// readPackIndex reads the header and index of a pack.
+// readPackIndex reads the header and index of a pack, and checks them: a
+// pack that does not parse or verify is ErrCorrupt, naming it.
 func readPackIndex(ctx context.Context, cold blob.Store, name string) (*loadedPack, error) {
 	r, err := cold.NewRangeReader(ctx, name, 0, indexPeek)
 	if err != nil {
@@ -779,26 +995,76 @@ func readPackIndex(ctx context.Context, cold blob.Store, name string) (*loadedPa
 	if err != nil {
 		return nil, err
 	}
-	if len(head) < packHeaderSize || !bytes.HasPrefix(head, []byte(packMagic)) || head[packHeaderSize-1] != '\n' {
-		return nil, blob.Errorf(driver.OpRead, name, blob.ErrInvalidArgument, "tiered: malformed pack header")
+	corrupt := func(format string, args ...any) error {
+		return blob.Errorf(driver.OpRead, name, blob.ErrCorrupt, "tiered: pack "+name+": "+format, args...)
 	}
-	n, err := strconv.Atoi(string(head[len(packMagic) : packHeaderSize-1]))
-	if err != nil || n < 0 {
-		return nil, blob.Errorf(driver.OpRead, name, blob.ErrInvalidArgument, "tiered: malformed pack header")
+	h, err := parsePackHeader(head)
+	if err != nil {
+		return nil, corrupt("%v", err)
 	}
-	js := head[packHeaderSize:]
-	if len(js) < n {
-		rest, err := readRange(ctx, cold, name, int64(len(head)), int64(n-len(js)))
+	if h.n > maxIndexLen || int64(h.size+h.n) > size {
+		return nil, corrupt("header claims a %d-byte index in a %d-byte pack", h.n, size)
+	}
+	js := head[h.size:]
+	if len(js) < h.n {
+		rest, err := readRange(ctx, cold, name, int64(len(head)), int64(h.n-len(js)))
 		if err != nil {
 			return nil, err
 		}
 		js = append(js, rest...)
 	}
-	var idx packIndex
-	if err := json.Unmarshal(js[:n], &idx); err != nil {
-		return nil, blob.Errorf(driver.OpRead, name, blob.ErrInvalidArgument, "tiered: malformed pack index")
+	if len(js) < h.n {
+		return nil, corrupt("index truncated: %d of %d bytes", len(js), h.n)
 	}
-	return newLoadedPack(name, &idx, dataStart(n), size, int64(n)), nil
+	js = js[:h.n]
+	if h.crc >= 0 && int64(crc32.Checksum(js, castagnoli)) != h.crc {
+		return nil, corrupt("index checksum mismatch")
+	}
+	var idx packIndex
+	if err := json.Unmarshal(js, &idx); err != nil {
+		return nil, corrupt("malformed index: %v", err)
+	}
+	if err := idx.validate(); err != nil {
+		return nil, corrupt("%v", err)
+	}
+	lp := newLoadedPack(name, &idx, dataStart(h), size, int64(h.n))
+	lp.checked = h.checked
+	return lp, nil
+}
+
+// tombCRCKey is the metadata of a tombstone that holds its CRC32C.
+const tombCRCKey = "zonalblob-tiered-crc"
+
+// readTombstone reads and checks a tombstone: its CRC32C if its writer gave
+// one, and every kill naming a key and a generation; ErrCorrupt otherwise.
+func readTombstone(ctx context.Context, cold blob.Store, name string) ([]kill, error) {
+	// Readers of some stores carry no metadata: the CRC comes from a Stat
+	// (a tombstone's bytes never change under its name).
+	a, err := cold.Stat(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	md := a.Metadata
+	b, err := blob.ReadAll(ctx, cold, name)
+	if err != nil {
+		return nil, err
+	}
+	corrupt := func(format string, args ...any) error {
+		return blob.Errorf(driver.OpRead, name, blob.ErrCorrupt, "tiered: tombstone "+name+": "+format, args...)
+	}
+	if v, ok := md[tombCRCKey]; ok && v != fmt.Sprintf("%08x", crc32.Checksum(b, castagnoli)) {
+		return nil, corrupt("checksum mismatch")
+	}
+	var ks []kill
+	if err := json.Unmarshal(b, &ks); err != nil {
+		return nil, corrupt("malformed: %v", err)
+	}
+	for i, k := range ks {
+		if k.Key == "" || k.Gen == "" {
+			return nil, corrupt("kill %d names no key or generation", i)
+		}
+	}
+	return ks, nil
 }
 
 func readRange(ctx context.Context, s blob.Store, key string, off, n int64) ([]byte, error) {
@@ -810,7 +1076,15 @@ func readRange(ctx context.Context, s blob.Store, key string, off, n int64) ([]b
 	return io.ReadAll(r)
 }
 
+// wholeEntryRead: a range read of a checksummed entry up to this size reads
+// the whole entry, to verify it; of a larger one, only its length is.
+const wholeEntryRead = 4 << 20
+
 // readPacked reads a range of a packed object: one ranged read of its pack.
+// What it serves is verified: the length of every read, and the entry's
+// CRC32C for a read of the whole entry (checked at its end, before io.EOF)
+// or of part of an entry of up to wholeEntryRead bytes (the whole entry is
+// read). Bytes that do not verify are ErrCorrupt, naming the key and pack.
 func (s *Store) readPacked(ctx context.Context, p packed, offset, length int64) (blob.Reader, error) {
 	e := p.entry
 	n := max(e.Len-offset, 0)
@@ -818,15 +1092,81 @@ func (s *Store) readPacked(ctx context.Context, p packed, offset, length int64) 
 		n = min(n, length)
 	}
 	a := *e.Attrs
+	if end := p.pack.base + e.Off + e.Len; end > p.pack.size {
+		return nil, s.corruptEntry(p, "ends at byte %d of a %d-byte pack", end, p.pack.size)
+	}
 	if n == 0 {
 		return &packedReader{r: io.NopCloser(bytes.NewReader(nil)), attrs: &a}, nil
 	}
-	r, err := s.cold.NewRangeReader(ctx, p.pack.name, p.pack.base+e.Off+offset, n)
+	at := p.pack.base + e.Off
+	switch {
+	case p.pack.checked && offset == 0 && n == e.Len:
+		r, err := s.cold.NewRangeReader(ctx, p.pack.name, at, n)
+		if err != nil {
+			return nil, err
+		}
+		return &packedReader{r: &verifier{s: s, r: r, p: p, want: n, crc: crc32.New(castagnoli)}, attrs: &a}, nil
+	case p.pack.checked && e.Len <= wholeEntryRead:
+		b, err := readRange(ctx, s.cold, p.pack.name, at, e.Len)
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(b)) != e.Len {
+			return nil, s.corruptEntry(p, "read %d of its %d bytes", len(b), e.Len)
+		}
+		if crc32.Checksum(b, castagnoli) != e.CRC {
+			return nil, s.corruptEntry(p, "checksum mismatch")
+		}
+		return &packedReader{r: io.NopCloser(bytes.NewReader(b[offset : offset+n])), attrs: &a}, nil
+	}
+	r, err := s.cold.NewRangeReader(ctx, p.pack.name, at+offset, n)
 	if err != nil {
 		return nil, err
 	}
-	return &packedReader{r: r, attrs: &a}, nil
+	return &packedReader{r: &verifier{s: s, r: r, p: p, want: n}, attrs: &a}, nil
 }
+
+// corruptEntry is the error of a packed entry whose bytes do not verify.
+func (s *Store) corruptEntry(p packed, format string, args ...any) error {
+	s.stats.corruptReads.Add(1)
+	return blob.Errorf(driver.OpRead, p.entry.Key, blob.ErrCorrupt, "tiered: %q in pack %s: "+format, append([]any{p.entry.Key, p.pack.name}, args...)...)
+}
+
+// verifier checks, before it reports the end of a packed read, that it
+// served want bytes and, if crc is set, that they have the entry's CRC32C.
+type verifier struct {
+	s    *Store
+	r    io.ReadCloser
+	p    packed
+	want int64
+	got  int64
+	crc  hash.Hash32
+	err  error
+}
+
+func (v *verifier) Read(b []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	n, err := v.r.Read(b)
+	v.got += int64(n)
+	if v.crc != nil {
+		v.crc.Write(b[:n])
+	}
+	switch {
+	case v.got > v.want:
+		v.err = v.s.corruptEntry(v.p, "read more than its %d bytes", v.want)
+	case err == io.EOF && v.got < v.want:
+		v.err = v.s.corruptEntry(v.p, "read %d of %d bytes", v.got, v.want)
+	case err == io.EOF && v.crc != nil && v.crc.Sum32() != v.p.entry.CRC:
+		v.err = v.s.corruptEntry(v.p, "checksum mismatch")
+	default:
+		return n, err
+	}
+	return 0, v.err
+}
+
+func (v *verifier) Close() error { return v.r.Close() }
 
 // packedReader shows a pack's range as the object it holds.
 type packedReader struct {

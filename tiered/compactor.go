@@ -58,16 +58,26 @@ type Stats struct {
 	IndexLoads      int64
 	IndexCacheBytes int64
 	IndexesCached   int
-	LastPass        time.Time
-	LastPassTook    time.Duration
-	LastError       string
+	// Damaged names the objects of the pack log that do not parse or
+	// verify (packs, tombstones): skipped by the catalog, which serves every
+	// other, while reads of the keys they may hold fail with ErrCorrupt
+	// naming them. Foreign counts objects under the log's prefix whose
+	// names are not the log's, skipped.
+	Damaged []string
+	Foreign int64
+	// CorruptReads counts packed reads (and rewrites) that met bytes not
+	// matching their entry's length or checksum, and failed with ErrCorrupt.
+	CorruptReads int64
+	LastPass     time.Time
+	LastPassTook time.Duration
+	LastError    string
 }
 
 type statsCounters struct {
 	passes, moved, bytes, conflicts, busy, errs, recovered atomic.Int64
 	packs, rewrites, tombstones, indexLoads                atomic.Int64
 	retired, unretired, staleHot, missesChecked            atomic.Int64
-	graves, gravesRetired                                  atomic.Int64
+	graves, gravesRetired, corruptReads                    atomic.Int64
 	mu                                                     sync.Mutex
 	lag                                                    time.Duration
 	lastPass                                               time.Time
@@ -91,6 +101,7 @@ func (s *Store) Stats() Stats {
 		Graves:        c.graves.Load(), GravesRetired: c.gravesRetired.Load(),
 	}
 	st.IndexCacheBytes, st.IndexesCached = s.cat.cache.size()
+	st.Damaged, st.Foreign, st.CorruptReads = s.cat.damagedNames(), s.cat.foreign.Load(), c.corruptReads.Load()
 	c.mu.Lock()
 	st.Lag, st.LastPass, st.LastPassTook, st.LastError = c.lag, c.lastPass, c.lastTook, c.lastErr
 	c.mu.Unlock()

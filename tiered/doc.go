@@ -122,6 +122,25 @@
 // pack, two regional writes, a listing, a Stat and an index read; per
 // object, a Stat, a read and the conditional delete in hot.
 //
+// Integrity. The pack header carries the index's CRC32C, and each entry the
+// CRC32C of its bytes (packs written before these are still read,
+// unverified). The index is checked when it is loaded (every entry names a
+// key, a generation and a range inside the pack's data), and every packed
+// read verifies what it serves: its length, and the entry's CRC32C when it
+// reads the whole entry (at its end, before io.EOF) or part of an entry of up
+// to 4 MiB (the whole entry is read); a range of a larger entry is checked
+// for length only. A tombstone carries its CRC32C in its metadata. Packs and
+// tombstones name, in metadata, the range of keys they hold or kill. A log
+// object that does not parse or verify is set aside with a warning and named
+// in Stats.Damaged; the catalog serves every other, and reads and Stats of
+// keys in the damaged object's range fail with ErrCorrupt naming it (a
+// damaged tombstone's kills are unknown, so the versions it killed are not
+// served either). A rewrite never copies an entry that does not verify.
+// Objects under the log's prefix whose names are not the log's are skipped
+// (Stats.Foreign). Not detected: a pack deleted behind the compactor's back
+// (a new process has no record of it; its objects read as absent), and
+// damage in a range of a large entry that no whole read meets.
+//
 // # Retiring from a quorum
 //
 // Over a quorum (package quorum) a conditional delete is a consensus round

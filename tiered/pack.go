@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 	"strings"
@@ -285,14 +286,13 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 // every reader's refresh to find it, and adds it to the catalog. It returns
 // when it was committed.
 func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, idx *packIndex, data []byte) (time.Time, error) {
-	idx.DataBytes = int64(len(data))
 	body, err := encodePack(idx, data)
 	if err != nil {
 		return time.Time{}, err
 	}
 
 	// 5. The pack, verified, in time.
-	if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream"}); err != nil {
+	if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: logMetadata(indexKeys(idx))}); err != nil {
 		return time.Time{}, err
 	}
 	committed := time.Now()
@@ -726,19 +726,24 @@ func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[ki
 		}
 		var data bytes.Buffer
 		for _, e := range live {
+			b := old[e.Off : e.Off+e.Len]
+			if lp.checked && crc32.Checksum(b, castagnoli) != e.CRC {
+				// Never copy bytes that do not verify: the pack stays,
+				// and its reads of e fail with the same error.
+				return s.corruptEntry(packed{lp, e}, "checksum mismatch; the pack is not rewritten")
+			}
 			ne := e
 			ne.Off = int64(data.Len())
-			data.Write(old[e.Off : e.Off+e.Len])
+			data.Write(b)
 			idx.Entries = append(idx.Entries, ne)
 		}
-		idx.DataBytes = int64(data.Len())
 		chosen := s.logNow()
 		name := logName(kindPack, chosen)
 		body, err := encodePack(idx, data.Bytes())
 		if err != nil {
 			return err
 		}
-		if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream"}); err != nil {
+		if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: logMetadata(indexKeys(idx))}); err != nil {
 			return err
 		}
 		if time.Since(chosen) >= s.cat.window()/2 {

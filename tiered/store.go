@@ -429,6 +429,11 @@ func (s *Store) readCold(ctx context.Context, key string, offset, length int64, 
 				return nil, err
 			}
 			p, ok, err := s.cat.lookup(ctx, key)
+			if err == nil {
+				// A damaged pack or tombstone may hold a newer version
+				// of key, or have killed the one found.
+				err = s.cat.damagedFor(driver.OpRead, key)
+			}
 			if err != nil {
 				ahead.drop()
 				return nil, err
@@ -735,6 +740,9 @@ func (s *Store) coldStat(ctx context.Context, key string, since time.Time) (*blo
 			return nil, err
 		}
 		p, ok, err := s.cat.lookup(ctx, key)
+		if err == nil {
+			err = s.cat.damagedFor(driver.OpStat, key)
+		}
 		if err != nil {
 			return nil, err
 		}

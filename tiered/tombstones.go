@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"sync"
 	"time"
 
@@ -46,10 +48,19 @@ func (s *Store) commitTombstone(ctx context.Context, ks []kill) (time.Time, erro
 	if err != nil {
 		return time.Time{}, err
 	}
+	keys := make([]string, len(ks))
+	for i, k := range ks {
+		keys[i] = k.Key
+	}
+	md := logMetadata(keys)
+	if md == nil {
+		md = map[string]string{}
+	}
+	md[tombCRCKey] = fmt.Sprintf("%08x", crc32.Checksum(b, castagnoli))
 	for range 3 {
 		chosen := s.logNow()
 		name := logName(kindTomb, chosen)
-		if err := blob.Put(ctx, s.cold, name, b, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
+		if err := blob.Put(ctx, s.cold, name, b, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json", Metadata: md}); err != nil {
 			return time.Time{}, err
 		}
 		committed := time.Now()
