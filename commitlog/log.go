@@ -262,6 +262,54 @@ func listChain(ctx context.Context, zones []*zone, need int, timeout time.Durati
 	return slices.Compact(all), nil
 }
 
+// errNoSegment: a name under the segments' prefix whose header no zone
+// holds, every zone having answered (absent, or not a header). A writer
+// creates a segment with its header in the same write, on W zones before any
+// record in it is acknowledged; so with at most N-W zones damaged, such a
+// name holds no acknowledged record: it is garbage (or a segment whose
+// creation reached one zone and was damaged there), and readers and Open
+// pass over it rather than wait for it.
+var errNoSegment = errors.New("commitlog: not a segment: no zone holds its header")
+
+// segmentHeader returns the header of segment k from the first zone (or
+// the regional store, if not nil) that has it; errNoSegment if every one
+// answered that it has none.
+func segmentHeader(ctx context.Context, zones []*zone, regional *zone, k segKey, timeout time.Duration) (frame, error) {
+	var errs []error
+	definite := true
+	try := func(z *zone) (frame, error) {
+		c, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		h, err := z.readHeader(c, k)
+		if err != nil {
+			errs = append(errs, err)
+			if !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, errCorrupt) {
+				definite = false // moved, or not known
+			}
+		}
+		return h, err
+	}
+	for _, z := range zones {
+		if h, err := try(z); err == nil {
+			return h, nil
+		} else if errors.Is(err, errMovedSegment) {
+			break // the header is in the regional copy
+		}
+	}
+	if regional != nil {
+		if h, err := try(regional); err == nil {
+			return h, nil
+		}
+	} else if !definite || len(errs) < len(zones) {
+		definite = false
+	}
+	err := errors.Join(errs...)
+	if definite {
+		return frame{}, fmt.Errorf("%w: segment %s: %w", errNoSegment, k, err)
+	}
+	return frame{}, fmt.Errorf("commitlog: no zone has the header of segment %s: %w", k, err)
+}
+
 // acquireEpoch claims an epoch higher than any claimed before on a majority
 // of zones: the writer's fencing token. Two writers never hold the same epoch.
 func acquireEpoch(ctx context.Context, zones []*zone, timeout time.Duration) (uint64, error) {

@@ -34,11 +34,13 @@ type Reader struct {
 	lac     int64
 	chain   []segInfo // segments from the one covering pos to the tip
 	headers map[segKey]frame
-	cur     *cursor
-	relist  bool
-	listed  time.Time
-	lat     []time.Duration // smoothed read latency per zone
-	zoneLAC []int64         // highest LAC each zone has shown, -1 after a failure
+	// notSegments are listed names found to be no segment (errNoSegment).
+	notSegments map[segKey]bool
+	cur         *cursor
+	relist      bool
+	listed      time.Time
+	lat         []time.Duration // smoothed read latency per zone
+	zoneLAC     []int64         // highest LAC each zone has shown, -1 after a failure
 
 	// Reads of the tip run in the background, a new one every PollInterval
 	// while earlier ones are in flight, so that a record appended while one
@@ -67,6 +69,9 @@ type ReaderStats struct {
 	Polls     int64 // waits at the tail
 	// RegionalReads counts reads of segments moved to the regional store.
 	RegionalReads int64
+	// NotSegments counts names under the segments' prefix that no zone
+	// holds a header for, passed over.
+	NotSegments int64
 }
 
 type segInfo struct {
@@ -116,7 +121,7 @@ func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Re
 		return nil, fmt.Errorf("commitlog: negative offset %d", from)
 	}
 	r := &Reader{zones: zones, regional: regionalZone(o.Regional, name), opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
-		headers: map[segKey]frame{}, lat: make([]time.Duration, len(zones)), zoneLAC: make([]int64, len(zones)),
+		headers: map[segKey]frame{}, notSegments: map[segKey]bool{}, lat: make([]time.Duration, len(zones)), zoneLAC: make([]int64, len(zones)),
 		results: make(chan tailRead, maxTailReads*o.WriteQuorum+1)}
 	if r.metrics, err = newReaderMetrics(o.MeterProvider); err != nil {
 		return nil, err
@@ -638,6 +643,29 @@ func (r *Reader) walk(ctx context.Context, from *segKey) ([]segKey, error) {
 		}
 		return nil, nil
 	}
+	// The tip must be a segment: a name whose header no zone holds is
+	// garbage, passed over (see errNoSegment), not waited for.
+	for len(keys) > 0 {
+		tip := keys[len(keys)-1]
+		if r.notSegments[tip] {
+			keys = keys[:len(keys)-1]
+			continue
+		}
+		if _, err := r.header(ctx, tip); errors.Is(err, errNoSegment) {
+			r.notSegments[tip] = true
+			r.count(func(s *ReaderStats) { s.NotSegments++ })
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		break
+	}
+	if len(keys) == 0 {
+		if from != nil {
+			return nil, errListShort
+		}
+		return nil, nil
+	}
 	var chain []segKey
 	cur := keys[len(keys)-1]
 	for {
@@ -706,36 +734,17 @@ func (r *Reader) setChain(chain []segKey) {
 	}
 }
 
-// header returns the header frame of segment k, from any zone.
+// header returns the header frame of segment k, from any zone or the
+// regional store; errNoSegment if none holds it.
 func (r *Reader) header(ctx context.Context, k segKey) (frame, error) {
 	if h, ok := r.headers[k]; ok {
 		return h, nil
 	}
-	var errs []error
-	for _, z := range r.zones {
-		c, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
-		h, err := z.readHeader(c, k)
-		cancel()
-		if err == nil {
-			h.raw = nil
-			r.headers[k] = h
-			return h, nil
-		}
-		errs = append(errs, err)
-		if errors.Is(err, errMovedSegment) {
-			break // the header is in the regional copy
-		}
+	h, err := segmentHeader(ctx, r.zones, r.regional, k, r.opts.OpTimeout)
+	if err != nil {
+		return frame{}, err
 	}
-	if r.regional != nil {
-		c, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
-		h, err := r.regional.readHeader(c, k)
-		cancel()
-		if err == nil {
-			h.raw = nil
-			r.headers[k] = h
-			return h, nil
-		}
-		errs = append(errs, err)
-	}
-	return frame{}, fmt.Errorf("commitlog: no zone has the header of segment %s: %w", k, errors.Join(errs...))
+	h.raw = nil
+	r.headers[k] = h
+	return h, nil
 }

@@ -48,14 +48,12 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (recovered, error)
 	need := n - w + 1
 	// The header, to fence by creating the segment on zones that lack it.
 	var header []byte
-	for _, z := range l.zones {
-		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
-		h, err := z.readHeader(c, tip)
-		cancel()
-		if err == nil {
-			header = h.raw
-			break
-		}
+	h, err := segmentHeader(ctx, l.zones, nil, tip, l.opts.OpTimeout)
+	if errors.Is(err, errNoSegment) {
+		return recovered{}, err
+	}
+	if err == nil {
+		header = h.raw
 	}
 	fence := encodeFrame(frameFence, l.epoch, 0, -1, nil)
 	copies := make([]*fencedCopy, n)

@@ -92,6 +92,11 @@ func readRegional(ctx context.Context, rz *zone, k segKey, m frame) ([]frame, er
 		return nil, fmt.Errorf("%w: segment %s", ErrNoRegional, k)
 	}
 	p, err := blob.ReadAll(ctx, rz.s, rz.segKey(k))
+	if errors.Is(err, blob.ErrNotFound) {
+		// A marker is written only once the regional copy is whole: a
+		// copy gone since was lost, and no other will appear.
+		return nil, fmt.Errorf("%w: %w: regional copy %s of segment %s, which its zonal markers name, is gone", blob.ErrCorrupt, errCorrupt, rz.segKey(k), k)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -157,6 +157,15 @@ func TestMoveToRegional(t *testing.T) {
 			if _, err := r3.Next(rctx); !errors.Is(err, blob.ErrCorrupt) || !strings.Contains(err.Error(), first) || rctx.Err() != nil {
 				t.Errorf("a reader at a damaged regional copy: %v, want ErrCorrupt naming %s", err, first)
 			}
+			// So is one deleted behind the log's back.
+			if err := regional.Delete(ctx, first, nil); err != nil {
+				t.Fatal(err)
+			}
+			r4, _ := NewReader(stores, "tier", 0, opts)
+			defer r4.Close()
+			if _, err := r4.Next(rctx); !errors.Is(err, blob.ErrCorrupt) || !strings.Contains(err.Error(), first) || rctx.Err() != nil {
+				t.Errorf("a reader at a deleted regional copy: %v, want ErrCorrupt naming %s", err, first)
+			}
 		})
 	}
 }

@@ -80,6 +80,10 @@ type Stats struct {
 	// whose names do not parse (written by another tool, or damaged):
 	// skipped, each time they are listed, and never trusted.
 	Foreign int64
+	// NotSegments counts names that parse as segments but whose header no
+	// zone holds (every zone answered): garbage under the segments'
+	// prefix, which Open passes over (see errNoSegment).
+	NotSegments int64
 }
 
 // openSeg is the segment being written.
@@ -172,6 +176,12 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	for i := len(segs) - 1; i >= 0; i-- {
 		tip := segs[i]
 		rec, err := l.recoverSegment(ctx, tip)
+		if errors.Is(err, errNoSegment) {
+			// Not a segment any writer made: it holds nothing that was
+			// acknowledged. The last real one is the tip.
+			l.stats.NotSegments++
+			continue
+		}
 		if err != nil {
 			return fail(err)
 		}

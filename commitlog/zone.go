@@ -238,6 +238,13 @@ func (z *zone) read(ctx context.Context, k segKey, pos int64) ([]frame, int64, e
 	for i := range frames {
 		frames[i].end += pos
 	}
+	if tail := len(p) - n; err == nil && tail > 0 && tail < frameHeaderSize {
+		// Fewer bytes than a frame's header after the last whole frame:
+		// not a frame being written (an append reaches the store in one
+		// piece, or in pieces of megabytes), but damage. Waiting for it
+		// to complete, or appending after it, would never end.
+		err = fmt.Errorf("%w: %d bytes after the last frame, at byte %d", errCorrupt, tail, n)
+	}
 	if err != nil {
 		return frames, pos + int64(n), blob.Errorf(driver.OpRead, z.segKey(k), nil, "%w", err)
 	}
