@@ -2,10 +2,26 @@
 # into tools/ from their lockfiles first; Go ones run in process.
 GO ?= go
 
-.PHONY: test vet fmt-check tools
+.PHONY: test vet fmt-check tools fuzz
 
 test: fmt-check vet tools
 	$(GO) test -race -timeout 30m ./...
+	$(MAKE) fuzz
+
+# Each decoder of what we store runs under the fuzzer briefly (its seeds run
+# with the tests too): pack indexes, quorum acceptor states, commit-log
+# frames and segment names, and the emulator's request handlers.
+FUZZTIME ?= 5s
+FUZZ_TARGETS := ./tiered:FuzzReadPackIndex ./quorum:FuzzParseState \
+	./commitlog:FuzzDecodeFrames ./commitlog:FuzzSegmentNames \
+	./blob/gcsrapid/gcsrapidtest:FuzzStreamHandlers
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$pkg $$fn $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 vet:
 	$(GO) vet ./...
