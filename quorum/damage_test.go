@@ -10,6 +10,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -71,6 +72,16 @@ func TestDamagedReplica(t *testing.T) {
 			waitUntracked(t, p.q)
 			damage(t, c.mems[0], "k", hurt)
 
+			// Part of the value is verified too: a process to which the
+			// damaged replica answers first never serves its bytes.
+			first := c.start()
+			for _, f := range first.faults[1:] {
+				f.Add(fault.Rule{Op: fault.OpRead, Effect: fault.Delay, Latency: latency.Fixed(time.Second)})
+			}
+			if got, err := blob.ReadRange(ctx, first.q, "k", 1, 6); err != nil || string(got) != "alue-2" {
+				t.Fatalf("range read with replica 0 the fastest: %q, %v", got, err)
+			}
+
 			q := c.start().q // a process that never saw the damage
 			var gen string
 			for _, cons := range []quorum.Consistency{quorum.ReadFastest, quorum.ReadMajority, quorum.ReadFastest} {
@@ -86,7 +97,7 @@ func TestDamagedReplica(t *testing.T) {
 			// chose other replicas (the fastest, on a busy machine not
 			// always replica 0) and so left it in place, by a process
 			// that can read replica 0 only, which serves nothing of it.
-			if st := q.Stats(); st.Damaged == 0 {
+			if q.Stats().Damaged+first.q.Stats().Damaged == 0 {
 				d := c.start()
 				for _, f := range d.faults[1:] {
 					f.Add(fault.Rule{Op: fault.OpRead})
@@ -97,6 +108,13 @@ func TestDamagedReplica(t *testing.T) {
 				}
 				if st := d.q.Stats(); st.Damaged == 0 {
 					t.Errorf("the damage was not counted: %+v", st)
+				}
+			}
+			// Part of the value is verified too: from any replica, and
+			// from replica 0 alone never its damaged bytes.
+			for _, cons := range []quorum.Consistency{quorum.ReadFastest, quorum.ReadMajority} {
+				if got, err := blob.ReadRange(quorum.WithConsistency(ctx, cons), q, "k", 1, 4); err != nil || string(got) != "alue" {
+					t.Fatalf("%v range read: %q, %v", cons, got, err)
 				}
 			}
 			if err := blob.Put(ctx, q, "k", []byte("value-3"), &blob.WriterOptions{If: blob.IfGenerationMatch(gen)}); err != nil {

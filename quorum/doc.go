@@ -193,8 +193,10 @@
 // (ChecksumKey); every read of a whole value verifies it (a read that streams
 // past its first 512 KiB fails its last Read with blob.ErrCorrupt; a smaller
 // one is verified before it is served, and another replica is asked), and no
-// promise, replay or repair copies bytes that do not verify. Range reads of
-// part of a value are not verified. An acceptor state that does not parse (a
+// promise, replay or repair copies bytes that do not verify. A range read of
+// part of a value of up to 1 MiB reads the whole value and verifies it (one
+// more request); of a larger value, the range is served as read, unverified.
+// An acceptor state that does not parse (a
 // token that is not one or lies more than a day ahead, an unknown state, an
 // object with no version that is not a placeholder) makes that replica
 // unavailable for the key, never its highest ballot. Either way the replica
@@ -288,4 +290,11 @@
 // machine's load average at 5 on 2 cores), pooled creates of 10 B took
 // p50/p99 2.38/20.19 ms on one zone, 2.45/8.04 ms on a 2-of-3 quorum and
 // 2.67/13.16 ms with one zone 150 ms slower; the tails move with the load.
+//
+// Observability: Options.MeterProvider publishes Stats as OpenTelemetry
+// metrics (zonalblob.quorum.*: rounds, contention, uncertain outcomes,
+// repairs, hedges, replica health), Options.TracerProvider traces the
+// background repairs and anti-entropy passes, and Options.Logger hears of
+// replicas marked down and back; a quorum:// URL takes them from blob.Open's
+// options (see docs/observability.md).
 package quorum
