@@ -8,7 +8,13 @@
 //
 // Guarantee: a record acknowledged by Append is never lost, duplicated or
 // moved while at most N-W zones are lost, whatever writers crash or take
-// over; a reader never returns a record before it is committed.
+// over; a reader never returns a record before it is committed. An Append
+// that fails says whether its records may be in the log all the same: its
+// error wraps ErrUncertain when they had been handed to the zones (or the
+// caller's context ended while the writer still held them); a caller that
+// must know reopens the log and reads, and finds each such record at most
+// once, at the offset Append returned. Without ErrUncertain they are not in
+// the log.
 //
 // # Layout
 //

@@ -25,6 +25,12 @@ var (
 	// operation needs (W for an append, N-W+1 for a recovery or a listing,
 	// a majority for an epoch).
 	ErrNotEnoughZones = errors.New("commitlog: not enough zones")
+	// ErrUncertain accompanies an Append's error when its records may be
+	// in the log all the same: some of them had been handed to the zones
+	// (or, when the caller's context ended, they still will be). A reader
+	// may find them, once each, at the offsets Append returned. Without
+	// ErrUncertain a failed Append's records are not in the log.
+	ErrUncertain = errors.New("commitlog: outcome uncertain, the records may be in the log")
 )
 
 // Options configure a log. The zero value is usable.

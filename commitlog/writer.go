@@ -31,6 +31,7 @@ type Log struct {
 	pending      [][]byte      // records not yet in a frame, ending at next-1
 	lac          int64         // last-add-confirmed: every record up to it is on W zones
 	lacCut       int64         // highest LAC written into a frame
+	cutTo        int64         // highest offset ever cut into a frame (sent, or may be)
 	lacScheduled bool
 	seg          *openSeg
 	err          error // sticky: ErrFenced, ErrClosed
@@ -197,7 +198,7 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 		return fail(err)
 	}
 	l.mu.Lock()
-	l.seg, l.next, l.lac, l.lacCut = seg, last+1, last, last
+	l.seg, l.next, l.lac, l.lacCut, l.cutTo = seg, last+1, last, last, last
 	l.ackLocked(seg) // creates that finished before it became current
 	l.stats.RecoveredTo = last
 	l.mu.Unlock()
@@ -250,9 +251,15 @@ func (l *Log) Committed() int64 {
 // Append appends records and returns the offset of the first once all of
 // them are on W zones. Records get consecutive offsets in call order.
 //
-// If Append fails (ctx done, ErrFenced, ErrClosed), the records may or may
-// not end up in the log, as with any write whose acknowledgement was lost;
-// a record acknowledged by a nil error is never lost, duplicated or moved.
+// A record acknowledged by a nil error is never lost, duplicated or moved.
+// If Append fails, its error says whether the records may be in the log
+// regardless: with ErrUncertain (the caller's context ended, or the writer
+// was fenced or closed after some of them were handed to the zones), they
+// may be, once each, at the offsets returned, as with any write whose
+// acknowledgement was lost; a caller that must know reopens the log (Open
+// recovers every record that may have been acknowledged) and reads from
+// the first offset. Without it (fenced or closed before any was handed
+// over), none of them is in the log and none ever will be.
 func (l *Log) Append(ctx context.Context, records ...[]byte) (int64, error) {
 	if len(records) == 0 {
 		return 0, errors.New("commitlog: Append of no records")
@@ -273,6 +280,9 @@ func (l *Log) Append(ctx context.Context, records ...[]byte) (int64, error) {
 	for l.lac < last {
 		if l.err != nil {
 			err := l.err
+			if l.cutTo >= first {
+				err = fmt.Errorf("%w (%w): records %d..%d", err, ErrUncertain, first, last)
+			}
 			l.mu.Unlock()
 			return first, err
 		}
@@ -281,7 +291,8 @@ func (l *Log) Append(ctx context.Context, records ...[]byte) (int64, error) {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return first, ctx.Err()
+			// The writer goes on with them.
+			return first, fmt.Errorf("%w (%w): records %d..%d", ctx.Err(), ErrUncertain, first, last)
 		}
 		l.mu.Lock()
 	}
@@ -598,6 +609,7 @@ func (l *Log) cutLocked(seg *openSeg) {
 	recs := slices.Clone(l.pending[:n])
 	data := encodeFrame(frameData, l.epoch, first, l.lac, recs)
 	l.pending = slices.Delete(l.pending, 0, n)
+	l.cutTo = max(l.cutTo, first+int64(n)-1)
 	l.appendFrameLocked(seg, data, first+int64(n)-1)
 	seg.frames[len(seg.frames)-1].first, seg.frames[len(seg.frames)-1].recs = first, recs
 	if seg.end >= 0 && first+int64(n)-1 >= seg.end {
