@@ -112,4 +112,19 @@
 //
 // With Options.Regional, sealed segments move there after MoveAfter, and the
 // zonal copies become short markers that still fence; see tier.go.
+//
+// # Truncation
+//
+// Log.TruncateBefore(ctx, offset), once the application has checkpointed,
+// deletes every segment whose records are all below offset and committed
+// (zonal copies or markers on every zone, then regional copies), with the
+// segments created ahead and never used below it, and the epoch claims
+// below the writer's; it returns the start, the first offset kept (segments
+// are whole: at most offset). Readers below the start get ErrTruncated. A
+// truncation cut off part way leaves every record from the start on
+// readable, and the next call, which lists every zone and the regional store
+// again, finishes it. What an idle, truncated log keeps is its tip: the
+// segment being written and the one created ahead of its roll on each zone
+// (a header frame each, plus the records since the start), and one epoch
+// claim (an empty object) per zone; it makes no request while idle.
 package commitlog

@@ -160,6 +160,8 @@ func (l *Log) moveSealed(ctx context.Context) error {
 	if l.regional == nil || l.zones[0].mode == modeSlots {
 		return nil
 	}
+	l.tierMu.Lock()
+	defer l.tierMu.Unlock()
 	l.mu.Lock()
 	cur := l.seg.key
 	l.mu.Unlock()
@@ -262,8 +264,16 @@ func (l *Log) chainTo(ctx context.Context, cur segKey) ([]segKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	if slices.ContainsFunc(keys, func(k segKey) bool { return k.epoch > cur.epoch }) {
-		return nil, fmt.Errorf("%w: a newer writer has segments", ErrFenced)
+	for _, k := range keys {
+		if k.epoch <= cur.epoch {
+			continue
+		}
+		// A newer writer's, unless it is no segment at all (errNoSegment):
+		// garbage must not stop the moves.
+		if _, err := segmentHeader(ctx, l.zones, l.regional, k, l.opts.OpTimeout); !errors.Is(err, errNoSegment) {
+			return nil, fmt.Errorf("%w: a newer writer has segments", ErrFenced)
+		}
+		keys = slices.DeleteFunc(keys, func(o segKey) bool { return o == k })
 	}
 	var chain []segKey
 	at := cur

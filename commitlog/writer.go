@@ -39,7 +39,9 @@ type Log struct {
 	// when the writer switches to the next segment.
 	onRoll, onSwitch func(segKey)
 
-	// The mover (tier.go); moved and sealedAt are its own.
+	// The mover (tier.go); moved and sealedAt are its own, and tierMu
+	// keeps it and TruncateBefore out of each other's way.
+	tierMu   sync.Mutex
 	regional *zone
 	moved    map[segKey]bool
 	sealedAt map[segKey]time.Time
@@ -81,6 +83,10 @@ type Stats struct {
 	// whose names do not parse (written by another tool, or damaged):
 	// skipped, each time they are listed, and never trusted.
 	Foreign int64
+	// Truncated counts segments TruncateBefore deleted; Start is the first
+	// offset the log still holds after the last truncation (0 before any).
+	Truncated int64
+	Start     int64
 	// NotSegments counts names that parse as segments but whose header no
 	// zone holds (every zone answered): garbage under the segments'
 	// prefix, which Open passes over (see errNoSegment).

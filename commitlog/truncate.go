@@ -1,0 +1,164 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// TruncateBefore deletes the log's oldest segments, every one whose records
+// are all below offset and committed, and returns the first offset the log
+// still holds (the start). Segments are whole: the start is the first offset
+// of the segment that holds offset, at most offset. A reader positioned
+// below the start gets ErrTruncated.
+//
+// Every segment name below the start goes, oldest first: its copy or marker
+// on every zone (every slot, header last, in the slot layout), then its
+// regional copy. Names below the start that are not on the chain (segments
+// created ahead and never used) go too. A failure stops the truncation with
+// every record from the start it had reached on readable; a later call
+// finishes it (it lists every zone and the regional store again, so nothing
+// a cut-off call left behind is forgotten). The segment being written, and
+// the records a recovery fences, are never touched: fencing needs only the
+// tip.
+func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
+	l.mu.Lock()
+	cur, lac, err := l.seg.key, l.lac, l.err
+	l.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	l.tierMu.Lock()
+	defer l.tierMu.Unlock()
+	chain, err := l.chainTo(ctx, cur)
+	if err != nil {
+		return 0, err
+	}
+	start := chain[0].first
+	for i := range chain[:len(chain)-1] {
+		next := chain[i+1].first
+		if next > offset || next-1 > lac {
+			break
+		}
+		start = next
+	}
+	// Every name below the start, on any zone or in the regional store.
+	below := map[segKey]bool{}
+	stores := slices.Clone(l.zones)
+	if l.regional != nil {
+		stores = append(stores, l.regional)
+	}
+	for i, z := range stores {
+		ks, err := z.listSegments(ctx, nil)
+		if err != nil {
+			where := fmt.Sprintf("zone %d", i)
+			if i == len(l.zones) {
+				where = "the regional store"
+			}
+			return 0, fmt.Errorf("commitlog: truncating: listing %s: %w", where, err)
+		}
+		for _, k := range ks {
+			if k.first < start && k != cur {
+				below[k] = true
+			}
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(below), segKey.compare) {
+		if err := l.deleteSegment(ctx, k); err != nil {
+			return 0, fmt.Errorf("commitlog: truncating segment %s: %w", k, err)
+		}
+		delete(l.moved, k)
+		delete(l.sealedAt, k)
+		delete(l.headers, k)
+		l.mu.Lock()
+		for z, ks := range l.unmarked {
+			l.unmarked[z] = slices.DeleteFunc(ks, func(o segKey) bool { return o == k })
+		}
+		l.stats.Truncated++
+		l.mu.Unlock()
+	}
+	// The epochs claimed before this writer's: a claim needs only the
+	// highest one to stay, and each takeover left one on a majority.
+	errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
+		return z.deleteEpochsBelow(ctx, l.epoch)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return start, fmt.Errorf("commitlog: truncating: old epochs: %w", err)
+	}
+	l.mu.Lock()
+	l.stats.Start = max(l.stats.Start, start)
+	l.mu.Unlock()
+	return start, nil
+}
+
+// deleteEpochsBelow removes the epoch claims below e on z. The highest claim
+// (e or above) stays, so a later claim still goes above every earlier one.
+func (z *zone) deleteEpochsBelow(ctx context.Context, e uint64) error {
+	prefix := z.log + "/epoch/"
+	var old []string
+	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix}) {
+		if err != nil {
+			return err
+		}
+		if x, ok := parseEpoch(strings.TrimPrefix(o.Key, prefix)); ok && x < e {
+			old = append(old, o.Key)
+		}
+	}
+	for _, k := range old {
+		if err := z.s.Delete(ctx, k, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteSegment removes segment k: its copy or marker on every zone (every
+// slot, in the slot layout), then its regional copy, which the markers
+// name.
+func (l *Log) deleteSegment(ctx context.Context, k segKey) error {
+	errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
+		return z.deleteSegment(ctx, k)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if l.regional != nil {
+		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
+		defer cancel()
+		if err := l.regional.deleteSegment(c, k); err != nil {
+			return fmt.Errorf("regional copy: %w", err)
+		}
+	}
+	return nil
+}
+
+// deleteSegment removes segment k from z, if it is there.
+func (z *zone) deleteSegment(ctx context.Context, k segKey) error {
+	key := z.segKey(k)
+	if !strings.HasSuffix(key, "/") {
+		if err := z.s.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	// The slot layout: the header slot last, so that a segment whose
+	// deletion stopped part way still lists as one.
+	var slots []string
+	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: key}) {
+		if err != nil {
+			return err
+		}
+		slots = append(slots, o.Key)
+	}
+	for i := len(slots) - 1; i >= 0; i-- {
+		if err := z.s.Delete(ctx, slots[i], nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+)
+
+// TruncateBefore deletes whole segments below the offset, on every layout
+// (with moved segments' regional copies, where segments move): readers from
+// the start read every record on, readers below it get ErrTruncated, a
+// reader that was below it when it ran stops with ErrTruncated, and the
+// next writer recovers the rest. A truncation cut off at each of its
+// deletes in turn leaves every record from the offset on readable, and a
+// later one finishes it.
+func TestTruncateBefore(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			inner := be.zones(t, 3)
+			stores, faults := wrapAll(inner, 3)
+			regional := memZones(t, 1)[0]
+			opts := &Options{MaxSegmentAppends: 5, Regional: regional, MoveAfter: time.Millisecond}
+			for range 2 { // earlier writers' epoch claims
+				mustOpen(t, stores, "L", opts).Close()
+			}
+			l := mustOpen(t, stores, "L", opts)
+			const n, cut = 60, 23
+			for i := range n {
+				if off, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil || off != int64(i) {
+					t.Fatalf("append %d: %d, %v", i, off, err)
+				}
+			}
+			if be.mode != modeSlots {
+				for i := 0; l.MoveStats().Moved < 2; i++ {
+					if i > 20000 {
+						t.Fatalf("no segment moved: %+v", l.MoveStats())
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			below, err := NewReader(stores, "L", 0, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer below.Close()
+			readN(t, ctx, below, 2)
+
+			// Cut off at each delete in turn.
+			cutOff := 0
+			for skip := 0; ; skip++ {
+				ids := make([]fault.RuleID, len(faults))
+				for i, f := range faults {
+					ids[i] = f.Add(fault.Rule{Op: fault.OpDelete, Skip: skip, Count: 1})
+				}
+				_, err := l.TruncateBefore(ctx, cut)
+				fired := false
+				for i, f := range faults {
+					fired = !f.Remove(ids[i]) || fired
+				}
+				if err == nil {
+					if fired {
+						t.Fatalf("a truncation whose delete %d failed succeeded", skip)
+					}
+					break
+				}
+				cutOff++
+				r, rerr := NewReader(stores, "L", cut, opts)
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				for i, rec := range readN(t, ctx, r, n-cut) {
+					if want := fmt.Sprintf("r%d", cut+i); string(rec.Data) != want {
+						t.Fatalf("after a truncation cut off at delete %d: record %d = %q", skip, cut+i, rec.Data)
+					}
+				}
+				r.Close()
+				if skip > 1000 {
+					t.Fatalf("truncation never finished: %v", err)
+				}
+			}
+			if cutOff < 3 {
+				t.Fatalf("%d truncations cut off, want one per delete", cutOff)
+			}
+			start, err := l.TruncateBefore(ctx, cut)
+			if err != nil || start > cut || start == 0 {
+				t.Fatalf("TruncateBefore(%d) = %d, %v", cut, start, err)
+			}
+			if st := l.Stats(); st.Truncated == 0 || st.Start != start {
+				t.Errorf("stats %+v, start %d", st, start)
+			}
+			for _, from := range []int64{0, start - 1} {
+				r, err := NewReader(stores, "L", from, opts)
+				if err == nil {
+					_, err = r.Next(ctx)
+					r.Close()
+				}
+				if !errors.Is(err, ErrTruncated) {
+					t.Errorf("reader from %d, below the start %d: %v, want ErrTruncated", from, start, err)
+				}
+			}
+			if _, err := below.Next(ctx); !errors.Is(err, ErrTruncated) {
+				t.Errorf("a reader below the start when it was truncated: %v, want ErrTruncated", err)
+			}
+			// Nothing of the truncated segments is left in the regional store.
+			for o, err := range blob.All(ctx, regional, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				var k segKey
+				if _, err := fmt.Sscanf(o.Key[len("L/seg/"):], "%010d-%020d", &k.epoch, &k.first); err == nil && k.first < start {
+					t.Errorf("regional copy %s of a truncated segment is left", o.Key)
+				}
+			}
+			// A truncated log keeps no segment below its start and one
+			// epoch claim: this writer's.
+			for i, z := range inner {
+				epochs := 0
+				for o, err := range blob.All(ctx, z, &blob.ListOptions{Prefix: "L/"}) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					var k segKey
+					switch {
+					case strings.HasPrefix(o.Key, "L/epoch/"):
+						epochs++
+					case strings.HasPrefix(o.Key, "L/seg/"):
+						if _, err := fmt.Sscanf(o.Key[len("L/seg/"):], "%010d-%020d", &k.epoch, &k.first); err == nil && k.first < start {
+							t.Errorf("zone %d keeps %s, below the start %d", i, o.Key, start)
+						}
+					}
+				}
+				if epochs != 1 {
+					t.Errorf("zone %d keeps %d epoch claims, want 1", i, epochs)
+				}
+			}
+			l.Close()
+			w2 := mustOpen(t, stores, "L", opts)
+			if got := w2.Stats().RecoveredTo; got != n-1 {
+				t.Fatalf("recovered to %d after truncation, want %d", got, n-1)
+			}
+			r, err := NewReader(stores, "L", start, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			for i, rec := range readN(t, ctx, r, int(n-start)) {
+				if want := fmt.Sprintf("r%d", start+int64(i)); string(rec.Data) != want {
+					t.Fatalf("record %d = %q, want %q", start+int64(i), rec.Data, want)
+				}
+			}
+		})
+	}
+}
