@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,15 +35,24 @@ account needed, and prints p50/p90/p99/p99.9, throughput and requests per
 object for each write path, with the latency profile it ran on. A default run
 takes about a minute and a half. The figures are emulator figures modelled on published
 numbers, not cloud measurements; the profiles are seeded, so a rerun gives the
-same figures within the machine's noise.
+same figures within the machine's noise. Each write path is compared with
+the one a user would otherwise use, at p50 and p99: "1.9x faster than
+gocloud-zonal at p50, 2.0x slower at p99" (a ratio below 1 is worded as
+slower, by its inverse).
 
-Every run ends with the cost section: list prices per GiB-month and per
-request of each backend, with source and date, and a monthly estimate for a
-stated workload (--cost-* flags) with and without tiering; --cost prints only
-that section.
+Every run ends with the cost section, for the backends and layouts that the
+scenarios which ran stand for (bench gcsrapid: GCS Rapid, one zonal bucket):
+list prices per GiB-month and per request, with source and date, and a
+monthly estimate for a stated workload (--cost-* flags; it does not depend
+on --size). --cost prints only that section, for every backend and layout,
+with and without tiering.
 
-It writes into --out: ` + benchTable + ` (the table), ` + benchPlot + ` (latency CDF per row,
-log-scaled) and ` + benchJSON + ` (every figure and raw sample).
+It writes into --out: ` + benchTable + ` (the table), ` + benchPlot + ` (latency CDF per row:
+latency log-scaled; the percentile axis on a tail scale, -log10(1-p), so
+that p50, p90, p99 and p99.9 stand evenly apart and the tails can be read)
+and ` + benchJSON + ` (every figure and raw sample: the result as JSON).
+A progress bar (a line per row when stderr is not a terminal) is finished
+before the report is printed.
 
 Load: open loop by default, at --rate operations a second (large objects at
 most 32 MiB/s), each latency measured from the operation's intended start so
@@ -143,6 +153,7 @@ Examples:
 				bar := newBenchProgress(s.stderr, showProgress.resolve(isTerminal(s.stderr)))
 				env.Progress = bar.step
 				rep, runErr := bench.Run(ctx, env, run)
+				// Nothing may redraw the bar once the report starts.
 				bar.stop()
 				if runErr != nil && len(rep.Results) == 0 {
 					return runErr
@@ -152,7 +163,7 @@ Examples:
 					return err
 				}
 				fmt.Fprintln(&table)
-				if err := writeCost(&table, work); err != nil {
+				if err := writeCostFor(&table, work, bench.CostRowsOf(run, rep.Results)); err != nil {
 					return err
 				}
 				// A store's error in the report may quote its URL's credentials.
@@ -224,7 +235,7 @@ func writeBenchReport(w io.Writer, rep *bench.Report, live bool) error {
 	if sp := bench.Speedups(rep.Results); len(sp) > 0 {
 		fmt.Fprintln(w)
 		for _, x := range sp {
-			fmt.Fprintf(w, "- %s %s: %.1fx faster than %s at p50, %.1fx at p99\n", x.Path, bench.SizeString(x.Size), x.P50, x.Baseline, x.P99)
+			fmt.Fprintf(w, "- %s\n", x)
 		}
 	}
 	var errs []string
@@ -283,17 +294,37 @@ const (
 	maxCostDays   = 36500 * 24 * time.Hour
 )
 
-// writeCost writes the price table and the monthly estimate for w.
+// writeCost writes the price table and the monthly estimate for w, every
+// backend and layout.
 func writeCost(out io.Writer, w cost.Workload) error {
-	fmt.Fprintf(out, "Cost: list prices (%s; GCS us-central1, AWS us-east-1, Azure East US)\n\n```\n", cost.PricesChecked)
-	if err := bench.WritePrices(out); err != nil {
+	return writeCostFor(out, w, bench.AllCostRows())
+}
+
+// writeCostFor writes the prices and estimates of rows.
+func writeCostFor(out io.Writer, w cost.Workload, rows []bench.CostRow) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(out, "Cost: no list price applies to the stores measured; zonalblob bench --cost prints them all.")
+		return err
+	}
+	var regions []string
+	for _, c := range []struct{ cloud, region string }{{"GCS", "GCS us-central1"}, {"S3", "AWS us-east-1"}, {"Azure", "Azure East US"}} {
+		if slices.ContainsFunc(rows, func(r bench.CostRow) bool { return r.Cloud == c.cloud }) {
+			regions = append(regions, c.region)
+		}
+	}
+	fmt.Fprintf(out, "Cost: list prices (%s; %s)\n\n```\n", cost.PricesChecked, strings.Join(regions, ", "))
+	if err := bench.WritePricesFor(out, rows); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "```\n\n```")
-	if err := bench.WriteEstimates(out, w); err != nil {
+	if err := bench.WriteEstimatesFor(out, w, rows); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "```")
+	if !slices.ContainsFunc(rows, func(r bench.CostRow) bool { return r.Layout == cost.ZonalQuorum || r.Layout == cost.Tiered }) {
+		_, err := fmt.Fprintln(out, "\nChange the workload with --cost-writes, --cost-size and --cost-retention; zonalblob bench --cost prices every backend and layout.")
+		return err
+	}
 	fmt.Fprintln(out, "\nRequests are counted as package tiered's tests count them on the stores: a quorum write or delete is a consensus round (2 writes and 3 reads on each replica); tiering moves objects into regional packs (per object a Stat, a read and the hot delete, which over a quorum is a retirement: a survey of the replicas, a read from one and a conditional delete of each copy, free, confirmed by a survey at a later pass; per pack a marker, written again over a quorum, the pack, a listing, a Stat and an index read), a Delete of a packed object is a hot Stat, a share of a tombstone (the deletes that arrive while one is being written, 20 ms, share the next) and a share of a listing of the pack log (which the deletes of 200 ms share), and each pass lists hot (a quorum's listing Stats every tombstone it keeps) and the pack log. Change the workload with --cost-writes, --cost-size, --cost-retention, --cost-hot and --cost-replicas.")
 	return nil
 }
@@ -315,6 +346,7 @@ type benchProgress struct {
 	cur      bench.Step
 	rowStart time.Time
 	lastLen  int
+	ended    bool // stop was called: nothing more is drawn
 	done     chan struct{}
 	stopped  chan struct{}
 }
@@ -346,6 +378,11 @@ func newBenchProgress(w io.Writer, bar bool) *benchProgress {
 func (p *benchProgress) step(st bench.Step) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.ended {
+		// A step reported after the run (a scenario's goroutine that
+		// outlived it) would draw over the report.
+		return
+	}
 	p.cur, p.rowStart = st, time.Now()
 	if p.bar {
 		p.draw(p.rowStart)
@@ -373,14 +410,22 @@ func (p *benchProgress) draw(now time.Time) {
 	p.lastLen = len(line)
 }
 
+// stop draws the bar's final state and ends its line, once; after it
+// nothing is drawn, so that the report and its summary come last.
 func (p *benchProgress) stop() {
-	if !p.bar {
+	p.mu.Lock()
+	ended := p.ended
+	p.ended = true
+	p.mu.Unlock()
+	if !p.bar || ended {
 		return
 	}
 	close(p.done)
 	<-p.stopped
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.draw(time.Now())
-	fmt.Fprintln(p.w)
+	if p.cur.Total > 0 {
+		p.draw(time.Now())
+		fmt.Fprintln(p.w)
+	}
 }

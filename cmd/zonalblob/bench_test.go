@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonalblob/zonalblob/cost"
 	"github.com/zonalblob/zonalblob/internal/bench"
 )
 
@@ -52,7 +53,7 @@ func TestBenchRunsEveryScenario(t *testing.T) {
 	dir := t.TempDir()
 	out := mustZB(t, "", quickBench(dir, "--size", "10,4KiB")...)
 	for _, want := range []string{bench.EmulatorNote, "gocloud-zonal", "zonalblob-put", "zonalblob-create-pooled", "gocloud-regional",
-		"s3express-put", "s3-standard-put", "p99.9", "req/op", "faster than gocloud-zonal", "quorum-2of3-create-pooled",
+		"s3express-put", "s3-standard-put", "p99.9", "req/op", " gocloud-zonal at p50", "quorum-2of3-create-pooled",
 		"tiered-create-pooled", "commitlog-rapid-2of3", "bucketlog-slots-regional", "lag p99", "Wrote ", "Cost: list prices"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
@@ -230,5 +231,86 @@ func TestBenchProgress(t *testing.T) {
 	got := bar.String()
 	if !strings.Contains(got, "\r[") || !strings.Contains(got, " 25%  2/4") || !strings.Contains(got, "100%  4/4") || !strings.HasSuffix(got, "\n") {
 		t.Errorf("bar progress: %q", got)
+	}
+}
+
+// Once stopped, the progress never draws again, in either form: the report
+// and its summary line are the last things a run prints, even if a step
+// comes late.
+func TestBenchProgressNothingAfterStop(t *testing.T) {
+	for _, bar := range []bool{true, false} {
+		var buf bytes.Buffer
+		p := newBenchProgress(&buf, bar)
+		p.step(bench.Step{Done: 0, Total: 2, Row: "a 10B", Expected: time.Hour})
+		p.stop()
+		stopped := buf.String()
+		if !strings.HasSuffix(stopped, "\n") {
+			t.Errorf("bar=%v: stop left the line open: %q", bar, stopped)
+		}
+		p.step(bench.Step{Done: 1, Total: 2, Row: "late 10B", Expected: time.Hour})
+		p.stop()
+		if got := buf.String(); got != stopped {
+			t.Errorf("bar=%v: drawn after stop: %q", bar, strings.TrimPrefix(got, stopped))
+		}
+	}
+}
+
+// A run of one scenario prints the prices and estimates of what it
+// measured: bench gcsrapid is GCS Rapid in one zonal bucket, not S3, Azure,
+// quorums or tiering.
+func TestBenchCostOnlyWhatRan(t *testing.T) {
+	out := mustZB(t, "", quickBench(t.TempDir(), "gcsrapid", "--size", "10")...)
+	section := out[strings.Index(out, "Cost: "):]
+	for _, want := range []string{"GCS      Rapid (zonal)", "one zonal bucket: Rapid (zonal)", "Workload: "} {
+		if !strings.Contains(section, want) {
+			t.Errorf("cost section lacks %q:\n%s", want, section)
+		}
+	}
+	for _, unwanted := range []string{"S3", "Azure", "Standard (regional)", "regional only", "quorum of", "tiered:", "Requests are counted"} {
+		if strings.Contains(section, unwanted) {
+			t.Errorf("cost section of bench gcsrapid has %q:\n%s", unwanted, section)
+		}
+	}
+	// A scenario that needs more shows more.
+	var b bytes.Buffer
+	if err := writeCostFor(&b, cost.DefaultWorkload(), []bench.CostRow{{Cloud: "GCS", Layout: cost.Tiered}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Rapid (zonal)", "Standard (regional)", "tiered: quorum of 3 zonal", "Requests are counted"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("tiered cost section lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := writeCostFor(&b, cost.DefaultWorkload(), nil); err != nil || !strings.Contains(b.String(), "no list price applies") {
+		t.Errorf("no rows: %v\n%s", err, b.String())
+	}
+}
+
+// A path slower than its baseline reads "2.0x slower", never "0.5x faster".
+func TestBenchReportWordsSlowerAsSlower(t *testing.T) {
+	ms := time.Millisecond
+	rep := &bench.Report{Load: bench.DefaultLoad(), Results: []bench.Result{
+		{Scenario: "gocloud-zonal", Size: 10, Profile: "rapid", P50: 90 * ms, P99: 100 * ms, Latencies: []time.Duration{ms}},
+		{Scenario: "zonalblob-put", Size: 10, Profile: "rapid", P50: 30 * ms, P99: 200 * ms, Latencies: []time.Duration{ms}},
+		{Scenario: "gocloud-regional", Size: 10, Profile: "rapid", P50: 10 * ms, P99: 10 * ms, Latencies: []time.Duration{ms}},
+		{Scenario: "zonalblob-create-pooled", Size: 10, Profile: "rapid", P50: 10 * ms, P99: 40 * ms, Latencies: []time.Duration{ms}},
+	}}
+	var b bytes.Buffer
+	if err := writeBenchReport(&b, rep, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"- zonalblob-put 10B: 3.0x faster than gocloud-zonal at p50, 2.0x slower at p99\n",
+		"- zonalblob-create-pooled 10B: as fast as gocloud-regional at p50, 4.0x slower at p99\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+	for line := range strings.Lines(b.String()) {
+		if strings.HasPrefix(line, "- ") && strings.Contains(line, " 0.") {
+			t.Errorf("a ratio below 1 is printed as such: %q", line)
+		}
 	}
 }

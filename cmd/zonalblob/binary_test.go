@@ -706,3 +706,49 @@ func TestBinaryCloudURLPathIsPrefix(t *testing.T) {
 		t.Errorf("cat through the prefix = %q", got)
 	}
 }
+
+// Standard output carries the command's result only. gocloud's gcsblob
+// prints a warning with fmt.Printf when it finds no credentials (here: a
+// credentials file that does not exist); it must reach stderr, and stdout
+// stay valid JSON for jq. Neither URL does network I/O: the gs:// replica of
+// the quorum fails at once, and the tiered store's cold tier is not touched
+// by a put.
+func TestBinaryLibraryOutputNeverOnStdout(t *testing.T) {
+	env := []string{"GOOGLE_APPLICATION_CREDENTIALS=" + filepath.Join(t.TempDir(), "absent.json"),
+		"STORAGE_EMULATOR_HOST=", "STORAGE_EMULATOR_HOST_GRPC="}
+	gs := url.QueryEscape("gs://bucket/")
+	mem := url.QueryEscape("mem://")
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+		lines int
+	}{
+		{"ls --json", "", []string{"ls", "--json", "quorum://?w=2&replica=" + mem + "&replica=" + mem + "&replica=" + gs}, 0},
+		{"put --json", "hello", []string{"put", "--json", "tiered://?manual=true&hot=" + mem + "&cold=" + gs, "k"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := zbExec(t, proc{stdin: tc.stdin, env: env}, tc.args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+			}
+			if !strings.Contains(r.stderr, "unable to load GCP Default Credentials") {
+				t.Errorf("gcsblob's warning is not on stderr:\n%s", r.stderr)
+			}
+			n := 0
+			for line := range strings.Lines(r.stdout) {
+				n++
+				if !json.Valid([]byte(line)) {
+					t.Errorf("stdout line %q is not JSON", line)
+				}
+			}
+			if n != tc.lines || (n > 0 && !strings.HasSuffix(r.stdout, "}\n")) {
+				t.Errorf("stdout = %q, want %d JSON lines and nothing else", r.stdout, tc.lines)
+			}
+			// The warning ends its line: the next message is not glued to it.
+			if i := strings.Index(r.stderr, "Warning: "); i >= 0 && strings.Contains(strings.SplitN(r.stderr[i:], "\n", 2)[0], "zonalblob: ") {
+				t.Errorf("a message runs on from the warning:\n%s", r.stderr)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,7 +11,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -19,7 +22,7 @@ import (
 func cpCommand() *command {
 	return &command{
 		name:     "cp",
-		synopsis: "SRC DST [-r] [--progress] [--if-not-exist] [-q]   (SRC, DST: STORE KEY, or a local PATH)",
+		synopsis: "SRC DST [-r] [--progress] [--if-not-exist] [--json] [-q]   (SRC, DST: STORE KEY, or a local PATH)",
 		summary:  "copy objects between stores, or between a store and local files",
 		details: `Copies SRC to DST. Each end is either a store and a key (two arguments,
 STORE KEY) or a local path (one argument): an argument that begins with a URL
@@ -46,11 +49,17 @@ out/sub/2), and one without copies the folder itself (cp -r STORE logs DST
 out/ gives out/logs/1, out/logs/sub/2). A failed object is reported and the
 others are still copied.
 
-A line on stderr sums up what was copied (-q: nothing). A progress bar
-(objects, bytes, percent, rate) appears on stderr when a copy takes longer than
-half a second and stderr is a terminal; --progress shows it anywhere,
---progress=false never. Ctrl-C stops the copy, says how many objects were
-copied, and exits 130; an object cut short is not written.
+A line on stderr sums up what was copied (-q: nothing). --json prints on
+stdout one JSON object per object copied, in the order of their sources:
+{"src_key" or "src_path", "dst_key" or "dst_path", "size"} (keys exactly as
+stored; no store URLs). A progress bar (objects, bytes, percent, rate)
+appears on stderr when a copy takes longer than half a second and stderr is
+a terminal; --progress shows it anywhere, --progress=false never. It is
+finished before the summary line. Ctrl-C stops the copy, says how many
+objects were copied, and exits 130; an object cut short is not written.
+
+A URL with the key glued on (cp gs://bucket/key ./x) is refused, with the
+two-argument form to use instead (cp gs://bucket key ./x).
 
 Examples:
   zonalblob cp file:///tmp/demo report.csv 's3://bucket?region=eu-west-1' reports/2025.csv
@@ -61,8 +70,9 @@ Examples:
   zonalblob cp --if-not-exist file:///tmp/demo a file:///tmp/demo b
 `,
 		minArgs: 2, maxArgs: 4,
+		checkForms: checkEnds,
 		setup: func(fs *flag.FlagSet) action {
-			var recursive, ifNotExist, quiet bool
+			var recursive, ifNotExist, quiet, asJSON bool
 			var showProgress autoBool
 			jobs := 4
 			fs.BoolVar(&recursive, "r", false, "copy every object under the folder SRC into the folder DST")
@@ -70,6 +80,7 @@ Examples:
 			fs.IntVar(&jobs, "jobs", jobs, "with -r, copy `N` objects at a time (1 to 1024)")
 			fs.BoolVar(&ifNotExist, "if-not-exist", false, "fail for a destination object that already exists")
 			fs.BoolVar(&quiet, "q", false, "quiet: no summary line")
+			fs.BoolVar(&asJSON, "json", false, "print each object copied on stdout, one JSON object per line")
 			fs.Var(&showProgress, "progress", "show a progress bar even when stderr is not a terminal (=false: never)")
 			return func(ctx context.Context, s streams, args []string) error {
 				if jobs < 1 || jobs > 1024 {
@@ -82,6 +93,9 @@ Examples:
 				if recursive && (src.path == "-" || dst.path == "-") {
 					return usagef("-r copies folders; \"-\" (standard input or output) is one object")
 				}
+				if asJSON && dst.path == "-" {
+					return usagef("--json prints on stdout, where \"-\" would write the object: give one or the other")
+				}
 				c := &copier{
 					stdin:    s.stdin,
 					stdout:   s.stdout,
@@ -90,6 +104,7 @@ Examples:
 					stderr:   s.stderr,
 					jobs:     jobs,
 					quiet:    quiet,
+					json:     asJSON,
 				}
 				return c.run(ctx, src, dst, recursive)
 			}
@@ -104,6 +119,12 @@ type end struct {
 }
 
 func (e end) local() bool { return e.url == "" }
+
+// checkEnds checks the forms of cp's and mv's arguments.
+func checkEnds(pos []string) error {
+	_, _, err := parseEnds(pos)
+	return err
+}
 
 // parseEnds reads SRC and DST from the positional arguments.
 func parseEnds(args []string) (src, dst end, err error) {
@@ -136,7 +157,7 @@ func parseEnds(args []string) (src, dst end, err error) {
 		return src, dst, usagef("too many arguments: %q is neither part of SRC nor of DST (each is STORE KEY or a local PATH)", shortArg(args[i]))
 	}
 	if src.local() && dst.local() {
-		return src, dst, usagef("both ends are local paths; one must be a store URL (use cp(1) for local files)")
+		return src, dst, usagef("both ends are local paths; one must be a store URL (use cp(1) or mv(1) for local files)")
 	}
 	return src, dst, nil
 }
@@ -149,10 +170,54 @@ type copier struct {
 	stderr   io.Writer
 	jobs     int
 	quiet    bool
+	json     bool // print each object copied on stdout
 
 	src, dst blob.Store // nil for a local end
 	same     bool       // both ends are one store
 	p        *progress
+	stopBar  func() // finishes the progress bar, once
+}
+
+// copyJSON is a line of cp --json and mv --json: an object copied (or
+// moved), named by its keys or local paths.
+type copyJSON struct {
+	SrcKey  string `json:"src_key,omitempty"`
+	SrcPath string `json:"src_path,omitempty"`
+	DstKey  string `json:"dst_key,omitempty"`
+	DstPath string `json:"dst_path,omitempty"`
+	Size    int64  `json:"size"`
+	// SrcGeneration is the generation mv deleted (not for a local source).
+	SrcGeneration string `json:"src_generation,omitempty"`
+}
+
+// copyLine describes it, copied with n bytes, for --json.
+func (c *copier) copyLine(it item, n int64) copyJSON {
+	j := copyJSON{Size: n}
+	if c.src == nil {
+		j.SrcPath = it.from
+	} else {
+		j.SrcKey = it.from
+	}
+	if c.dst == nil {
+		j.DstPath = it.to
+	} else {
+		j.DstKey = it.to
+	}
+	return j
+}
+
+// printJSON prints lines on stdout, one JSON object each.
+func printJSON[T any](w io.Writer, lines []T) error {
+	for _, l := range lines {
+		b, err := json.Marshal(l)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "%s\n", b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // item is one object to copy: where it comes from and where it goes (a key,
@@ -160,43 +225,14 @@ type copier struct {
 type item struct {
 	from, to string
 	size     int64
+	gen      string // the source's generation, where planOne read it
 }
 
 func (c *copier) run(ctx context.Context, src, dst end, recursive bool) error {
-	for _, e := range []end{src, dst} {
-		if e.local() {
-			continue
-		}
-		// Prefixes may be empty or end in "/"; keys are checked as keys.
-		if e.key == "" && (recursive || e == dst) {
-			continue
-		}
-		if err := blob.ValidateKey("copy", e.key); err != nil {
-			return err
-		}
-	}
-	if recursive {
-		if !dst.local() && dst.key != "" && !strings.HasSuffix(dst.key, "/") {
-			return usagef("with -r the destination is a folder: end it in \"/\" (%q), or give '' for the top of the store; without the slash every key would run on from %q", dst.key+"/", dst.key)
-		}
-	}
-	var err error
-	if !src.local() {
-		if c.src, err = openStore(ctx, src.url); err != nil {
-			return err
-		}
-		defer c.src.Close()
-	}
-	if !dst.local() {
-		// Opening one URL twice would give two stores; for mem:// two empty ones.
-		if c.same = src.url == dst.url; c.same {
-			c.dst = c.src
-		} else {
-			if c.dst, err = openStore(ctx, dst.url); err != nil {
-				return err
-			}
-			defer c.dst.Close()
-		}
+	closeStores, err := c.open(ctx, src, dst, recursive)
+	defer closeStores()
+	if err != nil {
+		return err
 	}
 
 	items, err := c.plan(ctx, src, dst, recursive)
@@ -208,24 +244,34 @@ func (c *copier) run(ctx context.Context, src, dst end, recursive bool) error {
 		total += it.size
 	}
 	start := time.Now()
-	c.p = newProgress(c.stderr, total, start)
-	c.p.SetObjects(len(items))
-	if c.progress {
-		defer c.p.run()()
-	}
+	c.startBar(total, len(items), start)
+	defer c.stopBar()
 	jobs := c.jobs
 	if !recursive {
 		jobs = 1
 	}
 	var t tally
+	var mu sync.Mutex
+	var copied []copyJSON
 	done, failed := forEach(ctx, items, jobs, func(it item) error {
 		n, err := c.copyOne(ctx, it)
 		if err == nil {
 			t.bytes.Add(n)
 			c.p.AddObject()
+			mu.Lock()
+			copied = append(copied, c.copyLine(it, n))
+			mu.Unlock()
 		}
 		return err
 	})
+	// The bar ends before anything else is printed, never after.
+	c.stopBar()
+	if c.json {
+		slices.SortFunc(copied, func(a, b copyJSON) int { return strings.Compare(a.SrcKey+a.SrcPath, b.SrcKey+b.SrcPath) })
+		if err := printJSON(c.stdout, copied); err != nil {
+			return err
+		}
+	}
 	if ctx.Err() != nil {
 		return &partial{done: done, total: len(items), verb: "copied"}
 	}
@@ -239,6 +285,63 @@ func (c *copier) run(ctx context.Context, src, dst end, recursive bool) error {
 		fmt.Fprintln(c.stderr, summary("copied", done, t.bytes.Load(), time.Since(start)))
 	}
 	return nil
+}
+
+// startBar sets up the progress of a transfer of objects totalling total
+// bytes, and the bar if there is one; stopBar finishes it.
+func (c *copier) startBar(total int64, objects int, start time.Time) {
+	c.p = newProgress(c.stderr, total, start)
+	c.p.SetObjects(objects)
+	c.stopBar = func() {}
+	if c.progress {
+		c.stopBar = sync.OnceFunc(c.p.run())
+	}
+}
+
+// open checks the keys of src and dst and opens their stores; closeStores
+// closes them.
+func (c *copier) open(ctx context.Context, src, dst end, recursive bool) (closeStores func(), err error) {
+	var closers []func() error
+	closeStores = func() {
+		for _, f := range slices.Backward(closers) {
+			f()
+		}
+	}
+	for _, e := range []end{src, dst} {
+		if e.local() {
+			continue
+		}
+		// Prefixes may be empty or end in "/"; keys are checked as keys.
+		if e.key == "" && (recursive || e == dst) {
+			continue
+		}
+		if err := blob.ValidateKey("copy", e.key); err != nil {
+			return closeStores, err
+		}
+	}
+	if recursive {
+		if !dst.local() && dst.key != "" && !strings.HasSuffix(dst.key, "/") {
+			return closeStores, usagef("with -r the destination is a folder: end it in \"/\" (%q), or give '' for the top of the store; without the slash every key would run on from %q", dst.key+"/", dst.key)
+		}
+	}
+	if !src.local() {
+		if c.src, err = openStore(ctx, src.url); err != nil {
+			return closeStores, err
+		}
+		closers = append(closers, c.src.Close)
+	}
+	if !dst.local() {
+		// Opening one URL twice would give two stores; for mem:// two empty ones.
+		if c.same = src.url == dst.url; c.same {
+			c.dst = c.src
+		} else {
+			if c.dst, err = openStore(ctx, dst.url); err != nil {
+				return closeStores, err
+			}
+			closers = append(closers, c.dst.Close)
+		}
+	}
+	return closeStores, nil
 }
 
 // plan lists what to copy and where each piece goes.
@@ -355,7 +458,7 @@ func (c *copier) planOne(ctx context.Context, src, dst end) (item, error) {
 		if err != nil {
 			return it, err
 		}
-		it.from, it.size, name = src.key, a.Size, path.Base(src.key)
+		it.from, it.size, it.gen, name = src.key, a.Size, a.Generation, path.Base(src.key)
 		if strings.HasSuffix(src.key, "/") {
 			name = ""
 		}

@@ -33,7 +33,12 @@ true} for a directory, with keys exactly as stored. In the other formats a key
 with a control character (or beginning with a double quote) is printed
 quoted and escaped, as a Go string, so that it cannot redraw the terminal.
 
-One-letter flags combine: -lh, -rl. An empty store prints nothing and exits 0.
+One-letter flags combine: -lh, -rl. An empty store, or a PREFIX that no key
+begins with, prints nothing and exits 0. PREFIX is a prefix, not a pattern:
+*, ? and [ are ordinary key characters. When a PREFIX holding one of them
+matches nothing, a line on stderr says so (exit still 0):
+
+  zonalblob: ls takes a key prefix; wildcards are not expanded: no key starts with "gr*"
 
 Examples:
   zonalblob ls file:///tmp/demo
@@ -90,13 +95,18 @@ Examples:
 						o.Prefix += "/"
 					}
 				}
+				listed := 0
 				for obj, err := range blob.All(ctx, st, &o) {
 					if err != nil {
 						return err
 					}
+					listed++
 					if err := p.print(obj); err != nil {
 						return err
 					}
+				}
+				if listed == 0 {
+					wildcardNote(s, "ls", o.Prefix)
 				}
 				return p.total()
 			}
@@ -209,4 +219,13 @@ func folderHint(ctx context.Context, st blob.Store, key string, err error) error
 		return err
 	}
 	return fmt.Errorf("%w (%q is a folder: list it with ls STORE %s)", err, key, folderPrefix(key))
+}
+
+// wildcardNote says on stderr, when prefix matched nothing and looks like a
+// shell pattern, that it was taken as a prefix: a user who typed 'gr*'
+// otherwise sees an empty listing and no reason.
+func wildcardNote(s streams, cmd, prefix string) {
+	if strings.ContainsAny(prefix, "*?[") {
+		fmt.Fprintf(s.stderr, "zonalblob: %s takes a key prefix; wildcards are not expanded: no key starts with %q\n", cmd, prefix)
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -44,10 +46,53 @@ func main() {
 	// Libraries log through the standard logger (gcsrapid says how it
 	// connects); no credential from the command line reaches stderr that way
 	// either.
-	log.SetOutput(redactWriter{w: os.Stderr, secrets: argSecrets(os.Args[1:])})
-	code := runContext(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stderr := redactWriter{w: os.Stderr, secrets: argSecrets(os.Args[1:])}
+	log.SetOutput(stderr)
+	// Standard output carries a command's result and nothing else (ls --json
+	// | jq), but a library may print there: gocloud's gcsblob warns with
+	// fmt.Printf when it finds no credentials. So os.Stdout, where fmt.Print
+	// writes, becomes a pipe to stderr, and commands get the real stdout.
+	stdout := os.Stdout
+	flushStray := divertStdout(stderr)
+	code := runContext(ctx, os.Args[1:], os.Stdin, stdout, os.Stderr)
 	cancel(nil)
+	flushStray()
 	os.Exit(code)
+}
+
+// divertStdout makes os.Stdout a pipe whose every write is copied to w, as
+// a line of its own (a library's message need not end in a newline), and
+// returns a function that waits until all of it has been. If no pipe can be
+// made, os.Stdout becomes os.Stderr.
+func divertStdout(w io.Writer) (flush func()) {
+	r, pw, err := os.Pipe()
+	if err != nil {
+		os.Stdout = os.Stderr
+		return func() {}
+	}
+	os.Stdout = pw
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				line := buf[:n:n]
+				if line[n-1] != '\n' {
+					line = append(line, '\n')
+				}
+				w.Write(line)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return func() {
+		pw.Close()
+		<-done
+	}
 }
 
 // interrupted is the cause of a command's context when a signal stopped it.
@@ -74,6 +119,7 @@ type streams struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	args           []string // the whole command line, for redaction
+	stats          bool     // --stats before the command name
 }
 
 // command is one subcommand.
@@ -84,6 +130,9 @@ type command struct {
 	details  string // what it does, notes and examples, for --help
 	// minArgs and maxArgs bound the positional arguments; maxArgs < 0: unbounded.
 	minArgs, maxArgs int
+	// checkForms, if set, checks the positional arguments beyond their count
+	// (cp's ends), as the action will: a suggested command line must pass it.
+	checkForms func(pos []string) error
 	// setup defines the command's flags on fs and returns the action to run
 	// once they are parsed. Flag values live in the closure, so every run
 	// starts from fresh defaults.
@@ -100,6 +149,7 @@ func commands() []*command {
 		catCommand(),
 		putCommand(),
 		cpCommand(),
+		mvCommand(),
 		rmCommand(),
 		duCommand(),
 		benchCommand(),
@@ -123,6 +173,14 @@ func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	// reaches the terminal. Stdout carries data and is left as is.
 	stderr = redactWriter{w: stderr, secrets: argSecrets(args)}
 	s := streams{stdin: stdin, stdout: stdout, stderr: stderr, args: args}
+	// Global flags come before the command's name.
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		v, ok := globalStats(args[0])
+		if !ok {
+			break
+		}
+		s.stats, args = v, args[1:]
+	}
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "zonalblob: no command given\n\n")
 		writeUsage(stderr)
@@ -192,22 +250,51 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// globalStats reads arg as the global flag --stats (-stats, --stats=BOOL).
+func globalStats(arg string) (value, ok bool) {
+	name, v, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(arg, "-"), "-"), "=")
+	if name != "stats" {
+		return false, false
+	}
+	if !hasValue {
+		return true, true
+	}
+	b, err := strconv.ParseBool(v)
+	return b, err == nil
+}
+
 func (c *command) run(ctx context.Context, s streams, args []string) int {
-	fs := c.flagSet()
+	fs := c.flagSet(&s.stats)
 	act := c.setup(fs)
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		writeCommandHelp(s.stdout, c)
 		return exitOK
 	}
+	hint := ""
 	if err == nil {
-		err = c.checkArgs(pos)
+		if err = c.checkArgs(pos); err != nil {
+			hint = c.gluedKeyHint(pos)
+		}
 	}
 	if err != nil {
-		fmt.Fprintf(s.stderr, "zonalblob: %s: %v\nusage: zonalblob %s %s\nRun 'zonalblob %s --help' for details.\n", c.name, err, c.name, c.synopsis, c.name)
+		fmt.Fprintf(s.stderr, "zonalblob: %s: %v\n%susage: zonalblob %s %s\nRun 'zonalblob %s --help' for details.\n", c.name, err, hint, c.name, c.synopsis, c.name)
 		return exitUsage
 	}
-	err = act(ctx, s, pos)
+	var opened *openedStores
+	if s.stats {
+		ctx, opened = withOpenedStores(ctx)
+	}
+	code := c.act(ctx, s, act, pos)
+	if opened != nil {
+		writeStats(s.stderr, opened)
+	}
+	return code
+}
+
+// act runs the action and reports its error.
+func (c *command) act(ctx context.Context, s streams, act action, pos []string) int {
+	err := act(ctx, s, pos)
 	var intr interrupted
 	if err != nil && errors.As(context.Cause(ctx), &intr) {
 		// Whatever the action made of its cancelled context, say that the
@@ -224,9 +311,40 @@ func (c *command) run(ctx context.Context, s streams, args []string) int {
 		for line := range strings.Lines(err.Error()) {
 			fmt.Fprintf(s.stderr, "zonalblob: %s", strings.TrimSuffix(line, "\n")+"\n")
 		}
-		return exitCode(err)
+		code := exitCode(err)
+		if code == exitUsage {
+			fmt.Fprint(s.stderr, c.gluedKeyHint(pos))
+		}
+		return code
 	}
 	return exitOK
+}
+
+// gluedKeyHint is a line for a usage error of a command line in which a
+// store URL has its key glued on ("cat gs://b/k"), if splitting it gives
+// arguments of the right form: "zonalblob: cat takes STORE KEY as two
+// arguments: zonalblob cat gs://b k". Otherwise it is "".
+func (c *command) gluedKeyHint(pos []string) string {
+	for i, a := range pos {
+		store, key, ok := gluedKey(a)
+		if !ok {
+			continue
+		}
+		split := append(append(slices.Clone(pos[:i]), store, key), pos[i+1:]...)
+		if c.checkArgs(split) != nil || c.checkForms != nil && c.checkForms(split) != nil {
+			return ""
+		}
+		second := "KEY"
+		if f := strings.Fields(c.synopsis); len(f) > 1 && f[0] == "STORE" {
+			second = strings.Trim(f[1], "[].")
+		}
+		quoted := make([]string, len(split))
+		for j, a := range split {
+			quoted[j] = shellQuote(a)
+		}
+		return fmt.Sprintf("zonalblob: %s takes STORE %s as two arguments: zonalblob %s %s\n", c.name, second, c.name, strings.Join(quoted, " "))
+	}
+	return ""
 }
 
 // partial is the error of a command stopped part of the way: "interrupted:
@@ -240,10 +358,13 @@ func (p *partial) Error() string {
 	return fmt.Sprintf("interrupted: %d of %d %s", p.done, p.total, p.verb)
 }
 
-func (c *command) flagSet() *flag.FlagSet {
+// flagSet returns the command's flag set, with the flags every command
+// takes: --stats, into stats.
+func (c *command) flagSet(stats *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	// Errors and help are printed by run, in one place and format.
 	fs.SetOutput(io.Discard)
+	fs.BoolVar(stats, "stats", *stats, "at exit, print the stats of the stores the command opened on stderr, as one JSON line (also: zonalblob --stats COMMAND)")
 	return fs
 }
 
@@ -356,7 +477,7 @@ const usageHead = `zonalblob lists, reads, writes, copies and deletes objects in
 zonalblob can open by URL.
 
 Usage:
-  zonalblob COMMAND [flags] ARGS...
+  zonalblob [--stats] COMMAND [flags] ARGS...
   zonalblob help COMMAND        (or: zonalblob COMMAND --help)
 
 Commands:
@@ -370,10 +491,15 @@ Naming objects:
 
     zonalblob cat 'file:///tmp/b?create_dir=true' logs/2025/part-0001
 
-  cp also takes a local PATH for either end: an argument that begins with a URL
-  scheme is a store, anything else a local path. A KEY or PATH ending in "/" is
-  a folder. Flags may come before or after the arguments, one-letter flags
-  combine (-lh), and "--" ends the flags, for a KEY that begins with "-". Keys
+  A URL with the key glued on (cat gs://b/k) is a usage error that shows the
+  two-argument form (zonalblob cat gs://b k).
+
+  cp and mv also take a local PATH for either end: an argument that begins
+  with a URL scheme is a store, anything else a local path. A KEY or PATH
+  ending in "/" is a folder. A PREFIX (ls, du, rm -r) is a prefix, not a
+  pattern: *, ? and [ are ordinary key characters. Flags may come before or
+  after the arguments, one-letter flags combine (-lh), and "--" ends the
+  flags, for a KEY that begins with "-". Keys
   are valid UTF-8, 1 to 1024 bytes, without NUL; a store may refuse more (a
   file:// key cannot begin with "/", nor have a path segment over 234 bytes),
   always before any I/O.
@@ -393,6 +519,21 @@ Store URLs (registered schemes: %s):
   Credentials in a URL (user:password@, key=, token=, sig=..., and in URLs
   nested in quorum:// and tiered:// URLs) are never printed.
 
+Output:
+  Standard output carries the command's result and nothing else; messages,
+  summaries, progress bars and any library's warnings go to stderr. --json
+  (ls, stat, put, cp, mv, rm, du, version) prints the result as JSON: one
+  object per line (stat: one indented object); cat writes the object's
+  bytes. bench writes its figures as JSON into --out (results.json).
+
+Global flags (before the command, or among its flags):
+  --stats   at exit, print on stderr one JSON line with the stats of every
+            store the command opened: {"stores": [{"url", "type", "stats",
+            "wraps", "hot", "cold", "replicas", "note"}]}, each layer of a
+            store (pool, quorum, tiered, gcsrapid) with its Stats() as Go
+            names them (durations in nanoseconds); "note" says when a store
+            keeps none (mem://, file://, ...).
+
 Exit codes:
   0    success
   1    the operation failed (I/O error, precondition failed, object exists, ...)
@@ -408,6 +549,8 @@ Examples:
   zonalblob cp ./report.csv file:///tmp/demo reports/
   zonalblob cp -r file:///tmp/demo reports/ ./backup/
   zonalblob cp file:///tmp/demo greeting 's3://bucket?region=eu-west-1' greeting
+  zonalblob mv file:///tmp/demo inbox/report.csv file:///tmp/demo done/
+  zonalblob --stats put 'tiered://?hot=mem%%3A%%2F%%2F&cold=mem%%3A%%2F%%2F' k ./hello.txt
 `
 
 func writeUsage(w io.Writer) {
@@ -423,7 +566,8 @@ func writeCommandHelp(w io.Writer, c *command) {
 	if c.details != "" {
 		fmt.Fprintf(w, "\n%s", c.details)
 	}
-	fs := c.flagSet()
+	var stats bool
+	fs := c.flagSet(&stats)
 	c.setup(fs)
 	hasFlags := false
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -421,7 +422,8 @@ func TestParseInterspersed(t *testing.T) {
 		{"none", nil, nil, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := (&command{name: "t"}).flagSet()
+			var stats bool
+			fs := (&command{name: "t"}).flagSet(&stats)
 			long := fs.Bool("l", false, "")
 			prefix := fs.String("prefix", "", "")
 			pos, err := parseInterspersed(fs, tc.args)
@@ -440,5 +442,159 @@ func TestKeyBeginningWithDash(t *testing.T) {
 	mustZB(t, "dash", "put", s, "--", "-k")
 	if got := mustZB(t, "", "cat", s, "--", "-k"); got != "dash" {
 		t.Errorf("cat -- -k = %q", got)
+	}
+}
+
+// A store URL with the key glued on ("cat gs://b/k", as gsutil takes it) is
+// a usage error that shows the two-argument form; a URL that is a store as
+// it stands gets no such hint.
+func TestGluedKeyHint(t *testing.T) {
+	dir := t.TempDir()
+	s := (&url.URL{Scheme: "file", Path: dir}).String()
+	mustZB(t, "x", "put", s, "greeting")
+	for _, tc := range []struct {
+		name string
+		args []string
+		hint string // "" for none
+	}{
+		{"cat", []string{"cat", "gs://b/k"}, "cat takes STORE KEY as two arguments: zonalblob cat gs://b k\n"},
+		{"cat with a query", []string{"cat", "s3://b/logs/k?region=eu-west-1"}, "zonalblob cat 's3://b?region=eu-west-1' logs/k\n"},
+		{"stat", []string{"stat", "gs://b/k"}, "stat takes STORE KEY as two arguments: zonalblob stat gs://b k\n"},
+		{"rm", []string{"rm", "gs://b/k"}, "rm takes STORE KEY as two arguments: zonalblob rm gs://b k\n"},
+		{"cp download", []string{"cp", "gs://bucket/key", "./x"}, "cp takes STORE KEY as two arguments: zonalblob cp gs://bucket key ./x\n"},
+		{"cp upload", []string{"cp", "./x", "gs://bucket/key"}, "cp takes STORE KEY as two arguments: zonalblob cp ./x gs://bucket key\n"},
+		{"mv", []string{"mv", "gs://bucket/key", "./x"}, "mv takes STORE KEY as two arguments: zonalblob mv gs://bucket key ./x\n"},
+		{"put opens the URL", []string{"put", "gs://b/k", "./f"}, "put takes STORE KEY as two arguments: zonalblob put gs://b k ./f\n"},
+		{"ls", []string{"ls", "gs://bucket/logs"}, "ls takes STORE PREFIX as two arguments: zonalblob ls gs://bucket logs\n"},
+		{"file URL of an object", []string{"cat", s + "/greeting"}, "cat takes STORE KEY as two arguments: zonalblob cat " + s + " greeting\n"},
+		{"file URL of a store", []string{"cat", s}, ""},
+		{"bucket alone", []string{"cat", "gs://b"}, ""},
+		{"prefix", []string{"cat", "gs://b/logs/"}, ""},
+		{"mem", []string{"cat", "mem://"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := zb(t, "", tc.args...)
+			wantFail(t, r, exitUsage)
+			if tc.hint == "" {
+				if strings.Contains(r.stderr, "as two arguments") {
+					t.Errorf("hint for a store URL:\n%s", r.stderr)
+				}
+				return
+			}
+			if !strings.Contains(r.stderr, "\nzonalblob: ") || !strings.Contains(r.stderr, tc.hint) {
+				t.Errorf("stderr lacks the hint %q:\n%s", tc.hint, r.stderr)
+			}
+		})
+	}
+}
+
+// ls takes a prefix, not a pattern: one with *, ? or [ that matches nothing
+// says so on stderr, and exits 0 as any listing that matches nothing does.
+func TestLsWildcardNote(t *testing.T) {
+	s := fileStore(t)
+	mustZB(t, "x", "put", s, "grape")
+	note := `zonalblob: ls takes a key prefix; wildcards are not expanded: no key starts with "gr*"` + "\n"
+	for _, flags := range [][]string{nil, {"--json"}, {"-r"}, {"-l"}} {
+		r := zb(t, "", append([]string{"ls", s, "gr*"}, flags...)...)
+		if r.code != 0 || r.stdout != "" && !slices.Contains(flags, "-l") || r.stderr != note {
+			t.Errorf("ls %v 'gr*': exit %d, stdout %q, stderr %q; want 0, nothing, the note", flags, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := zb(t, "", "ls", s, "gr"); r.code != 0 || r.stdout != "grape\n" || r.stderr != "" {
+		t.Errorf("ls gr: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := zb(t, "", "ls", s, "zz"); r.code != 0 || r.stdout != "" || r.stderr != "" {
+		t.Errorf("ls zz: exit %d, stdout %q, stderr %q; want silence", r.code, r.stdout, r.stderr)
+	}
+	mustZB(t, "y", "put", s, "a*b")
+	if r := zb(t, "", "ls", s, "a*"); r.code != 0 || r.stdout != "a*b\n" || r.stderr != "" {
+		t.Errorf("ls a* with a key a*b: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := zb(t, "", "du", s, "gr?"); r.code != 0 || !strings.Contains(r.stderr, "du takes a key prefix; wildcards are not expanded") {
+		t.Errorf("du gr?: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// Every command that prints a result prints it as JSON with --json, one
+// object per line, and nothing else on stdout.
+func TestJSONOutputs(t *testing.T) {
+	s, d := fileStore(t), fileStore(t)
+	decode := func(t *testing.T, out string, v any) {
+		t.Helper()
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		var all []json.RawMessage
+		for _, l := range lines {
+			if !json.Valid([]byte(l)) {
+				t.Fatalf("not a JSON line: %q in\n%s", l, out)
+			}
+			all = append(all, json.RawMessage(l))
+		}
+		b, _ := json.Marshal(all)
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+
+	var put []putJSON
+	decode(t, mustZB(t, "hello", "put", "--json", s, "logs/a"), &put)
+	var st statJSON
+	if err := json.Unmarshal([]byte(mustZB(t, "", "stat", "--json", s, "logs/a")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(put) != 1 || put[0].Key != "logs/a" || put[0].Size != 5 || put[0].Generation == "" || put[0].Generation != st.Generation {
+		t.Errorf("put --json = %+v, want logs/a, 5 bytes, generation %q", put, st.Generation)
+	}
+	mustZB(t, "hi", "put", s, "logs/sub/b")
+
+	var cp []copyJSON
+	decode(t, mustZB(t, "", "cp", "--json", "-r", s, "logs/", d, "bk/"), &cp)
+	if len(cp) != 2 || cp[0] != (copyJSON{SrcKey: "logs/a", DstKey: "bk/a", Size: 5}) || cp[1] != (copyJSON{SrcKey: "logs/sub/b", DstKey: "bk/sub/b", Size: 2}) {
+		t.Errorf("cp -r --json = %+v", cp)
+	}
+	local := filepath.Join(t.TempDir(), "a.txt")
+	cp = nil
+	decode(t, mustZB(t, "", "cp", "--json", s, "logs/a", local), &cp)
+	if len(cp) != 1 || cp[0] != (copyJSON{SrcKey: "logs/a", DstPath: local, Size: 5}) {
+		t.Errorf("cp --json download = %+v", cp)
+	}
+	wantFail(t, zb(t, "", "cp", "--json", s, "logs/a", "-"), exitUsage, "--json")
+
+	var du []duJSON
+	decode(t, mustZB(t, "", "du", "--json", s), &du)
+	if len(du) != 1 || du[0].Size != 7 || du[0].Objects != 2 || len(du[0].Entries) != 1 || du[0].Entries[0] != (duEntryJSON{Key: "logs/", Dir: true, Size: 7, Objects: 2}) {
+		t.Errorf("du --json = %+v", du)
+	}
+	du = nil
+	decode(t, mustZB(t, "", "du", "--json", "-s", s, "logs/sub"), &du)
+	if len(du) != 1 || du[0].Prefix != "logs/sub/" || du[0].Size != 2 || du[0].Entries != nil {
+		t.Errorf("du -s --json = %+v", du)
+	}
+	if out := mustZB(t, "", "du", "--json", fileStore(t)); out != `{"prefix":"","size":0,"objects":0,"entries":[]}`+"\n" {
+		t.Errorf("du --json of an empty store = %q", out)
+	}
+
+	var rm []rmJSON
+	decode(t, mustZB(t, "", "rm", "--json", d, "bk/sub/b"), &rm)
+	if len(rm) != 1 || rm[0].Key != "bk/sub/b" || rm[0].Size != nil {
+		t.Errorf("rm --json = %+v", rm)
+	}
+	mustZB(t, "abc", "put", d, "bk/c")
+	rm = nil
+	decode(t, mustZB(t, "", "rm", "--json", "-r", "--yes", d, "bk"), &rm)
+	if len(rm) != 2 || rm[0].Key != "bk/a" || rm[0].Size == nil || *rm[0].Size != 5 || rm[1].Key != "bk/c" || *rm[1].Size != 3 {
+		t.Errorf("rm -r --json = %+v", rm)
+	}
+	// What was deleted is printed even when another key fails.
+	mustZB(t, "x", "put", d, "k")
+	r := zb(t, "", "rm", "--json", d, "nope", "k")
+	wantFail(t, r, exitNotFound, "nope")
+	if r.stdout != `{"key":"k"}`+"\n" {
+		t.Errorf("rm --json with a failure: stdout %q", r.stdout)
+	}
+
+	var v []versionJSON
+	decode(t, mustZB(t, "", "version", "--json"), &v)
+	if len(v) != 1 || v[0].Version == "" || !slices.Contains(v[0].Schemes, "file") {
+		t.Errorf("version --json = %+v", v)
 	}
 }

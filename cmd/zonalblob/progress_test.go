@@ -1,8 +1,10 @@
 package main
 
 import (
+	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -169,5 +171,35 @@ func TestProgressCountsObjects(t *testing.T) {
 	}
 	if got := p.line(t0.Add(time.Second)); !strings.Contains(got, " 42%  3/7 objects  300 B / 700 B") {
 		t.Errorf("line = %q, want the object count", got)
+	}
+}
+
+// slowReader waits before its first read, so that a copy from it lasts
+// longer than progressDelay however fast the machine is.
+type slowReader struct {
+	r     io.Reader
+	delay time.Duration
+	once  sync.Once
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	s.once.Do(func() { time.Sleep(s.delay) })
+	return s.r.Read(p)
+}
+
+// The progress bar's final line comes before the summary line, never after
+// it: a copy long enough to show the bar ends with the summary.
+func TestCpProgressEndsBeforeSummary(t *testing.T) {
+	s := fileStore(t)
+	var out, errOut strings.Builder
+	in := &slowReader{r: strings.NewReader("payload"), delay: progressDelay + 2*progressInterval}
+	if code := run([]string{"cp", "--progress", "-", s, "k"}, in, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	got := errOut.String()
+	bar := strings.LastIndex(got, "\r")
+	sum := strings.Index(got, "copied 1 object, 7 bytes in ")
+	if bar < 0 || sum < 0 || bar > sum || !strings.HasSuffix(got, "s\n") || strings.Count(got[sum:], "\n") != 1 {
+		t.Errorf("stderr = %q; want the bar, then the summary line last", got)
 	}
 }

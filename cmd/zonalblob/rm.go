@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,13 +16,15 @@ import (
 func rmCommand() *command {
 	return &command{
 		name:     "rm",
-		synopsis: "STORE KEY... [-r --yes] [-f] [--if-generation G] [-q]",
+		synopsis: "STORE KEY... [-r --yes] [-f] [--if-generation G] [--json] [-q]",
 		summary:  "delete objects, or with -r every object under a prefix",
 		details: `Deletes each KEY. Every key is checked before anything is deleted, so a
 malformed key deletes nothing. A key that cannot be deleted is reported and the
 others are still deleted; the exit code is then 3 if every failure was a
-missing object, 2 if every one was a key the store refuses, 1 otherwise. A line on stderr sums up what was deleted (-q:
-nothing).
+missing object, 2 if every one was a key the store refuses, 1 otherwise. A
+line on stderr sums up what was deleted (-q: nothing). --json prints on
+stdout one JSON object per object deleted: {"key"} in the order given, or
+with -r {"key", "size"} in key order; failures go to stderr as usual.
 
 With -r each KEY is a prefix: every object under it is deleted. A prefix
 without a final "/" is a folder ("logs" deletes logs/..., not logsx); ''
@@ -46,6 +49,8 @@ Examples:
 			fs.BoolVar(&yes, "yes", false, "with -r, really delete")
 			fs.BoolVar(&yes, "y", false, "same as --yes")
 			fs.BoolVar(&quiet, "q", false, "quiet: no summary line")
+			var asJSON bool
+			fs.BoolVar(&asJSON, "json", false, "print each object deleted on stdout, one JSON object per line")
 			fs.IntVar(&jobs, "jobs", jobs, "with -r, delete `N` objects at a time (1 to 1024)")
 			return func(ctx context.Context, s streams, args []string) error {
 				keys := args[1:]
@@ -73,7 +78,7 @@ Examples:
 				defer st.Close()
 				start := time.Now()
 				if recursive {
-					return removeTree(ctx, s, st, keys, yes, quiet, jobs, start)
+					return removeTree(ctx, s, st, keys, rmFlags{yes: yes, quiet: quiet, json: asJSON, jobs: jobs}, start)
 				}
 				// A store may refuse keys that every store would not (file://
 				// refuses "/x"); it does so before any I/O, so asking first
@@ -87,6 +92,13 @@ Examples:
 				}
 				var failed failures
 				deleted := 0
+				var removed []rmJSON
+				// What was deleted is printed however the command ends.
+				defer func() {
+					if asJSON {
+						printJSON(s.stdout, removed)
+					}
+				}()
 				for _, k := range keys {
 					if ctx.Err() != nil {
 						return &partial{done: deleted, total: len(keys), verb: "deleted"}
@@ -95,6 +107,7 @@ Examples:
 					switch {
 					case err == nil:
 						deleted++
+						removed = append(removed, rmJSON{Key: k})
 					case force && errors.Is(err, blob.ErrNotFound):
 					case ctx.Err() != nil:
 						return &partial{done: deleted, total: len(keys), verb: "deleted"}
@@ -127,9 +140,23 @@ func folderPrefix(p string) string {
 	return p + "/"
 }
 
-func removeTree(ctx context.Context, s streams, st blob.Store, prefixes []string, yes, quiet bool, jobs int, start time.Time) error {
+// rmJSON is a line of rm --json: an object deleted (Size with -r, from the
+// listing).
+type rmJSON struct {
+	Key  string `json:"key"`
+	Size *int64 `json:"size,omitempty"`
+}
+
+// rmFlags are rm -r's flags.
+type rmFlags struct {
+	yes, quiet, json bool
+	jobs             int
+}
+
+func removeTree(ctx context.Context, s streams, st blob.Store, prefixes []string, f rmFlags, start time.Time) error {
 	seen := map[string]bool{}
 	var keys []string
+	sizes := map[string]int64{}
 	var bytes int64
 	for _, p := range prefixes {
 		p = folderPrefix(p)
@@ -141,6 +168,7 @@ func removeTree(ctx context.Context, s streams, st blob.Store, prefixes []string
 			if !seen[obj.Key] {
 				seen[obj.Key] = true
 				keys = append(keys, obj.Key)
+				sizes[obj.Key] = obj.Size
 				bytes += obj.Size
 			}
 		}
@@ -148,19 +176,34 @@ func removeTree(ctx context.Context, s streams, st blob.Store, prefixes []string
 			return blob.Errorf("delete", p, blob.ErrNotFound, "no objects under prefix %q", p)
 		}
 	}
-	if !yes {
+	if !f.yes {
 		return usagef("rm -r would delete %s (%s) under %s; add --yes to delete them", plural(len(keys), "object"), byteCount(bytes), quoteAll(prefixes))
 	}
-	done, failed := forEach(ctx, keys, jobs, func(k string) error {
-		return st.Delete(ctx, k, nil)
+	var mu sync.Mutex
+	var removed []rmJSON
+	done, failed := forEach(ctx, keys, f.jobs, func(k string) error {
+		err := st.Delete(ctx, k, nil)
+		if err == nil {
+			size := sizes[k]
+			mu.Lock()
+			removed = append(removed, rmJSON{Key: k, Size: &size})
+			mu.Unlock()
+		}
+		return err
 	})
+	if f.json {
+		slices.SortFunc(removed, func(a, b rmJSON) int { return strings.Compare(a.Key, b.Key) })
+		if err := printJSON(s.stdout, removed); err != nil {
+			return err
+		}
+	}
 	if ctx.Err() != nil {
 		return &partial{done: done, total: len(keys), verb: "deleted"}
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%w\n%s; %d failed", failed, summary(fmt.Sprintf("deleted %d of", done), len(keys), -1, time.Since(start)), len(failed))
 	}
-	if !quiet {
+	if !f.quiet {
 		fmt.Fprintln(s.stderr, summary("deleted", done, bytes, time.Since(start)))
 	}
 	return nil

@@ -1,5 +1,10 @@
 package bench
 
+import (
+	"fmt"
+	"math"
+)
+
 // Comparison is a write path and the one a user would otherwise use.
 type Comparison struct{ Path, Baseline string }
 
@@ -54,4 +59,33 @@ func appendUnique(s []int, v int) []int {
 		}
 	}
 	return append(s, v)
+}
+
+// Times words a ratio of a baseline's latency to a path's: "1.5x faster"
+// above 1, "2.0x slower" below (the inverse ratio, so that a slower path
+// never reads as a fraction of "faster"), "as fast" when it rounds to 1.0x.
+func Times(ratio float64) string {
+	switch {
+	case !(ratio > 0) || math.IsInf(ratio, 0):
+		return "not comparable"
+	case fmt.Sprintf("%.1f", ratio) == "1.0" || fmt.Sprintf("%.1f", 1/ratio) == "1.0":
+		return "as fast"
+	case ratio > 1:
+		return fmt.Sprintf("%.1fx faster", ratio)
+	}
+	return fmt.Sprintf("%.1fx slower", 1/ratio)
+}
+
+// String is the speedup as a report line: "zonalblob-put 10B: 1.9x faster
+// than gocloud-zonal at p50, 2.0x slower at p99".
+func (s Speedup) String() string {
+	p50 := Times(s.P50)
+	than := " than "
+	if p50 == "as fast" || p50 == "not comparable" {
+		than = " as "
+		if p50 == "not comparable" {
+			than = " with "
+		}
+	}
+	return fmt.Sprintf("%s %s: %s%s%s at p50, %s at p99", s.Path, SizeString(s.Size), p50, than, s.Baseline, Times(s.P99))
 }

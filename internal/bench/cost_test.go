@@ -76,3 +76,54 @@ func TestWritePrices(t *testing.T) {
 		t.Errorf("S3 Express transfer charge missing from\n%s", out.String())
 	}
 }
+
+// A run prints the cost rows of the scenarios that recorded rows, and the
+// prices those rows use.
+func TestCostRowsOf(t *testing.T) {
+	all, _ := SelectScenarios(nil)
+	results := []Result{{Scenario: "zonalblob-put", Group: "gcsrapid"}, {Scenario: "s3-standard-put", Group: "s3"}}
+	got := CostRowsOf(all, results)
+	want := []CostRow{{"GCS", cost.OneZonal}, {"S3", cost.RegionalOnly}, {"S3", cost.OneZonal}}
+	if len(got) != len(want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("rows %v, want %v", got, want)
+		}
+	}
+	if rows := CostRowsOf(all, nil); len(rows) != 0 {
+		t.Errorf("no results: rows %v", rows)
+	}
+	if rows := CostRowsOf([]Scenario{URLScenario("gcsrapid://bucket")}, []Result{{Group: "gcsrapid://bucket"}}); len(rows) != 1 || rows[0] != (CostRow{"GCS", cost.OneZonal}) {
+		t.Errorf("gcsrapid:// URL: rows %v", rows)
+	}
+	if rows := CostRowsOf([]Scenario{URLScenario("mem://")}, []Result{{Group: "mem://"}}); len(rows) != 0 {
+		t.Errorf("mem:// URL: rows %v", rows)
+	}
+
+	var prices bytes.Buffer
+	if err := WritePricesFor(&prices, got); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []cost.Price{cost.GCSRapid, cost.S3Standard, cost.S3ExpressOneZone} {
+		if !strings.Contains(prices.String(), p.Class) {
+			t.Errorf("prices lack %s:\n%s", p.Name(), prices.String())
+		}
+	}
+	for _, p := range []cost.Price{cost.GCSStandard, cost.AzureHot, cost.AzurePremium} {
+		if strings.Contains(prices.String(), p.Class) {
+			t.Errorf("prices have %s, which no row uses:\n%s", p.Name(), prices.String())
+		}
+	}
+	var est bytes.Buffer
+	if err := WriteEstimatesFor(&est, cost.DefaultWorkload(), got); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(strings.TrimSpace(est.String()), "\n") + 1; lines != 3+len(got) {
+		t.Errorf("%d lines, want %d:\n%s", lines, 3+len(got), est.String())
+	}
+	if strings.Contains(est.String(), "compacted") || strings.Contains(est.String(), "quorum") {
+		t.Errorf("the workload line speaks of layouts no row has:\n%s", est.String())
+	}
+}

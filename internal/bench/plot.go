@@ -21,8 +21,9 @@ import (
 const maxPlotPoints = 400
 
 // WritePlot draws the latency CDF of every row as a PNG, one panel per
-// object size, the latency axis log-scaled, and writes it to w. title goes
-// above each panel (the profile note).
+// object size, the latency axis log-scaled and the fraction axis on a tail
+// scale (p50, p90, p99, p99.9 evenly apart: see tailScale), and writes it to
+// w. title goes above each panel (the profile note).
 func WritePlot(w io.Writer, results []Result, title string) error {
 	// One panel per object size, and one per record size for the commit
 	// log's appends.
@@ -44,19 +45,29 @@ func WritePlot(w io.Writer, results []Result, title string) error {
 	for _, key := range keys {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("write latency CDF, %s objects — %s", SizeString(key.size), title)
-		p.Y.Label.Text = "fraction of writes completed"
+		p.Y.Label.Text = "writes completed (percentile, tail scale)"
 		if key.log {
 			p.Title.Text = fmt.Sprintf("commit log append latency CDF, %s records — %s", SizeString(key.size), title)
-			p.Y.Label.Text = "fraction of appends acknowledged"
+			p.Y.Label.Text = "appends acknowledged (percentile, tail scale)"
 		}
 		p.X.Label.Text = "latency (ms, log scale)"
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = latencyTicks{}
+		samples := 0
+		for _, r := range results {
+			if panelOf(r) == key {
+				samples = max(samples, len(r.Latencies))
+			}
+		}
+		tail := newTailScale(samples)
+		p.Y.Scale, p.Y.Tick.Marker = tail, tail
 		p.Y.Min, p.Y.Max = 0, 1
 		p.Add(plotter.NewGrid())
-		p.Legend.Top, p.Legend.Left = false, false
-		p.Legend.XOffs = -vg.Points(6)
-		p.Legend.YOffs = vg.Points(6)
+		// Top left is where no line runs: the slow percentiles are far
+		// right, and the fast latencies low down.
+		p.Legend.Top, p.Legend.Left = true, true
+		p.Legend.XOffs = vg.Points(6)
+		p.Legend.YOffs = -vg.Points(6)
 		i := 0
 		for _, r := range results {
 			if panelOf(r) != key || len(r.Latencies) == 0 {
@@ -149,5 +160,58 @@ func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
 			ticks = append(ticks, t)
 		}
 	}
+	return ticks
+}
+
+// tailScale places a cumulative fraction p at its "nines", -log10(1-p), so
+// that p50, p90, p99 and p99.9 stand evenly apart: on a linear axis the
+// slowest 1% of writes share the top hundredth of the height and the tail,
+// where the backends differ, cannot be read. 1-p is floored at floor, half
+// of the smallest fraction one sample makes in the panel's largest row, where
+// every row's slowest sample (p = 1) is drawn: the top of the axis, "max".
+//
+// It is also the axis' Ticker: a labelled tick at 0, p50, p90, p99, p99.9...
+// as far as the samples reach (a level is labelled if at least one sample
+// lies beyond it), unlabelled ticks between, as on a log axis, and "max".
+type tailScale struct{ floor float64 }
+
+func newTailScale(samples int) tailScale {
+	return tailScale{floor: 1 / (2 * float64(max(samples, 2)))}
+}
+
+func (s tailScale) nines(p float64) float64 { return -math.Log10(max(1-p, s.floor)) }
+
+// Normalize implements plot.Normalizer.
+func (s tailScale) Normalize(lo, hi, x float64) float64 {
+	a, b := s.nines(lo), s.nines(hi)
+	return (s.nines(x) - a) / (b - a)
+}
+
+// Ticks implements plot.Ticker.
+func (s tailScale) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	add := func(v float64, label string) {
+		if v >= lo && v <= hi {
+			ticks = append(ticks, plot.Tick{Value: v, Label: label})
+		}
+	}
+	add(0, "0")
+	for d := 1; ; d++ {
+		decade := math.Pow(10, -float64(d))
+		if decade < 2*s.floor {
+			break
+		}
+		// 1-p from 9 to 2 tenths of the decade above: unlabelled, except
+		// p50 and the level 1-p = decade itself.
+		for k := 9; k >= 2; k-- {
+			label := ""
+			if d == 1 && k == 5 {
+				label = "p50"
+			}
+			add(1-float64(k)*decade, label)
+		}
+		add(1-decade, "p"+strconv.FormatFloat(100*(1-decade), 'f', max(d-2, 0), 64))
+	}
+	add(1, "max")
 	return ticks
 }

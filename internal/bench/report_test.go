@@ -200,3 +200,21 @@ func TestSpeedups(t *testing.T) {
 }
 
 var _ = blob.Open // mem:// is registered by the blank import above
+
+func TestTimes(t *testing.T) {
+	for _, tc := range []struct {
+		ratio float64
+		want  string
+	}{
+		{30, "30.0x faster"}, {1.5, "1.5x faster"}, {1.04, "as fast"}, {1, "as fast"}, {0.96, "as fast"},
+		{0.5, "2.0x slower"}, {0.25, "4.0x slower"}, {0, "not comparable"},
+	} {
+		if got := Times(tc.ratio); got != tc.want {
+			t.Errorf("Times(%v) = %q, want %q", tc.ratio, got, tc.want)
+		}
+	}
+	s := Speedup{Comparison{"zonalblob-put", "gocloud-zonal"}, 10, 0.5, 2}
+	if got, want := s.String(), "zonalblob-put 10B: 2.0x slower than gocloud-zonal at p50, 2.0x faster at p99"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}

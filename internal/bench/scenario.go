@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/zonalblob/zonalblob/cost"
 )
 
 // Scenario is one named entry of the registry: a set of write paths measured
@@ -27,6 +29,10 @@ type Scenario struct {
 	Run func(ctx context.Context, env *Env) error
 	// Pending, when set, says why the scenario cannot run yet; Run is nil.
 	Pending string
+	// Costs are the rows of the cost section that the scenario's write
+	// paths stand for, so that a run prints only the prices and estimates
+	// of what it measured.
+	Costs []CostRow
 }
 
 // Scenarios returns the registry, in the order a full run measures it.
@@ -34,19 +40,20 @@ type Scenario struct {
 // Adding a scenario is adding one function and one entry here.
 func Scenarios() []Scenario {
 	return []Scenario{
-		{Name: "gcsrapid", Paths: 3, Run: runGCSRapid,
+		{Name: "gcsrapid", Paths: 3, Run: runGCSRapid, Costs: []CostRow{{"GCS", cost.OneZonal}},
 			Summary: "GCS Rapid: gocloud gcsblob zonal (create+write+finalize) vs zonalblob Put (create+flush) vs pooled Create (flush)"},
-		{Name: "gcsregional", Paths: 1, Run: runGCSRegional,
+		{Name: "gcsregional", Paths: 1, Run: runGCSRegional, Costs: []CostRow{{"GCS", cost.RegionalOnly}},
 			Summary: "GCS regional bucket through gocloud gcsblob: the compaction target, for comparison"},
-		{Name: "s3", Paths: 2, Run: runS3,
+		{Name: "s3", Paths: 2, Run: runS3, Costs: []CostRow{{"S3", cost.RegionalOnly}, {"S3", cost.OneZonal}},
 			Summary: "S3 Express One Zone (zonalblob s3express Put) vs S3 Standard (gocloud s3blob)"},
-		{Name: "azure", Paths: 2, Run: runAzure,
+		{Name: "azure", Paths: 2, Run: runAzure, Costs: []CostRow{{"Azure", cost.RegionalOnly}, {"Azure", cost.OneZonal}},
 			Summary: "Azure Premium block blob (zonalblob azpremium Put) vs hot tier (gocloud azureblob); needs Azurite"},
-		{Name: "quorum", Paths: 2, Run: runQuorum,
+		{Name: "quorum", Paths: 2, Run: runQuorum, Costs: []CostRow{{"GCS", cost.ZonalQuorum}},
 			Summary: "quorum 2-of-3 pooled Create over three GCS Rapid zones, healthy and with one slow zone"},
-		{Name: "tiered", Paths: 1, Run: runTiered,
+		{Name: "tiered", Paths: 1, Run: runTiered, Costs: []CostRow{{"GCS", cost.Tiered}},
 			Summary: "tiered store: pooled creates into a GCS Rapid zone while the compactor moves them to a regional bucket"},
 		{Name: "log", Paths: 7, Fixed: true, Run: runLog,
+			Costs:   []CostRow{{"GCS", cost.RegionalOnly}, {"GCS", cost.OneZonal}, {"GCS", cost.ZonalQuorum}, {"S3", cost.ZonalQuorum}, {"Azure", cost.ZonalQuorum}},
 			Summary: "commit log: appends/s, append latency and reader lag of 100 B records; bucket-log slots (regional, Rapid) vs commitlog on 1 Rapid bucket, 2-of-3 Rapid (healthy, one zone slow), 2-of-3 S3 Express, 2-of-3 Azure Premium (needs Azurite); each row --duration or 5000 appends"},
 	}
 }

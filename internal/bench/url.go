@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/cost"
 )
 
 // LiveProfile names the rows of a run against a real bucket: no emulator,
@@ -29,7 +31,27 @@ func URLScenario(rawURL string) Scenario {
 		Name: name, Paths: 2,
 		Summary: "zonalblob Put and Create on " + name,
 		Run:     func(ctx context.Context, env *Env) error { return runURL(ctx, env, rawURL) },
+		Costs:   urlCosts(rawURL),
 	}
+}
+
+// urlCosts are the cost rows of a store URL: one bucket of the class its
+// scheme opens. A quorum, a tiered store, a local or an in-memory one has
+// none of its own.
+func urlCosts(rawURL string) []CostRow {
+	scheme, _, _ := strings.Cut(rawURL, ":")
+	row, ok := map[string]CostRow{
+		"gcsrapid":  {"GCS", cost.OneZonal},
+		"gs":        {"GCS", cost.RegionalOnly},
+		"s3express": {"S3", cost.OneZonal},
+		"s3":        {"S3", cost.RegionalOnly},
+		"azpremium": {"Azure", cost.OneZonal},
+		"azblob":    {"Azure", cost.RegionalOnly},
+	}[strings.ToLower(scheme)]
+	if !ok {
+		return nil
+	}
+	return []CostRow{row}
 }
 
 func runURL(ctx context.Context, env *Env, rawURL string) error {
