@@ -149,3 +149,86 @@ func quantile(d []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkTakeover measures a new writer's Open on a live log (the old
+// writer appending 100-byte records until it is fenced) on three GCS Rapid
+// zones, W=2, at the rapid profile, and how long a tailing reader goes
+// without a record across it:
+//
+//	go test -run '^$' -bench Takeover -benchtime 20x ./commitlog
+//
+// open-metadata-rts is Open's p50 in units of the profile's metadata
+// operation (CreateAppendable's p50, 40 ms).
+func BenchmarkTakeover(b *testing.B) {
+	profile := gcsrapidtest.Rapid()
+	stores := rapidZones(profile)(b, 3)
+	ctx := context.Background()
+	opts := &Options{WriteQuorum: 2}
+	w := mustOpen(b, stores, "T", opts)
+	r, err := NewReader(stores, "T", 0, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var last atomic.Int64 // unix nanos of the reader's last record
+	var gaps []time.Duration
+	var gmu sync.Mutex
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for {
+			if _, err := r.Next(rctx); err != nil {
+				return
+			}
+			now := time.Now().UnixNano()
+			if prev := last.Swap(now); prev != 0 {
+				gmu.Lock()
+				gaps = append(gaps, time.Duration(now-prev))
+				gmu.Unlock()
+			}
+		}
+	}()
+	var opens []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cur := w
+		done := make(chan struct{})
+		go func() { // the old writer appends until it is fenced
+			defer close(done)
+			for {
+				if _, err := cur.Append(ctx, []byte("record")); err != nil {
+					return
+				}
+			}
+		}()
+		time.Sleep(50 * time.Millisecond)
+		start := time.Now()
+		nw, err := Open(ctx, stores, "T", opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		opens = append(opens, time.Since(start))
+		<-done
+		cur.Close()
+		w = nw
+		for range 20 {
+			if _, err := w.Append(ctx, []byte("after")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	w.Close()
+	slices.Sort(opens)
+	gmu.Lock()
+	slices.Sort(gaps)
+	g := slices.Clone(gaps)
+	gmu.Unlock()
+	q := func(d []time.Duration, p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	b.ReportMetric(float64(q(opens, 0.5).Microseconds())/1000, "open-p50-ms")
+	b.ReportMetric(float64(q(opens, 0.99).Microseconds())/1000, "open-p99-ms")
+	b.ReportMetric(float64(q(opens, 0.5))/float64(profile.CreateAppendable.P50), "open-metadata-rts")
+	if len(g) > 0 {
+		b.ReportMetric(float64(g[len(g)-1].Microseconds())/1000, "reader-max-gap-ms")
+	}
+}
