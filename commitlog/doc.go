@@ -127,4 +127,18 @@
 // segment being written and the one created ahead of its roll on each zone
 // (a header frame each, plus the records since the start), and one epoch
 // claim (an empty object) per zone; it makes no request while idle.
+//
+// # Repair
+//
+// Every RepairInterval the writer lists the segments on each zone and gives
+// a zone that lacks a sealed, committed segment (a zone replaced by an empty
+// bucket, or one that lost objects or fell behind) the records a zone that
+// holds them all has: a whole copy where it has none, the missing records
+// appended where it has part of one, the marker where the segment moved.
+// It waits an interval after first seeing a segment sealed, so the writer's
+// own appends to it are over; copies are paced at RepairBytesPerSecond; a
+// copy found whole is not read again (a listing still shows if it goes).
+// Stats.Missing is the copies lacking at the last pass, the durability lost
+// until they are back; Stats.Repaired counts the copies written. Only the
+// writer repairs, and only segments on its chain.
 package commitlog

@@ -87,6 +87,14 @@ type Options struct {
 	// MoveAfter is how long a segment stays on the zonal stores after the
 	// writer saw it sealed (default 10m).
 	MoveAfter time.Duration
+	// RepairInterval is how often the writer looks for sealed segments
+	// that a zone lacks (a zone replaced by an empty bucket, or one that
+	// lost objects) and copies them back (default 1m; negative: never). A
+	// segment is repaired once the writer has seen it sealed for an
+	// interval, so its own late appends are done.
+	RepairInterval time.Duration
+	// RepairBytesPerSecond bounds the rate of those copies (default 16 MiB/s).
+	RepairBytesPerSecond int64
 	// Slots stores segments as directories of slot objects created with
 	// IfNotExist even where the stores can append. A log must always be
 	// opened with the same layout; stores without appends always use slots.
@@ -134,6 +142,12 @@ func (o *Options) withDefaults(n int) (Options, error) {
 	}
 	if r.RetryBackoff <= 0 {
 		r.RetryBackoff = 5 * time.Millisecond
+	}
+	if r.RepairInterval == 0 {
+		r.RepairInterval = time.Minute
+	}
+	if r.RepairBytesPerSecond <= 0 {
+		r.RepairBytesPerSecond = 16 << 20
 	}
 	return r, nil
 }

@@ -50,6 +50,11 @@ type Log struct {
 	// oldest once a pass.
 	unmarked map[int][]segKey
 	headers  map[segKey]frame
+	// repairSeen: when the repairer first saw each segment sealed;
+	// repairOK: the slot zones whose header slot it found (their listing
+	// still shows it if the whole copy goes).
+	repairSeen map[segKey]time.Time
+	repairOK   map[segKey]map[int]bool
 	// moverDone: a newer writer's segments exist; it moves them now.
 	moverDone bool
 	moves     MoveStats
@@ -87,6 +92,11 @@ type Stats struct {
 	// offset the log still holds after the last truncation (0 before any).
 	Truncated int64
 	Start     int64
+	// Missing counts the copies of sealed segments (or their markers) that
+	// zones lacked when the repairer last looked: the durability lost until
+	// it copies them back. Repaired counts the copies it wrote, and
+	// RepairPasses its passes.
+	Missing, Repaired, RepairPasses int64
 	// NotSegments counts names that parse as segments but whose header no
 	// zone holds (every zone answered): garbage under the segments'
 	// prefix, which Open passes over (see errNoSegment).
@@ -163,7 +173,7 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 		return nil, err
 	}
 	l := &Log{name: name, zones: zones, opts: o, epoch: epoch, changed: make(chan struct{}),
-		regional: regionalZone(o.Regional, name), moved: map[segKey]bool{}, sealedAt: map[segKey]time.Time{}, unmarked: map[int][]segKey{}, headers: map[segKey]frame{}}
+		regional: regionalZone(o.Regional, name), moved: map[segKey]bool{}, sealedAt: map[segKey]time.Time{}, unmarked: map[int][]segKey{}, headers: map[segKey]frame{}, repairSeen: map[segKey]time.Time{}, repairOK: map[segKey]map[int]bool{}}
 	l.cond = sync.NewCond(&l.mu)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (*Log, error) {
@@ -216,6 +226,9 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	}
 	if l.regional != nil {
 		l.wg.Go(l.mover)
+	}
+	if o.RepairInterval > 0 {
+		l.wg.Go(l.repairer)
 	}
 	if len(carry) > 0 {
 		// Records the old segment could not give W zones: they are the new

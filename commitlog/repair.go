@@ -1,0 +1,246 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// repairer copies sealed segments back to the zones that lack them, every
+// RepairInterval, while the writer lives.
+func (l *Log) repairer() {
+	for sleep(l.ctx, l.opts.RepairInterval) == nil {
+		l.mu.Lock()
+		err := l.err
+		l.mu.Unlock()
+		if err != nil {
+			return
+		}
+		c, cancel := context.WithTimeout(l.ctx, 4*l.opts.OpTimeout+l.opts.RepairInterval)
+		_ = l.repairPass(c) // counted in Stats; the next pass tries again
+		cancel()
+	}
+}
+
+// zoneCopy is what a zone holds of a sealed segment.
+type zoneCopy struct {
+	absent bool  // no copy (or, in the slot layout, no header slot)
+	have   int64 // the last record it holds from the segment's first on
+	end    int64 // where an append goes
+}
+
+// repairPass looks at every sealed, committed segment of the chain on every
+// zone, and gives each zone that lacks it, or lacks some of its records,
+// the records a zone that holds them all has: a whole copy where there is
+// none, the missing records appended where there is part of one (a moved
+// segment gets its marker). It waits an interval after first seeing a
+// segment sealed, so that the writer's own appends to it are over; a copy
+// found whole is not read again (a listing still shows it if it goes).
+// Zones that do not answer are left for a later pass.
+func (l *Log) repairPass(ctx context.Context) error {
+	l.mu.Lock()
+	cur, lac := l.seg.key, l.lac
+	l.mu.Unlock()
+	l.tierMu.Lock()
+	defer l.tierMu.Unlock()
+	chain, err := l.chainTo(ctx, cur)
+	if err != nil {
+		return err
+	}
+	listed := make([]map[segKey]bool, len(l.zones))
+	for i, z := range l.zones {
+		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
+		ks, err := z.listSegments(c, nil)
+		cancel()
+		if err != nil {
+			continue // not known: not counted, not written
+		}
+		listed[i] = map[segKey]bool{}
+		for _, k := range ks {
+			listed[i][k] = true
+		}
+	}
+	now := time.Now()
+	var missing int64
+	var errs []error
+	for i, k := range chain[:len(chain)-1] {
+		last := chain[i+1].first - 1
+		if last > lac {
+			break
+		}
+		seen, ok := l.repairSeen[k]
+		if !ok {
+			l.repairSeen[k] = now
+		}
+		ripe := ok && now.Sub(seen) >= l.opts.RepairInterval
+		if l.repairOK[k] == nil {
+			l.repairOK[k] = map[int]bool{}
+		}
+		short := map[int]zoneCopy{}
+		for zi, z := range l.zones {
+			switch {
+			case listed[zi] == nil:
+			case !listed[zi][k]:
+				short[zi] = zoneCopy{absent: true}
+			case l.repairOK[k][zi] || !ripe:
+				// Whole when last read, or not to be read yet.
+			default:
+				c, err := l.readCopy(ctx, z, k, last)
+				if err != nil {
+					errs = append(errs, err)
+				} else if c.have >= last {
+					l.repairOK[k][zi] = true
+				} else {
+					short[zi] = c
+				}
+			}
+		}
+		missing += int64(len(short))
+		if len(short) == 0 || !ripe {
+			continue
+		}
+		n, err := l.repairSegment(ctx, k, last, short)
+		missing -= int64(n)
+		l.mu.Lock()
+		l.stats.Repaired += int64(n)
+		l.mu.Unlock()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("commitlog: repairing segment %s: %w", k, err))
+		}
+	}
+	// Forget segments no longer on the chain (truncated).
+	on := map[segKey]bool{}
+	for _, k := range chain {
+		on[k] = true
+	}
+	for k := range l.repairSeen {
+		if !on[k] {
+			delete(l.repairSeen, k)
+			delete(l.repairOK, k)
+		}
+	}
+	l.mu.Lock()
+	l.stats.Missing = missing
+	l.stats.RepairPasses++
+	l.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// readCopy reads what z holds of segment k, whose records end at last. A
+// moved segment's marker is whole.
+func (l *Log) readCopy(ctx context.Context, z *zone, k segKey, last int64) (zoneCopy, error) {
+	c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
+	defer cancel()
+	frames, end, err := z.read(c, k, 0)
+	if errors.Is(err, blob.ErrNotFound) {
+		return zoneCopy{absent: true}, nil
+	}
+	if err != nil {
+		return zoneCopy{}, fmt.Errorf("commitlog: reading segment %s on zone %d: %w", k, z.idx, err)
+	}
+	if _, ok := movedIn(frames); ok {
+		return zoneCopy{have: last, end: end}, nil
+	}
+	if len(frames) == 0 || frames[0].kind != frameHeader {
+		return zoneCopy{absent: true}, nil
+	}
+	return zoneCopy{have: contiguous(frames, k.first), end: end}, nil
+}
+
+// repairSegment gives each zone of short what it lacks of segment k, whose
+// records end at last, from a zone that holds them all (or, if the segment
+// moved, its marker). It returns how many zones it repaired, pacing its
+// writes at RepairBytesPerSecond.
+func (l *Log) repairSegment(ctx context.Context, k segKey, last int64, short map[int]zoneCopy) (int, error) {
+	var source []frame
+	moved := false
+	var errs []error
+	for zi, z := range l.zones {
+		if _, ok := short[zi]; ok {
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
+		frames, _, err := z.read(c, k, 0)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, ok := movedIn(frames); ok && l.regional != nil {
+			moved = true
+			break
+		}
+		if len(frames) > 0 && frames[0].kind == frameHeader && contiguous(frames, k.first) >= last {
+			source = frames
+			break
+		}
+		errs = append(errs, fmt.Errorf("zone %d lacks records of the segment", zi))
+	}
+	if !moved && source == nil {
+		return 0, fmt.Errorf("no zone holds every record: %w", errors.Join(errs...))
+	}
+	wrote := 0
+	for zi, cp := range short {
+		z := l.zones[zi]
+		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
+		var err error
+		n := 0
+		switch {
+		case moved:
+			err = l.remark(c, z, k)
+		case cp.absent:
+			content := pack(source, k, last, l.opts.MaxFrameBytes)
+			n = len(content)
+			err = z.create(c, k, content)
+			z.dropSegmentStream(k) // a sealed segment takes no appends
+			if errors.Is(err, blob.ErrExists) {
+				err = nil // written meanwhile; the next pass reads it
+			}
+		default:
+			// The records after the ones it has, appended where its copy
+			// ends (a copy that changed since fails the append).
+			content := tail(source, cp.have+1, last, l.opts.MaxFrameBytes)
+			n = len(content)
+			_, err = z.append(c, k, cp.end, content)
+			z.dropSegmentStream(k)
+		}
+		cancel()
+		if err != nil {
+			return wrote, fmt.Errorf("zone %d: %w", zi, err)
+		}
+		wrote++
+		if err := sleep(ctx, time.Duration(float64(n)/float64(l.opts.RepairBytesPerSecond)*float64(time.Second))); err != nil {
+			return wrote, err
+		}
+	}
+	return wrote, nil
+}
+
+// tail returns data frames of the records from..last of frames, each frame
+// carrying last as its LAC: they are committed.
+func tail(frames []frame, from, last int64, maxFrame int) []byte {
+	recs := map[int64][]byte{}
+	for _, f := range frames {
+		if f.kind == frameData {
+			for j, r := range f.records {
+				recs[f.first+int64(j)] = r
+			}
+		}
+	}
+	var out []byte
+	for o := from; o <= last; {
+		var batch [][]byte
+		size := 0
+		for o+int64(len(batch)) <= last && (len(batch) == 0 || size+len(recs[o+int64(len(batch))]) <= maxFrame) {
+			r := recs[o+int64(len(batch))]
+			batch = append(batch, r)
+			size += len(r)
+		}
+		out = append(out, encodeFrame(frameData, frames[0].epoch, o, last, batch)...)
+		o += int64(len(batch))
+	}
+	return out
+}
