@@ -167,10 +167,11 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 // statFastest asks the fastest replica, hedging to the next; it reports
 // false when no replica showed a value (NotFound is decided by a majority).
 func (s *Store) statFastest(ctx context.Context, key string) (*rstate, bool) {
-	v, ok := s.hedged(ctx, func(ctx context.Context, r *replica) (any, bool) {
+	v, ok, done := s.hedged(ctx, func(ctx context.Context, r *replica) (any, bool) {
 		x := s.statReplica(ctx, r, key)
 		return &x, x.ok() && x.visible()
 	}, nil)
+	done()
 	if !ok {
 		return nil, false
 	}
@@ -179,26 +180,36 @@ func (s *Store) statFastest(ctx context.Context, key string) (*rstate, bool) {
 
 // hedged asks the replicas fastest first, the next one after a hedge delay
 // or at once after a useless answer, and returns the first useful answer.
-func (s *Store) hedged(ctx context.Context, try func(ctx context.Context, r *replica) (any, bool), release func(any)) (any, bool) {
+// Each attempt runs under a context of its own: the losers' are cancelled
+// when one wins, the winner's is not (a reader it opened goes on reading
+// under it), and done ends it once the caller is through with the answer.
+func (s *Store) hedged(ctx context.Context, try func(ctx context.Context, r *replica) (any, bool), release func(any)) (v any, ok bool, done func()) {
 	rs := s.order()
-	ctx, cancel := context.WithCancel(ctx)
 	type answer struct {
+		i  int
 		v  any
 		ok bool
 	}
 	ch := make(chan answer, len(rs))
+	cancels := make([]context.CancelFunc, 0, len(rs))
 	next, inflight := 0, 0
 	launch := func() {
-		r := rs[next]
+		r, i := rs[next], next
 		next++
 		inflight++
+		actx, cancel := context.WithCancel(ctx)
+		cancels = append(cancels, cancel)
 		go func() {
-			v, ok := try(ctx, r)
-			ch <- answer{v, ok}
+			v, ok := try(actx, r)
+			ch <- answer{i, v, ok}
 		}()
 	}
-	finish := func(n int) {
-		cancel()
+	finish := func(n, winner int) {
+		for i, cancel := range cancels {
+			if i != winner {
+				cancel()
+			}
+		}
 		go func() {
 			for range n {
 				if a := <-ch; a.ok && release != nil {
@@ -223,19 +234,19 @@ func (s *Store) hedged(ctx context.Context, try func(ctx context.Context, r *rep
 		case a := <-ch:
 			inflight--
 			if a.ok {
-				finish(inflight)
-				return a.v, true
+				finish(inflight, a.i)
+				return a.v, true, cancels[a.i]
 			}
 			if next < len(rs) {
 				launch()
 				timer.Reset(s.hedgeDelay(rs[0]))
 			} else if inflight == 0 {
-				cancel()
-				return nil, false
+				finish(0, -1)
+				return nil, false, func() {}
 			}
 		case <-ctx.Done():
-			finish(inflight)
-			return nil, false
+			finish(inflight, -1)
+			return nil, false, func() {}
 		}
 	}
 }
@@ -249,12 +260,20 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		return nil, blob.Errorf(driver.OpRead, key, blob.ErrInvalidArgument, "negative offset %d", offset)
 	}
 	if s.consistency(ctx) == ReadFastest && !s.hasFloor(key) {
-		v, ok := s.hedged(ctx, func(ctx context.Context, r *replica) (any, bool) {
+		v, ok, done := s.hedged(ctx, func(ctx context.Context, r *replica) (any, bool) {
 			rd, err := s.readReplica(ctx, key, r, nil, offset, length)
 			return rd, err == nil
 		}, func(v any) { v.(*reader).Close() })
 		if ok {
-			return v.(*reader), nil
+			rd := v.(*reader)
+			inner := rd.cancel
+			rd.cancel = func() { // the winner's context ends with the reader
+				if inner != nil {
+					inner()
+				}
+				done()
+			}
+			return rd, nil
 		}
 	}
 	return s.readMajority(ctx, key, offset, length)
