@@ -6,6 +6,8 @@
 //	mem://                         an in-memory bucket, new and empty on every Open
 //	file:///abs/dir                a directory (?create_dir etc. as gocloud's fileblob)
 //	gs://bucket[/prefix/]          Google Cloud Storage (gocloud's gcsblob)
+//	gs://bucket[/prefix/]?endpoint=HOST:PORT
+//	                               a GCS emulator's google.storage.v2 gRPC service
 //	s3://bucket[/prefix/]?region=  Amazon S3 and compatibles (gocloud's s3blob)
 //	azblob://container[/prefix/]   Azure Blob Storage (gocloud's azureblob)
 //
@@ -18,6 +20,21 @@
 // takes writes.
 //
 // Query parameters are those of the gocloud driver, which rejects unknown ones.
+//
+// With endpoint=HOST:PORT a gs:// URL reaches an emulator instead of Google
+// (gcsrapidtest, or the regional buckets of `zonalblob serve`): gocloud's
+// gcsblob over a storage gRPC client (gcsblob.OpenBucketGRPC) on a plaintext
+// connection with no credentials. The endpoint must be HOST:PORT, without a
+// scheme, path, query or user information, and is checked before any dial;
+// its errors never repeat a refused value. It takes only connect_timeout
+// (default 10s) besides: gocloud's gs:// parameters choose credentials and
+// transports, which such a connection does not use. Opening reads the
+// bucket's metadata once: an endpoint that does not answer within
+// connect_timeout fails the open naming it, and a missing bucket fails it
+// with ErrBucketNotFound. Writes are ordinary (non-appendable) uploads, so
+// the bucket must be a regional one; zonal buckets are gcsrapid:// stores.
+// Without endpoint nothing changes: gocloud's own opener, with Google's
+// endpoint and credentials from the environment.
 //
 // Guarantees beyond what gocloud gives: keys are validated before any I/O;
 // List is in byte order and honours StartAfter on every backend (except, on

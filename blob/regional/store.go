@@ -2,6 +2,7 @@ package regional
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -46,8 +47,13 @@ func open(ctx context.Context, u *url.URL) (*Store, error) {
 	if err != nil {
 		return nil, &blob.Error{Op: driver.OpOpen, Kind: blob.ErrInvalidArgument, Err: err}
 	}
-	b, err := gcblob.OpenBucket(ctx, gu.String())
-	if err != nil {
+	var b *gcblob.Bucket
+	var release func() error
+	if u.Scheme == "gs" && u.Query().Has("endpoint") {
+		if b, release, err = openGCSEndpoint(ctx, gu); err != nil {
+			return nil, err
+		}
+	} else if b, err = gcblob.OpenBucket(ctx, gu.String()); err != nil {
 		return nil, &blob.Error{Op: driver.OpOpen, Kind: blob.ErrInvalidArgument, Err: err}
 	}
 	opts := Options{}
@@ -64,7 +70,9 @@ func open(ctx context.Context, u *url.URL) (*Store, error) {
 	case "azblob":
 		opts.BufferedUploads = true
 	}
-	return New(b, opts), nil
+	s := New(b, opts)
+	s.release = release
+	return s, nil
 }
 
 // gocloudURL checks u before any I/O and returns the URL to give gocloud:
@@ -171,6 +179,9 @@ type Store struct {
 	opts  Options
 	locks *keyLocks
 	life  driver.Lifecycle
+	// release, if set, frees what open made for the bucket (the gRPC client
+	// of a gs:// endpoint) once the bucket is closed.
+	release func() error
 }
 
 var (
@@ -292,5 +303,9 @@ func (s *Store) Close() error {
 	if !s.life.Close() {
 		return driver.ClosedError(driver.OpClose, "")
 	}
-	return s.b.Close()
+	err := s.b.Close()
+	if s.release != nil {
+		err = errors.Join(err, s.release())
+	}
+	return err
 }
