@@ -27,4 +27,9 @@
 //   - List is lexicographic by key (byte order) across pages.
 //   - Errors wrap a sentinel (ErrNotFound, ErrExists, ...) in an *Error naming the
 //     operation and key, and still unwrap to the backend's own error.
+//
+// Open takes options (WithMeterProvider, WithTracerProvider, WithLogger) that
+// reach every store it opens, nested ones included (OpenOptionsFrom); with a
+// TracerProvider every store it opens is wrapped in a TracedStore, which
+// makes a span of every call and keeps every capability of the store below.
 package blob

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Opener opens a Store for a URL of its scheme. It validates the whole URL
@@ -55,7 +57,16 @@ func Schemes() []string {
 // Open opens the Store named by rawURL, for example "mem://", "file:///tmp/b" or
 // "gcsrapid://bucket?pool_size=64". The driver for the scheme must be imported.
 // Errors never contain credentials from rawURL (see Redact).
-func Open(ctx context.Context, rawURL string) (Store, error) {
+//
+// opts (WithMeterProvider, WithTracerProvider, WithLogger, WithKeysInSpans)
+// say where the store's telemetry goes. They reach the driver's opener in
+// ctx (see OpenOptionsFrom), and with it every store the opener opens with
+// Open, so the replicas of a quorum:// URL and the tiers of a tiered:// one
+// get them too; options already in ctx are the defaults of those given here.
+// With a TracerProvider, Open records a span of the open (SCHEME.Open) and
+// returns the store wrapped in a TracedStore; without one it returns the
+// driver's store itself.
+func Open(ctx context.Context, rawURL string, opts ...OpenOption) (Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		var ue *url.Error
@@ -76,11 +87,23 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	if open == nil {
 		return nil, Errorf("open", "", ErrInvalidArgument, "unknown scheme %q in %s (import its driver); registered schemes: %s", u.Scheme, Redact(rawURL), strings.Join(Schemes(), ", "))
 	}
+	ctx, o := withOpenOptions(ctx, opts)
+	if o.TracerProvider == nil {
+		s, err := open(ctx, u)
+		if err != nil {
+			return nil, redactError(err, rawURL)
+		}
+		return s, nil
+	}
+	ctx, span := o.TracerProvider.Tracer(tracerName).Start(ctx, u.Scheme+".Open", trace.WithAttributes(AttrStore.String(u.Scheme)))
 	s, err := open(ctx, u)
 	if err != nil {
-		return nil, redactError(err, rawURL)
+		err = redactError(err, rawURL)
+		end(span, err)
+		return nil, err
 	}
-	return s, nil
+	span.End()
+	return NewTracedStore(s, TracingOptions{TracerProvider: o.TracerProvider, Scheme: u.Scheme, RecordKeys: o.KeysInSpans}), nil
 }
 
 // sensitiveParams are query parameter names (or parts of names) whose values

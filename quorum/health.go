@@ -39,13 +39,17 @@ func answered(err error) bool {
 func (s *Store) observe(r *replica, d time.Duration, err error, ourCancel bool) {
 	h := &r.h
 	h.mu.Lock()
-	back := false
+	back, down := false, false
 	defer func() {
 		h.mu.Unlock()
 		if back {
 			// What it missed while down is found by listing every replica.
 			s.stats.cameBack.Add(1)
 			s.rq.kickAntiEntropy()
+			s.opts.Logger.Info("quorum: replica answers again", "replica", r.idx)
+		}
+		if down {
+			s.opts.Logger.Warn("quorum: replica marked down", "replica", r.idx, "failures", s.opts.FailureThreshold, "error", err)
 		}
 	}()
 	h.lat[h.pos] = d
@@ -65,7 +69,7 @@ func (s *Store) observe(r *replica, d time.Duration, err error, ourCancel bool) 
 		h.errs++
 		h.errRun++
 		if h.errRun >= s.opts.FailureThreshold && !h.down {
-			h.down = true
+			h.down, down = true, true
 			s.stats.markedDown.Add(1)
 		}
 	}
@@ -226,13 +230,17 @@ type Stats struct {
 	Damaged int64
 	// Rewritten counts damaged replica objects repair rewrote.
 	Rewritten int64
+	// Uncertain counts operations that failed with ErrUncertain (their
+	// writes may have landed), counted where the quorum gave up, even if
+	// the caller's context ended and the caller saw its error instead.
+	Uncertain int64
 }
 
 type atomicInt = atomic.Int64
 
 type statsCounters struct {
 	writes, failedWrites, readRepairs, hedges, repairs, markedDown, cameBack, antiEntropy atomicInt
-	rounds, contended, collected, retired, damaged, rewritten                             atomicInt
+	rounds, contended, collected, retired, damaged, rewritten, uncertain                  atomicInt
 }
 
 // Stats returns a snapshot of the store's counters and replica health.
@@ -243,7 +251,7 @@ func (s *Store) Stats() Stats {
 		AntiEntropy: s.stats.antiEntropy.Load(), RepairPending: s.rq.len(),
 		Rounds: s.stats.rounds.Load(), Contended: s.stats.contended.Load(), ReadRepairs: s.stats.readRepairs.Load(),
 		Collected: s.stats.collected.Load(), Retired: s.stats.retired.Load(),
-		Damaged: s.stats.damaged.Load(), Rewritten: s.stats.rewritten.Load(),
+		Damaged: s.stats.damaged.Load(), Rewritten: s.stats.rewritten.Load(), Uncertain: s.stats.uncertain.Load(),
 	}
 	s.mu.Lock()
 	st.TrackedKeys = len(s.floors)

@@ -89,6 +89,7 @@ wait:
 	for i, r := range reps {
 		if r == nil {
 			l := newLateReplica(urls[i], i, errs[i])
+			l.opts = blob.OpenOptionsFrom(ctx)
 			late[i] = l
 			reps[i] = l
 		}
@@ -121,6 +122,7 @@ func fatalOpen(err error) bool {
 // lateReplica is a replica that had not opened when the quorum did.
 type lateReplica struct {
 	url  string
+	opts blob.OpenOptions // the quorum's, for the opens that retry
 	idx  int
 	mu   sync.Mutex
 	s    blob.Store // nil until opened
@@ -188,7 +190,7 @@ func (l *lateReplica) retry() {
 				return
 			case <-time.After(wait):
 			}
-			if l.take(blob.Open(ctx, l.url)) {
+			if l.take(blob.Open(ctx, l.url, l.opts)) {
 				return
 			}
 		}

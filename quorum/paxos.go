@@ -64,7 +64,8 @@ func (s *Store) consensus(ctx context.Context, op, key string, decide decision, 
 // decideKey is consensus; with restate, a round that keeps the current
 // version accepts it again at its own ballot on a majority even when a
 // majority already holds it (see Resolve).
-func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, restate bool, mine []string) (*rstate, error) {
+func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, restate bool, mine []string) (_ *rstate, err error) {
+	defer func() { s.noteUncertain(err) }()
 	// Bounded, so that no promise or accept of this operation can land
 	// after TombstoneGrace (see collect).
 	ctx, done := s.bounded(ctx, 0)

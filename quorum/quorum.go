@@ -6,11 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
@@ -99,6 +103,18 @@ type Options struct {
 	// still in flight from before the delete can land on a replica after its
 	// tombstone is gone.
 	TombstoneGrace time.Duration
+	// MeterProvider receives the Store's OpenTelemetry metrics (rounds,
+	// contention, uncertain outcomes, repairs, hedges, replica health: see
+	// Stats); nil means otel's global provider.
+	MeterProvider metric.MeterProvider
+	// TracerProvider receives the spans of the Store's background work:
+	// each key's repair and each anti-entropy pass (nil: otel's global).
+	// Spans of the Store's operations come from blob.TracedStore, which
+	// blob.Open wraps around every store when given a TracerProvider.
+	TracerProvider trace.TracerProvider
+	// Logger receives a line when a replica is marked down and when it
+	// answers again (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 func (o *Options) defaults(n int) {
@@ -121,6 +137,9 @@ func (o *Options) defaults(n int) {
 	def(&o.TombstoneGrace, 10*time.Minute)
 	if o.FailureThreshold == 0 {
 		o.FailureThreshold = 5
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 }
 
@@ -166,7 +185,9 @@ type Store struct {
 
 	rq repairQueue
 
-	stats statsCounters
+	stats   statsCounters
+	metrics *metrics
+	tracer  trace.Tracer
 }
 
 var (
@@ -199,6 +220,11 @@ func New(replicas []blob.Store, opts Options) (*Store, error) {
 	for i, r := range replicas {
 		s.reps = append(s.reps, &replica{idx: i, s: r})
 	}
+	m, err := newMetrics(s, opts.MeterProvider)
+	if err != nil {
+		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("quorum: metrics: %w", err)}
+	}
+	s.metrics, s.tracer = m, newTracer(opts.TracerProvider)
 	s.bg, s.cancelBG = context.WithCancel(context.Background())
 	s.rq.init()
 	s.workers.Add(3)
@@ -237,6 +263,8 @@ func openURL(ctx context.Context, u *url.URL) (blob.Store, error) {
 	o.AntiEntropyInterval = q.Duration("anti_entropy_interval", 0)
 	o.RepairGrace = q.Duration("repair_grace", 0)
 	o.TombstoneGrace = q.Duration("tombstone_grace", 0)
+	oo := blob.OpenOptionsFrom(ctx)
+	o.MeterProvider, o.TracerProvider, o.Logger = oo.MeterProvider, oo.TracerProvider, oo.Logger
 	// Pooled creates (pool.Creator in front of the quorum), as on
 	// gcsrapid://, when pool_size is given and positive.
 	po := pool.OptionsFromQuery(q)
@@ -305,6 +333,7 @@ func (s *Store) Close() error {
 	s.cancelBG()
 	<-done
 	s.workers.Wait()
+	s.metrics.close()
 	var errs []error
 	for _, r := range s.reps {
 		if err := r.s.Close(); err != nil {

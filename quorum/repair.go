@@ -145,7 +145,7 @@ func (s *Store) repairer() {
 				return
 			}
 			ctx, cancel := s.boundedFrom(s.bg, min(s.opts.StragglerTimeout, 10*time.Second), 0)
-			ok := s.repairKey(ctx, k)
+			ok := s.traceRepair(ctx, k)
 			cancel()
 			if ok {
 				s.rq.repaired(k)
@@ -342,7 +342,7 @@ func (s *Store) antiEntropy() {
 		case <-tc:
 		case <-s.rq.ae:
 		}
-		s.antiEntropyPass(s.bg)
+		s.traceAntiEntropy(s.bg)
 	}
 }
 

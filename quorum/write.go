@@ -180,7 +180,8 @@ func (s *Store) putDecided(ctx context.Context, op, key string, v *value) error 
 // createFresh writes a store-chosen name: the name is new, so no consensus is
 // needed, and the write is one IfNotExist commit per replica, through the
 // prewarmed replica writers where there are.
-func (s *Store) createFresh(ctx context.Context, key string, v *value, tok string, warm []chan warmResult) error {
+func (s *Store) createFresh(ctx context.Context, key string, v *value, tok string, warm []chan warmResult) (err error) {
+	defer func() { s.noteUncertain(err) }()
 	if tok == "" {
 		tok = s.newToken("")
 	}

@@ -1087,6 +1087,9 @@ const wholeEntryRead = 4 << 20
 // read). Bytes that do not verify are ErrCorrupt, naming the key and pack.
 func (s *Store) readPacked(ctx context.Context, p packed, offset, length int64) (blob.Reader, error) {
 	e := p.entry
+	if offset < 0 {
+		return nil, blob.Errorf(driver.OpRead, e.Key, blob.ErrInvalidArgument, "negative offset %d", offset)
+	}
 	n := max(e.Len-offset, 0)
 	if length >= 0 {
 		n = min(n, length)
@@ -1117,7 +1120,7 @@ func (s *Store) readPacked(ctx context.Context, p packed, offset, length int64) 
 		if crc32.Checksum(b, castagnoli) != e.CRC {
 			return nil, s.corruptEntry(p, "checksum mismatch")
 		}
-		return &packedReader{r: io.NopCloser(bytes.NewReader(b[offset : offset+n])), attrs: &a}, nil
+		return &packedReader{r: io.NopCloser(bytes.NewReader(b[min(offset, e.Len) : min(offset, e.Len)+n])), attrs: &a}, nil
 	}
 	r, err := s.cold.NewRangeReader(ctx, p.pack.name, at+offset, n)
 	if err != nil {

@@ -134,7 +134,7 @@ func (s *Store) run(ctx context.Context) {
 	t := time.NewTicker(s.opts.Interval)
 	defer t.Stop()
 	for {
-		s.CompactOnce(ctx)
+		s.tracePass(ctx)
 		select {
 		case <-ctx.Done():
 			return

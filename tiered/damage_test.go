@@ -281,3 +281,18 @@ func readAllClose(r blob.Reader) ([]byte, error) {
 	_, err := b.ReadFrom(r)
 	return b.Bytes(), err
 }
+
+// A negative offset is refused before any read, the read ahead of a packed
+// key's cached entry included.
+func TestNegativeOffsetOfAPackedKey(t *testing.T) {
+	hot, cold, _, _, _ := packed200(t)
+	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: 50})
+	if _, err := blob.ReadAll(ctxT(t), s, "k/010"); err != nil { // caches its pack's index
+		t.Fatal(err)
+	}
+	for _, length := range []int64{-1, 5} {
+		if _, err := s.NewRangeReader(ctxT(t), "k/010", -1, length); !errors.Is(err, blob.ErrInvalidArgument) {
+			t.Errorf("NewRangeReader(-1, %d) of a packed key: %v, want ErrInvalidArgument", length, err)
+		}
+	}
+}

@@ -310,4 +310,11 @@
 // Whether hot needs finalizing is asked of the hot store with
 // blob.CapabilitiesOf, so it is seen through wrappers (the fault wrapper,
 // pool.Creator, a quorum) that pass gcsrapid's Finalize on.
+//
+// Observability: Options.MeterProvider publishes Stats as OpenTelemetry
+// metrics (zonalblob.tiered.*: moves, bytes, packs, failures, lag),
+// Options.TracerProvider traces each background compaction pass, and a
+// tiered:// URL takes them, and Logger, from blob.Open's options. Retirement
+// is found on blob.Unobserved(hot), so a hot tier wrapped in a
+// blob.TracedStore still retires (see docs/observability.md).
 package tiered

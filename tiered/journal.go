@@ -210,7 +210,7 @@ func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject) error {
 		// outlive that.
 		stale = true
 	default:
-		if r, ok := s.hot.(resolver); ok {
+		if r, ok := blob.Unobserved(s.hot).(resolver); ok {
 			// The move's delete from hot may have failed with its accept on
 			// a replica or two: a quorum read that hears one finishes it,
 			// later. Resolved, it either took effect or never will, and

@@ -3,12 +3,16 @@ package tiered
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
@@ -118,6 +122,16 @@ type Options struct {
 	// Logger receives a warning when compaction fails, at most one a
 	// minute with the failures since the last (nil: slog.Default()).
 	Logger *slog.Logger
+	// MeterProvider receives the Store's OpenTelemetry metrics (moves,
+	// bytes moved, packs, failures, lag: see Stats); nil means otel's
+	// global provider.
+	MeterProvider metric.MeterProvider
+	// TracerProvider receives a span for each pass of the background
+	// compactor (nil: otel's global), the parent of the spans of the calls
+	// it makes to traced tiers. Spans of the Store's operations come from
+	// blob.TracedStore, which blob.Open wraps around every store when given
+	// a TracerProvider.
+	TracerProvider trace.TracerProvider
 }
 
 // validate reports options no Store can take.
@@ -194,6 +208,9 @@ type Store struct {
 
 	batchMu sync.Mutex
 	batches map[string]bool // markers of this Store's pack moves in flight
+
+	metrics *metrics
+	tracer  trace.Tracer
 }
 
 var (
@@ -219,9 +236,17 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		limiter: newPacer(opts.MaxObjectsPerSecond, opts.MaxBytesPerSecond),
 		batches: map[string]bool{},
 	}
-	s.ret, _ = hot.(retirer)
+	// Retirement is quorum's own method, which no wrapper forwards: look
+	// behind the tracing ones.
+	s.ret, _ = blob.Unobserved(hot).(retirer)
 	s.cat = newCatalog(s)
 	s.tombs = newTombstoneBatcher(opts.MoveTimeout, maxTombstoneKills, s.commitTombstone)
+	m, err := newMetrics(s, opts.MeterProvider)
+	if err != nil {
+		cancel()
+		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("tiered: metrics: %w", err)}
+	}
+	s.metrics, s.tracer = m, newTracer(opts.TracerProvider)
 	if opts.Manual {
 		close(s.done)
 	} else {
@@ -254,6 +279,9 @@ func (s *Store) check(op, key string) error {
 func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
 	if err := s.check(driver.OpRead, key); err != nil {
 		return nil, err
+	}
+	if offset < 0 {
+		return nil, blob.Errorf(driver.OpRead, key, blob.ErrInvalidArgument, "negative offset %d", offset)
 	}
 	var ahead *readAhead
 	if s.packing() {
@@ -1224,6 +1252,7 @@ func (s *Store) Close() error {
 	}
 	s.cancel()
 	<-s.done
+	s.metrics.close()
 	return errors.Join(s.hot.Close(), s.cold.Close())
 }
 

@@ -42,6 +42,8 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 		MaxClockSkew:        q.Duration("max_clock_skew", 0),
 		IndexCacheBytes:     q.Size("index_cache_bytes", 0),
 	}
+	oo := blob.OpenOptionsFrom(ctx)
+	opts.MeterProvider, opts.TracerProvider, opts.Logger = oo.MeterProvider, oo.TracerProvider, oo.Logger
 	if pct := q.Int("pack_min_live_percent", 0); pct < 0 || pct > 100 || (pct == 0 && q.Has("pack_min_live_percent")) {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: pack_min_live_percent %d: want 1..100", pct)
 	} else if pct > 0 {

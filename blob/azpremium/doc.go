@@ -39,4 +39,9 @@
 // an error naming it (with warm_conns=0 nothing is sent at open). Errors wrap blob's sentinels and the SDK's
 // *azcore.ResponseError, and never contain the account key, SAS token or
 // connection string.
+//
+// Options.MeterProvider receives request metrics (zonalblob.azpremium.*:
+// operations by name and outcome, their latency, the SDK's retries),
+// Options.TracerProvider a client span per Blob service operation, and an
+// azpremium:// URL takes both, and Logger, from blob.Open's options.
 package azpremium

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	azblobblob "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
@@ -94,6 +97,17 @@ type Options struct {
 	// retries parameter does: zero means azcore's default of 3, negative
 	// means none.
 	Retry policy.RetryOptions
+
+	// MeterProvider receives the Store's OpenTelemetry metrics: the Blob
+	// service operations it sends by operation and outcome, their latency
+	// and the SDK's retries (nil: otel's global provider).
+	MeterProvider metric.MeterProvider
+	// TracerProvider, if set, receives a client span for each Blob service
+	// operation (nil: none; blob.TracedStore traces the Store's own calls).
+	TracerProvider trace.TracerProvider
+	// Logger receives a debug line for each operation the SDK retried
+	// (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // Store is an Azure blob container as a blob.Store.
@@ -140,6 +154,8 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		WarmConns:          q.Int("warm_conns", 0),
 		ConnectTimeout:     q.Duration("connect_timeout", 0),
 	}
+	oo := blob.OpenOptionsFrom(ctx)
+	o.MeterProvider, o.TracerProvider, o.Logger = oo.MeterProvider, oo.TracerProvider, oo.Logger
 	o.Retry.MaxRetries = int32(q.Int("retries", 0))
 	if err := q.Err(); err != nil {
 		return nil, err
@@ -262,9 +278,15 @@ func New(ctx context.Context, containerName string, opts Options) (*Store, error
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "concurrency %d below 1", o.Concurrency)
 	}
 	containerURL := strings.TrimSuffix(o.Endpoint, "/") + "/" + containerName
+	m, err := newRequestMetrics(containerName, o)
+	if err != nil {
+		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("metrics: %w", err)}
+	}
 	copts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: sharedHTTPClient(),
-		Retry:     o.Retry,
+		Transport:        sharedHTTPClient(),
+		Retry:            o.Retry,
+		PerCallPolicies:  []policy.Policy{policyFunc(m.perCall)},
+		PerRetryPolicies: []policy.Policy{policyFunc(m.perRetry)},
 	}}
 	var client *container.Client
 	switch {

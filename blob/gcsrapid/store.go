@@ -230,6 +230,8 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		ConnectTimeout:    q.Duration("connect_timeout", 0),
 		LeftoverAge:       q.Duration("leftover_age", 0),
 	}
+	oo := blob.OpenOptionsFrom(ctx)
+	opts.MeterProvider, opts.Logger = oo.MeterProvider, oo.Logger
 	// In a URL 0 means none; in Options it means the default.
 	if q.Has("pool_size") && opts.Capacity == 0 {
 		opts.Capacity = -1

@@ -45,4 +45,9 @@
 //     before the DeleteObject (S3 answers 204 for missing keys). DeleteMany
 //     deletes up to 1000 keys per request and does not report missing keys.
 //   - Appender appends with x-amz-write-offset-bytes.
+//
+// Options.MeterProvider receives request metrics (zonalblob.s3express.*:
+// operations by name and outcome, their latency, the SDK's retries),
+// Options.TracerProvider a client span per S3 operation, and an
+// s3express:// URL takes both, and Logger, from blob.Open's options.
 package s3express

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -17,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
@@ -75,6 +78,16 @@ type Options struct {
 	// answer within it fails OpenURL, or New's first call, with an error
 	// naming the endpoint instead of waiting on the caller's context.
 	ConnectTimeout time.Duration
+	// MeterProvider receives the Store's OpenTelemetry metrics: the S3
+	// operations it sends by operation and outcome, their latency and the
+	// SDK's retries (nil: otel's global provider).
+	MeterProvider metric.MeterProvider
+	// TracerProvider, if set, receives a client span for each S3 operation
+	// (nil: none; blob.TracedStore traces the Store's own calls).
+	TracerProvider trace.TracerProvider
+	// Logger receives a debug line for each operation the SDK retried
+	// (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // DefaultConnectTimeout bounds the warm-up's first request.
@@ -195,6 +208,8 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 		Retries:            q.Int("retries", 0),
 		ConnectTimeout:     q.Duration("connect_timeout", 0),
 	}
+	oo := blob.OpenOptionsFrom(ctx)
+	opts.MeterProvider, opts.TracerProvider, opts.Logger = oo.MeterProvider, oo.TracerProvider, oo.Logger
 	// In a URL 0 means none; in Options it means the default.
 	if q.Has("warm_conns") && opts.WarmConns == 0 {
 		opts.WarmConns = -1
@@ -291,14 +306,24 @@ func New(ctx context.Context, client *s3.Client, bucket string, opts Options) (*
 	if client == nil {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "s3express: nil client")
 	}
+	m, err := newRequestMetrics(bucket, opts)
+	if err != nil {
+		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("s3express: metrics: %w", err)}
+	}
 	shared := &sessions{sdk: client.Options().ExpressCredentials}
+	// Every call takes this option: the shared sessions, and the request
+	// metrics' middleware.
+	session := func(o *s3.Options) {
+		o.ExpressCredentials = shared
+		o.APIOptions = append(o.APIOptions, m.install)
+	}
 	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Store{
 		client:   client,
 		bucket:   bucket,
 		opts:     opts,
 		sessions: shared,
-		session:  func(o *s3.Options) { o.ExpressCredentials = shared },
+		session:  session,
 		warm:     make(chan struct{}),
 		stop:     stop,
 	}
