@@ -10,11 +10,10 @@ test: fmt-check vet tools
 
 # Each decoder of what we store runs under the fuzzer briefly (its seeds run
 # with the tests too): pack indexes, quorum acceptor states, commit-log
-# frames and segment names, and the emulator's request handlers.
+# frames and segment names.
 FUZZTIME ?= 5s
 FUZZ_TARGETS := ./tiered:FuzzReadPackIndex ./quorum:FuzzParseState \
-	./commitlog:FuzzDecodeFrames ./commitlog:FuzzSegmentNames \
-	./blob/gcsrapid/gcsrapidtest:FuzzStreamHandlers
+	./commitlog:FuzzDecodeFrames ./commitlog:FuzzSegmentNames
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
