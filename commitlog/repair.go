@@ -30,6 +30,7 @@ type zoneCopy struct {
 	absent bool  // no copy (or, in the slot layout, no header slot)
 	have   int64 // the last record it holds from the segment's first on
 	end    int64 // where an append goes
+	noLAC  bool  // it has every record, but no frame says they are committed
 }
 
 // repairPass looks at every sealed, committed segment of the chain on every
@@ -91,7 +92,7 @@ func (l *Log) repairPass(ctx context.Context) error {
 				c, err := l.readCopy(ctx, z, k, last)
 				if err != nil {
 					errs = append(errs, err)
-				} else if c.have >= last {
+				} else if c.have >= last && !c.noLAC {
 					l.repairOK[k][zi] = true
 				} else {
 					short[zi] = c
@@ -147,7 +148,18 @@ func (l *Log) readCopy(ctx context.Context, z *zone, k segKey, last int64) (zone
 	if len(frames) == 0 || frames[0].kind != frameHeader {
 		return zoneCopy{absent: true}, nil
 	}
-	return zoneCopy{have: contiguous(frames, k.first), end: end}, nil
+	cp := zoneCopy{have: contiguous(frames, k.first), end: end}
+	var known int64 = -1
+	for _, f := range frames {
+		known = max(known, f.lac)
+	}
+	if cp.have >= last && known < last {
+		// Every record, but nothing on this zone says the last ones are
+		// committed (its seal frame never came): a reader that has only
+		// this zone could not serve them.
+		cp.have, cp.noLAC = last, true
+	}
+	return cp, nil
 }
 
 // repairSegment gives each zone of short what it lacks of segment k, whose
@@ -200,9 +212,13 @@ func (l *Log) repairSegment(ctx context.Context, k segKey, last int64, short map
 				err = nil // written meanwhile; the next pass reads it
 			}
 		default:
-			// The records after the ones it has, appended where its copy
-			// ends (a copy that changed since fails the append).
+			// The records after the ones it has (or, if it has them all,
+			// a frame that only says they are committed), appended where
+			// its copy ends (a copy that changed since fails the append).
 			content := tail(source, cp.have+1, last, l.opts.MaxFrameBytes)
+			if cp.have >= last {
+				content = encodeFrame(frameData, k.epoch, last+1, last, nil)
+			}
 			n = len(content)
 			_, err = z.append(c, k, cp.end, content)
 			z.dropSegmentStream(k)

@@ -48,12 +48,14 @@ func TestRepairReplacedZone(t *testing.T) {
 			l.mu.Lock()
 			cur := l.seg.key
 			l.mu.Unlock()
-			// Two passes that began after the last append, the last of
-			// them finding nothing missing.
+			// A pass that began after the last append first sees the last
+			// segments sealed, and the one after it checks them (a pass
+			// under way may end first): wait for three passes, the last
+			// finding nothing missing.
 			passes := l.Stats().RepairPasses
 			for i := 0; ; i++ {
 				st := l.Stats()
-				if st.RepairPasses >= passes+2 && st.Missing == 0 {
+				if st.RepairPasses >= passes+3 && st.Missing == 0 {
 					if st.Repaired == 0 {
 						t.Fatalf("nothing repaired: %+v", st)
 					}
