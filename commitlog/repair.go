@@ -215,7 +215,7 @@ func (l *Log) repairSegment(ctx context.Context, k segKey, last int64, short map
 			// The records after the ones it has (or, if it has them all,
 			// a frame that only says they are committed), appended where
 			// its copy ends (a copy that changed since fails the append).
-			content := tail(source, cp.have+1, last, l.opts.MaxFrameBytes)
+			content := tail(source, k, cp.have+1, last, l.opts.MaxFrameBytes)
 			if cp.have >= last {
 				content = encodeFrame(frameData, k.epoch, last+1, last, nil)
 			}
@@ -235,28 +235,18 @@ func (l *Log) repairSegment(ctx context.Context, k segKey, last int64, short map
 	return wrote, nil
 }
 
-// tail returns data frames of the records from..last of frames, each frame
-// carrying last as its LAC: they are committed.
-func tail(frames []frame, from, last int64, maxFrame int) []byte {
-	recs := map[int64][]byte{}
+// tail returns data frames of the records from..last of frames (segment
+// k's), each frame carrying last as its LAC: they are committed.
+func tail(frames []frame, k segKey, from, last int64, maxFrame int) []byte {
+	recs := make([][]byte, last-from+1)
 	for _, f := range frames {
 		if f.kind == frameData {
 			for j, r := range f.records {
-				recs[f.first+int64(j)] = r
+				if o := f.first + int64(j); o >= from && o <= last {
+					recs[o-from] = r
+				}
 			}
 		}
 	}
-	var out []byte
-	for o := from; o <= last; {
-		var batch [][]byte
-		size := 0
-		for o+int64(len(batch)) <= last && (len(batch) == 0 || size+len(recs[o+int64(len(batch))]) <= maxFrame) {
-			r := recs[o+int64(len(batch))]
-			batch = append(batch, r)
-			size += len(r)
-		}
-		out = append(out, encodeFrame(frameData, frames[0].epoch, o, last, batch)...)
-		o += int64(len(batch))
-	}
-	return out
+	return dataFrames(k.epoch, from, last, recs, maxFrame)
 }

@@ -510,14 +510,21 @@ func pack(frames []frame, k segKey, last int64, maxFrame int) []byte {
 	if have != len(recs) {
 		return nil
 	}
-	out := append([]byte(nil), frames[0].raw...)
+	return append(append([]byte(nil), frames[0].raw...), dataFrames(k.epoch, k.first, last, recs, maxFrame)...)
+}
+
+// dataFrames frames recs, the records first..last, at most maxFrame bytes a
+// frame (a larger record alone), each frame carrying last as its LAC: they
+// are committed.
+func dataFrames(epoch uint64, first, last int64, recs [][]byte, maxFrame int) []byte {
+	var out []byte
 	for i := 0; i < len(recs); {
 		n, size := 0, 0
 		for i+n < len(recs) && (n == 0 || size+len(recs[i+n]) <= maxFrame) {
 			size += len(recs[i+n])
 			n++
 		}
-		out = append(out, encodeFrame(frameData, k.epoch, k.first+int64(i), last, recs[i:i+n])...)
+		out = append(out, encodeFrame(frameData, epoch, first+int64(i), last, recs[i:i+n])...)
 		i += n
 	}
 	return out

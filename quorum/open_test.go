@@ -3,7 +3,6 @@ package quorum_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -11,34 +10,9 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	_ "github.com/zonalblob/zonalblob/blob/gcsrapid"
+	"github.com/zonalblob/zonalblob/internal/emulators"
 	"github.com/zonalblob/zonalblob/quorum"
 )
-
-// blackhole returns the address of a listener that accepts connections and
-// never answers, as a zone that is down behind its load balancer.
-func blackhole(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	return l.Addr().String()
-}
 
 func w2URL(replicas ...string) string {
 	q := url.Values{}
@@ -53,7 +27,7 @@ func w2URL(replicas ...string) string {
 // (its open would take its whole connect_timeout, a minute here) does not
 // hold it up, and writes and reads go to the others.
 func TestOpenWithADeadZone(t *testing.T) {
-	dead := "gcsrapid://b?pool_size=0&connect_timeout=1m&endpoint=" + blackhole(t)
+	dead := "gcsrapid://b?pool_size=0&connect_timeout=1m&endpoint=" + emulators.Blackhole(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := blob.Open(ctx, w2URL("mem://", dead, "mem://"))
@@ -81,7 +55,7 @@ func TestOpenRefusedReplica(t *testing.T) {
 	if !errors.Is(err, blob.ErrInvalidArgument) || !strings.Contains(err.Error(), "replica 1") {
 		t.Errorf("bad replica URL: %v", err)
 	}
-	dead := "gcsrapid://b?pool_size=0&connect_timeout=200ms&endpoint=" + blackhole(t)
+	dead := "gcsrapid://b?pool_size=0&connect_timeout=200ms&endpoint=" + emulators.Blackhole(t)
 	_, err = blob.Open(ctx, w2URL("mem://", dead, dead))
 	if !errors.Is(err, quorum.ErrNoQuorum) {
 		t.Errorf("two dead zones of three: %v", err)

@@ -3,7 +3,6 @@ package tiered_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -11,33 +10,8 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	_ "github.com/zonalblob/zonalblob/blob/gcsrapid"
+	"github.com/zonalblob/zonalblob/internal/emulators"
 )
-
-// blackhole returns the address of a listener that accepts connections and
-// never answers.
-func blackhole(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	return l.Addr().String()
-}
 
 func tieredURL(hot, cold string) string {
 	return "tiered://?" + url.Values{"hot": {hot}, "cold": {cold}, "manual": {"true"}}.Encode()
@@ -47,7 +21,7 @@ func tieredURL(hot, cold string) string {
 // though the hot tier's open would wait its whole connect_timeout (a minute
 // here); and a tier that does not answer is named in the error.
 func TestOpenTiersAtOnce(t *testing.T) {
-	addr := blackhole(t)
+	addr := emulators.Blackhole(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := blob.Open(ctx, tieredURL("gcsrapid://b?pool_size=0&connect_timeout=1m&endpoint="+addr, "mem://?bogus=1"))

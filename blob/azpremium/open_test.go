@@ -3,45 +3,20 @@ package azpremium_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/emulators"
 )
-
-// blackhole is a listener that accepts connections and never answers.
-func blackhole(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	return l.Addr().String()
-}
 
 // An endpoint that does not answer fails the open within connect_timeout,
 // with an error that names it, instead of hanging until the caller gives up.
 func TestOpenUnreachableEndpoint(t *testing.T) {
 	clearAzureEnv(t)
 	t.Setenv("AZURE_STORAGE_KEY", "c2VjcmV0LWtleQ==")
-	endpoint := "http://" + blackhole(t) + "/acct"
+	endpoint := "http://" + emulators.Blackhole(t) + "/acct"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := blob.Open(ctx, "azpremium://logs?account=acct&connect_timeout=300ms&endpoint="+endpoint)

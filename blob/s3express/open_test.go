@@ -3,45 +3,20 @@ package s3express_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
+	"github.com/zonalblob/zonalblob/internal/emulators"
 )
-
-// blackhole is a listener that accepts connections and never answers.
-func blackhole(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	return l.Addr().String()
-}
 
 // An endpoint that does not answer fails the open within connect_timeout,
 // with an error that names it, instead of hanging until the caller gives up.
 func TestOpenUnreachableEndpoint(t *testing.T) {
 	setEmulatorCredentials(t)
-	addr := blackhole(t)
+	addr := emulators.Blackhole(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := blob.Open(ctx, "s3express://logs--use1-az4--x-s3?region=us-east-1&connect_timeout=300ms&endpoint=http://"+addr)

@@ -4,6 +4,7 @@
 package emulators
 
 import (
+	"net"
 	"os"
 	"testing"
 )
@@ -24,4 +25,32 @@ func Unavailable(t testing.TB, name string, err error) {
 		t.Fatalf("%s emulator unavailable and %s=1: %v", name, RequireEnv, err)
 	}
 	t.Skipf("%s emulator unavailable (%v); run `make test` to install it, or set ZONALBLOB_REQUIRE_EMULATORS=1 to make this a failure", name, err)
+}
+
+// Blackhole returns the address of a listener on 127.0.0.1 that accepts
+// connections and never answers, as an endpoint that is down behind its load
+// balancer; it closes with the test.
+func Blackhole(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	return l.Addr().String()
 }
