@@ -188,6 +188,20 @@ func PackMoveBatch(n int) Requests {
 	return r
 }
 
+// PackLogInventory is what a packing pass issues for the pack log's
+// inventory (the record that tells a log object lost from one the compactor
+// removed): a Stat, and a read if there is one; a write if the log changed.
+func PackLogInventory(exists, changed bool) Requests {
+	r := Requests{RegionalReads: 1}
+	if exists {
+		r.RegionalReads++
+	}
+	if changed {
+		r.RegionalWrites++
+	}
+	return r
+}
+
 // PackedDelete is what a user's Delete of an object that lives in a pack
 // issues of its own: a Stat of hot (a miss); the cold object's delete is
 // free. Its share of the regional requests depends on the rate of such

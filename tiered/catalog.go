@@ -257,6 +257,11 @@ type catalog struct {
 	damaged map[string]damagedLog
 	foreign atomic.Int64
 	warned  sync.Map
+
+	// inv is the pack log's inventory as the last full refresh read it
+	// (under turn), invGen its generation ("": none yet).
+	inv    *inventory
+	invGen string
 }
 
 // damagedLog is a log object the catalog could not load, and the range of
@@ -266,6 +271,9 @@ type damagedLog struct {
 	err    error
 	lo, hi string
 	ranged bool
+	// lost says the object is missing: the inventory names it, the listing
+	// does not have it, and its compactor did not remove it.
+	lost bool
 }
 
 // covers reports whether d may hold or kill a version of key.
@@ -516,6 +524,9 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 			}
 		}
 		c.state.Unlock()
+		if err := c.checkInventory(ctx, seen); err != nil {
+			return err
+		}
 		c.full = start
 	}
 	c.refreshed.Store(&start)
@@ -535,8 +546,15 @@ func (c *catalog) load(ctx context.Context, name string) error {
 	c.state.RLock()
 	_, p := c.packs[name]
 	_, t := c.tombs[name]
-	_, d := c.damaged[name]
+	dl, d := c.damaged[name]
 	c.state.RUnlock()
+	if d && dl.lost {
+		// Put back: read like any other.
+		c.state.Lock()
+		delete(c.damaged, name)
+		c.state.Unlock()
+		d = false
+	}
 	if p || t || d {
 		return nil
 	}

@@ -118,6 +118,18 @@ func TestIndexCacheIsBounded(t *testing.T) {
 		t.Fatalf("listing after deletes: %d keys, want %d", len(got), len(want))
 	}
 	checkCache("at the end")
+	// The packs the compactor removed are not taken for lost: a new
+	// process, and the reader after a full refresh, see no damage.
+	fresh := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: per, MoveTimeout: moveTimeout, MaxClockSkew: time.Millisecond})
+	checkModel(t, fresh, model, gone)
+	if res := reader.CompactOnce(ctxT(t)); res.Failed != 0 {
+		t.Fatalf("the reader's pass: %+v", res)
+	}
+	for _, s := range []*tiered.Store{fresh, reader, compactor} {
+		if st := s.Stats(); len(st.Damaged) != 0 {
+			t.Errorf("after the compactor's own removals, Stats.Damaged = %q", st.Damaged)
+		}
+	}
 }
 
 // gated holds each read (while holdReads is set) and each writer (while

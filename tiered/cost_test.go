@@ -125,7 +125,14 @@ func TestCostCounts(t *testing.T) {
 					t.Fatalf("the confirming pass: stats %+v", st)
 				}
 			}
-			model := addRequests(scale(cost.PackMoveObject(n), objects), scale(cost.PackMoveBatch(n), objects/perPack), scale(listings, passes))
+			model := addRequests(scale(cost.PackMoveObject(n), objects), scale(cost.PackMoveBatch(n), objects/perPack), scale(listings, passes),
+				cost.PackLogInventory(false, true),
+				// The new Store's first look at the pack log is a full
+				// refresh too, which reads the inventory (none yet).
+				cost.PackLogInventory(false, false))
+			if n > 1 {
+				model = addRequests(model, cost.PackLogInventory(true, false))
+			}
 			check("a pass moving 1000 objects in 10 packs", per(pass, objects), per(model, objects))
 			if pass.RegionalWrites != model.RegionalWrites || pass.RegionalReads != model.RegionalReads {
 				t.Errorf("the pass's regional requests: counted %+v, the model says %+v", pass, model)

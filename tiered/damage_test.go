@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,5 +295,135 @@ func TestNegativeOffsetOfAPackedKey(t *testing.T) {
 		if _, err := s.NewRangeReader(ctxT(t), "k/010", -1, length); !errors.Is(err, blob.ErrInvalidArgument) {
 			t.Errorf("NewRangeReader(-1, %d) of a packed key: %v, want ErrInvalidArgument", length, err)
 		}
+	}
+}
+
+// TestLostLogObject deletes a pack, or a tombstone, behind the compactor's
+// back. The log's inventory names it: a new Store (another process) and one
+// that had it loaded fail the reads of the keys it may hold with ErrCorrupt
+// naming it, rather than serving them as absent or a deleted version as
+// current; the others are served. Put back, it is read again; forgotten, its
+// keys read as absent in every process.
+func TestLostLogObject(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tomb bool
+	}{{"pack", false}, {"tombstone", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			hot, cold, model, packs, tomb := packed200(t)
+			opts := tiered.Options{PackMaxObjects: 50}
+			// A pass records the tombstone, written after the last one.
+			if res := manualWith(t, hot, cold, opts).CompactOnce(ctxT(t)); res.Failed != 0 {
+				t.Fatalf("pass: %+v", res)
+			}
+			target, lo, hi := packs[1], 50, 99
+			if c.tomb {
+				target, lo, hi = tomb, 150, 150
+			}
+			touched := func(k string) bool {
+				n, _ := strconv.Atoi(k[2:])
+				return n >= lo && n <= hi
+			}
+			before := manualWith(t, hot, cold, opts)
+			checkModel(t, before, model, []string{"k/150"}) // loads every index
+			saved, err := blob.ReadAll(ctxT(t), cold, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cold.Delete(ctxT(t), target, nil); err != nil {
+				t.Fatal(err)
+			}
+			var logs syncBuffer
+			after := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: 50, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			// The Store from before learns of it at its next full refresh:
+			// a pass, or a read that finds the pack gone.
+			if !c.tomb {
+				if _, err := blob.ReadAll(ctxT(t), before, "k/060"); !errors.Is(err, blob.ErrCorrupt) || !strings.Contains(err.Error(), target) {
+					t.Errorf("the earlier Store's read of k/060 from the lost pack: %v; want ErrCorrupt naming %s", err, target)
+				}
+			}
+			if res := before.CompactOnce(ctxT(t)); res.Failed != 0 {
+				t.Fatalf("pass after the loss: %+v", res)
+			}
+			for _, s := range []*tiered.Store{after, before} {
+				for i := range 200 {
+					k := fmt.Sprintf("k/%03d", i)
+					got, err := blob.ReadAll(ctxT(t), s, k)
+					_, serr := s.Stat(ctxT(t), k)
+					switch {
+					case touched(k):
+						if !errors.Is(err, blob.ErrCorrupt) || !strings.Contains(err.Error(), target) || !errors.Is(serr, blob.ErrCorrupt) {
+							t.Errorf("read %s of the lost object: %d bytes, %v (Stat: %v); want ErrCorrupt naming %s", k, len(got), err, serr, target)
+						}
+					case k == "k/150":
+						if !errors.Is(err, blob.ErrNotFound) {
+							t.Errorf("read of the deleted %s: %v", k, err)
+						}
+					case err != nil || string(got) != model[k] || serr != nil:
+						t.Errorf("read %s, untouched by the loss: %d bytes, %v (Stat: %v)", k, len(got), err, serr)
+					}
+				}
+				if st := s.Stats(); !slices.Equal(st.Damaged, []string{target}) {
+					t.Errorf("Stats.Damaged = %q, want %s", st.Damaged, target)
+				}
+			}
+			if out := logs.String(); !strings.Contains(out, "is missing") {
+				t.Errorf("want an error logged naming the lost object; logged:\n%s", out)
+			}
+			// Maintenance keeps it named: a third process sees it too.
+			if res := after.CompactOnce(ctxT(t)); res.Failed != 0 {
+				t.Fatalf("pass: %+v", res)
+			}
+			if st := manualWith(t, hot, cold, opts).Stats(); len(st.Damaged) != 0 {
+				t.Errorf("a Store that has not refreshed yet names %q", st.Damaged)
+			}
+			third := manualWith(t, hot, cold, opts)
+			if _, err := blob.ReadAll(ctxT(t), third, fmt.Sprintf("k/%03d", lo)); !errors.Is(err, blob.ErrCorrupt) {
+				t.Errorf("a third process's read after maintenance: %v", err)
+			}
+
+			// Put back, it is served again.
+			if err := blob.Put(ctxT(t), cold, target, saved, nil); err != nil {
+				t.Fatal(err)
+			}
+			restored := manualWith(t, hot, cold, opts)
+			checkModel(t, restored, model, []string{"k/150"})
+			if st := restored.Stats(); len(st.Damaged) != 0 {
+				t.Errorf("after the object was put back, Stats.Damaged = %q", st.Damaged)
+			}
+
+			// Lost again and forgotten: its keys are gone everywhere, the
+			// rest served.
+			if err := cold.Delete(ctxT(t), target, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := after.Forget(ctxT(t), "not-a-log-name"); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("Forget of a name that is not lost: %v", err)
+			}
+			if err := after.Forget(ctxT(t), target); err != nil {
+				t.Fatal(err)
+			}
+			fresh := manualWith(t, hot, cold, opts)
+			for k, v := range model {
+				got, err := blob.ReadAll(ctxT(t), fresh, k)
+				switch {
+				case touched(k) && c.tomb:
+					// The tombstone's kill is forgotten with it: the
+					// deleted version may read again. (k/150 is not in the
+					// model; nothing else is touched.)
+				case touched(k):
+					if !errors.Is(err, blob.ErrNotFound) {
+						t.Errorf("read %s of the forgotten pack: %v", k, err)
+					}
+				case err != nil || string(got) != v:
+					t.Errorf("read %s after Forget: %d bytes, %v", k, len(got), err)
+				}
+			}
+			for _, s := range []*tiered.Store{fresh, after} {
+				if st := s.Stats(); len(st.Damaged) != 0 {
+					t.Errorf("after Forget, Stats.Damaged = %q", st.Damaged)
+				}
+			}
+		})
 	}
 }

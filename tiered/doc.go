@@ -137,9 +137,25 @@
 // damaged tombstone's kills are unknown, so the versions it killed are not
 // served either). A rewrite never copies an entry that does not verify.
 // Objects under the log's prefix whose names are not the log's are skipped
-// (Stats.Foreign). Not detected: a pack deleted behind the compactor's back
-// (a new process has no record of it; its objects read as absent), and
-// damage in a range of a large entry that no whole read meets.
+// (Stats.Foreign).
+//
+// A log object deleted behind the compactor's back (by an operator, a
+// lifecycle rule, a bug) is told from one the compactor removed by the log's
+// inventory: an object in cold, rewritten by each pass that changed the
+// log, naming every log object the pass saw with the range of keys it holds
+// or kills, and the ones it removes, recorded before it removes them (on
+// condition of the inventory's generation, so two passes never lose each
+// other's records). A full refresh of the catalog (a new process's first,
+// each pass's, and any read that finds a pack gone) lists the log and then
+// reads the inventory: an object it names that the listing does not have,
+// and that no pass removed, is lost. Reads and Stats of the keys in its
+// range fail with ErrCorrupt naming it (a lost tombstone's kills are
+// unknown, so no deleted version comes back), it is named in Stats.Damaged
+// and logged as an error, and later inventories keep it, until it is put
+// back (then it is read like any other) or Store.Forget accepts the loss.
+// Forget also removes a damaged object. Not detected: a log object deleted
+// before the first pass after its write recorded it, and damage in a range
+// of a large entry that no whole read meets.
 //
 // # Retiring from a quorum
 //

@@ -629,6 +629,9 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// What this pass removes (rewritten packs, tombstones no pack needs) is
+	// removed only once the inventory records it, at the end.
+	var removals []string
 	for _, sum := range packs {
 		if t, _, _ := logTime(sum.name); t.After(old) {
 			continue
@@ -640,8 +643,12 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 		if live >= s.opts.PackMinLive {
 			continue
 		}
-		if err := s.rewritePack(ctx, sum, marked); err != nil {
+		done, err := s.rewritePack(ctx, sum, marked)
+		if err != nil {
 			return err
+		}
+		if done {
+			removals = append(removals, sum.name)
 		}
 	}
 	// A tombstone is kept four windows, and while a pack move under way
@@ -664,11 +671,19 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 				break
 			}
 		}
-		if needed {
-			continue
+		if !needed {
+			removals = append(removals, name)
 		}
+	}
+	if err := s.recordInventory(ctx, removals, nil); err != nil {
+		return err
+	}
+	for _, name := range removals {
 		if err := s.cold.Delete(ctx, name, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
 			return err
+		}
+		if _, ok := tombs[name]; !ok {
+			s.stats.rewrites.Add(1)
 		}
 		s.cat.drop(name)
 	}
@@ -676,29 +691,30 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 }
 
 // rewritePack copies a pack's live entries, and the kills it carries that
-// still apply to another pack, into a new pack, then removes it. A crash in
-// between leaves both: their common entries are the same versions, and a
-// kill applies to every copy. A reader that finds the old pack gone
-// relists the log and finds the new one, committed before.
-func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[kill]bool) error {
+// still apply to another pack, into a new pack, and reports whether the old
+// one is to be removed (maintainPacks removes it, once the inventory says
+// so). A crash in between leaves both: their common entries are the same
+// versions, and a kill applies to every copy. A reader that finds the old
+// pack gone relists the log and finds the new one, committed before.
+func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[kill]bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
 	defer cancel()
 	lp, err := s.cat.index(ctx, sum)
 	if errors.Is(err, errPackGone) {
 		s.cat.drop(sum.name)
-		return nil
+		return false, nil
 	} else if err != nil {
-		return err
+		return false, err
 	}
 	idx := &packIndex{}
 	var live []packEntry
 	for _, e := range lp.index.Entries {
 		keep, err := s.cat.keep(ctx, e, lp.name)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !keep && marked[kill{Key: e.Key, Gen: e.Attrs.Generation}] {
-			return nil // rewritten once the marker is gone
+			return false, nil // rewritten once the marker is gone
 		}
 		if keep {
 			live = append(live, e)
@@ -707,7 +723,7 @@ func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[ki
 	for _, k := range lp.index.Kills {
 		held, err := s.cat.holds(ctx, k, lp.name)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if held {
 			idx.Kills = append(idx.Kills, k)
@@ -717,12 +733,12 @@ func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[ki
 		old, err := readRange(ctx, s.cold, lp.name, lp.base, lp.index.DataBytes)
 		if errors.Is(err, blob.ErrNotFound) {
 			s.cat.drop(lp.name)
-			return nil
+			return false, nil
 		} else if err != nil {
-			return err
+			return false, err
 		}
 		if int64(len(old)) != lp.index.DataBytes {
-			return fmt.Errorf("tiered: pack %s: read %d data bytes, index says %d", lp.name, len(old), lp.index.DataBytes)
+			return false, fmt.Errorf("tiered: pack %s: read %d data bytes, index says %d", lp.name, len(old), lp.index.DataBytes)
 		}
 		var data bytes.Buffer
 		for _, e := range live {
@@ -730,7 +746,7 @@ func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[ki
 			if lp.checked && crc32.Checksum(b, castagnoli) != e.CRC {
 				// Never copy bytes that do not verify: the pack stays,
 				// and its reads of e fail with the same error.
-				return s.corruptEntry(packed{lp, e}, "checksum mismatch; the pack is not rewritten")
+				return false, s.corruptEntry(packed{lp, e}, "checksum mismatch; the pack is not rewritten")
 			}
 			ne := e
 			ne.Off = int64(data.Len())
@@ -741,29 +757,24 @@ func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[ki
 		name := logName(kindPack, chosen)
 		body, err := encodePack(idx, data.Bytes())
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: logMetadata(indexKeys(idx))}); err != nil {
-			return err
+			return false, err
 		}
 		if time.Since(chosen) >= s.cat.window()/2 {
-			return fmt.Errorf("tiered: rewrite of %s took %v, more than half the log window", lp.name, time.Since(chosen))
+			return false, fmt.Errorf("tiered: rewrite of %s took %v, more than half the log window", lp.name, time.Since(chosen))
 		}
 		np, err := readPackIndex(ctx, s.cold, name)
 		if err != nil {
-			return err
+			return false, err
 		}
 		s.cat.addPack(np)
 		s.stats.packs.Add(1)
 	} else if len(idx.Kills) > 0 {
 		if err := s.writeTombstone(ctx, idx.Kills); err != nil {
-			return err
+			return false, err
 		}
 	}
-	if err := s.cold.Delete(ctx, lp.name, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
-		return err
-	}
-	s.cat.drop(lp.name)
-	s.stats.rewrites.Add(1)
-	return nil
+	return true, nil
 }

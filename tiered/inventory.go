@@ -1,0 +1,265 @@
+package tiered
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/driver"
+)
+
+// inventoryKey names, in cold, the pack log's inventory: the log objects
+// the compactor has seen and not removed. A listing shows what the log
+// holds; the inventory is what tells a log object deleted behind the
+// compactor's back (by an operator, a lifecycle rule, a bug) from one it
+// removed itself. Without it, a new process has no record of a lost pack,
+// and the versions it held read as absent, or older versions as current.
+const inventoryKey = markerPrefix + "inventory"
+
+// inventory is what inventoryKey holds, as JSON after a header (invMagic).
+type inventory struct {
+	// Live maps each log object the compactor saw and has not removed to
+	// the range of keys it holds or kills (a rangeKey value; "" when
+	// unknown: all keys).
+	Live map[string]string `json:"live"`
+	// Removed maps the log objects the compactor removed, or is about to, to
+	// when (Unix nanoseconds): it records a removal before making it, and
+	// keeps it long enough (removedHold) for any listing that may have seen
+	// the object to be followed by a read of an inventory that says so.
+	Removed map[string]int64 `json:"removed,omitempty"`
+	// Lost maps the log objects found missing without a removal to their
+	// ranges: reads of their keys fail with ErrCorrupt until they are put
+	// back or Forget accepts the loss.
+	Lost map[string]string `json:"lost,omitempty"`
+}
+
+// errLost is the damage of a log object the inventory names and the listing
+// does not have.
+var errLost = errors.New("missing from the pack log: deleted by something other than the compactor; the versions it held are lost")
+
+// removedHold is how long the inventory remembers a removal: four log
+// windows, far longer than a listing followed by an inventory read.
+func (c *catalog) removedHold() time.Duration { return 4 * c.window() }
+
+// invMagic starts the inventory object, followed by the CRC32C of the JSON
+// after it in 8 hex digits and a newline: the object verifies itself, so
+// one read of it is enough whatever the store's readers carry.
+const (
+	invMagic  = "zbinv1 "
+	invHeader = len(invMagic) + 9
+)
+
+// readInventory reads the inventory, and the generation a Stat just before
+// found (the bytes may be of a newer one, which only makes a write
+// conditioned on it fail): an empty one and "" when there is none,
+// ErrCorrupt when it does not parse or verify.
+func readInventory(ctx context.Context, cold blob.Store) (*inventory, string, error) {
+	a, err := cold.Stat(ctx, inventoryKey)
+	if errors.Is(err, blob.ErrNotFound) {
+		return &inventory{}, "", nil
+	} else if err != nil {
+		return nil, "", err
+	}
+	b, err := blob.ReadAll(ctx, cold, inventoryKey)
+	if errors.Is(err, blob.ErrNotFound) {
+		return readInventory(ctx, cold) // replaced since the Stat
+	} else if err != nil {
+		return nil, "", err
+	}
+	corrupt := func(format string, args ...any) error {
+		return blob.Errorf(driver.OpRead, inventoryKey, blob.ErrCorrupt, "tiered: pack log inventory: "+format, args...)
+	}
+	if len(b) < invHeader || string(b[:len(invMagic)]) != invMagic || b[invHeader-1] != '\n' {
+		return nil, a.Generation, corrupt("no header")
+	}
+	if want := fmt.Sprintf("%08x", crc32.Checksum(b[invHeader:], castagnoli)); string(b[len(invMagic):invHeader-1]) != want {
+		return nil, a.Generation, corrupt("checksum mismatch")
+	}
+	inv := &inventory{}
+	if err := json.Unmarshal(b[invHeader:], inv); err != nil {
+		return nil, a.Generation, corrupt("malformed: %v", err)
+	}
+	for _, names := range []map[string]string{inv.Live, inv.Lost} {
+		for name := range names {
+			if _, _, ok := logTime(name); !ok {
+				return nil, a.Generation, corrupt("names %q, not a log object", name)
+			}
+		}
+	}
+	return inv, a.Generation, nil
+}
+
+// checkInventory reads the inventory after a full listing that saw the log
+// objects in seen, and marks lost each one it names that the listing did
+// not have and that was not removed. It runs under turn, and keeps what it
+// read for the next recordInventory.
+func (c *catalog) checkInventory(ctx context.Context, seen map[string]bool) error {
+	inv, gen, err := readInventory(ctx, c.s.cold)
+	if errors.Is(err, blob.ErrCorrupt) {
+		// Nothing can be told from it: the next pass writes a new one from
+		// the listing (over this generation), and says so.
+		if _, logged := c.warned.LoadOrStore(inventoryKey, true); !logged {
+			c.s.opts.Logger.Warn("tiered: the pack log's inventory is damaged; it is rebuilt from the listing, and log objects deleted before then go undetected", "error", err)
+		}
+		inv = &inventory{}
+	} else if err != nil {
+		return err
+	}
+	c.inv, c.invGen = inv, gen
+	check := func(names map[string]string) {
+		for name, rng := range names {
+			if seen[name] {
+				continue
+			}
+			if _, removed := inv.Removed[name]; removed {
+				continue
+			}
+			d := damagedLog{err: errLost, lost: true}
+			d.lo, d.hi, d.ranged = parseRange(rng)
+			c.state.Lock()
+			c.damaged[name] = d
+			c.dropLocked(name)
+			c.state.Unlock()
+			if _, logged := c.warned.LoadOrStore(name, true); !logged {
+				c.s.opts.Logger.Error("tiered: a pack log object is missing; reads of the keys it may hold fail until it is put back or Forget accepts the loss", "object", name)
+			}
+		}
+	}
+	check(inv.Live)
+	check(inv.Lost)
+	return nil
+}
+
+// recordInventory writes the inventory the catalog stands for: every log
+// object it holds, those found lost, and the removals about to be made, on
+// condition that the inventory is still the one the last full refresh read.
+// A removal is made only once recorded, so an inventory never names as live
+// an object its compactor removed.
+// Names in forget are dropped from the lost ones first.
+func (s *Store) recordInventory(ctx context.Context, removals, forget []string) error {
+	c := s.cat
+	if err := c.lock(ctx); err != nil {
+		return err
+	}
+	defer c.unlock()
+	old, gen := c.inv, c.invGen
+	if old == nil {
+		if err := c.refreshLocked(ctx, true); err != nil {
+			return err
+		}
+		old, gen = c.inv, c.invGen
+	}
+	now := time.Now()
+	inv := &inventory{Live: map[string]string{}, Removed: map[string]int64{}, Lost: map[string]string{}}
+	for name, at := range old.Removed {
+		if now.Sub(time.Unix(0, at)) < c.removedHold() {
+			inv.Removed[name] = at
+		}
+	}
+	for _, name := range removals {
+		inv.Removed[name] = now.UnixNano()
+	}
+	c.state.Lock()
+	for _, name := range forget {
+		delete(c.damaged, name)
+	}
+	for name, p := range c.packs {
+		inv.Live[name] = logMetadata([]string{p.minKey, p.maxKey})[rangeKey]
+	}
+	for name, ks := range c.tombs {
+		keys := make([]string, len(ks))
+		for i, k := range ks {
+			keys[i] = k.Key
+		}
+		inv.Live[name] = logMetadata(keys)[rangeKey]
+	}
+	for name, d := range c.damaged {
+		rng := ""
+		if d.ranged {
+			rng = logMetadata([]string{d.lo, d.hi})[rangeKey]
+		}
+		if d.lost {
+			inv.Lost[name] = rng
+		} else {
+			inv.Live[name] = rng
+		}
+	}
+	c.state.Unlock()
+	for name := range inv.Removed {
+		// Removed by another process after this one listed it, or by
+		// this pass: not live.
+		delete(inv.Live, name)
+	}
+	if maps.Equal(inv.Live, old.Live) && maps.Equal(inv.Lost, old.Lost) && maps.Equal(inv.Removed, old.Removed) {
+		return nil
+	}
+	// Its generation is unknown until the next full refresh reads it back,
+	// which the next write waits for.
+	c.inv = nil
+	return writeInventory(ctx, s.cold, inv, gen)
+}
+
+// writeInventory writes inv over the inventory of generation gen (none when
+// gen is "").
+func writeInventory(ctx context.Context, cold blob.Store, inv *inventory, gen string) error {
+	b, err := json.Marshal(inv)
+	if err != nil {
+		return err
+	}
+	cond := blob.IfNotExist()
+	if gen != "" {
+		cond = blob.IfGenerationMatch(gen)
+	}
+	body := append(fmt.Appendf(nil, "%s%08x\n", invMagic, crc32.Checksum(b, castagnoli)), b...)
+	err = blob.Put(ctx, cold, inventoryKey, body, &blob.WriterOptions{If: cond, ContentType: "application/octet-stream"})
+	if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrExists) {
+		return fmt.Errorf("tiered: the pack log's inventory changed under this pass (another compactor?): %w", err)
+	}
+	return err
+}
+
+// Forget accepts the loss of a log object of the pack log (a name from
+// Stats.Damaged): one found missing is no longer reported, and one present
+// but damaged is removed from cold. Either way the versions it held are gone
+// for good, and reads of its keys serve what the rest of the log and the
+// tiers hold. Put a lost object back instead, if a copy exists: it is then
+// read like any other.
+func (s *Store) Forget(ctx context.Context, name string) error {
+	if err := s.life.Check("forget", name); err != nil {
+		return err
+	}
+	if !s.packing() {
+		return blob.Errorf("forget", name, blob.ErrInvalidArgument, "tiered: this Store does not pack")
+	}
+	if err := s.cat.refreshFull(ctx); err != nil {
+		return err
+	}
+	s.cat.state.RLock()
+	d, ok := s.cat.damaged[name]
+	s.cat.state.RUnlock()
+	if !ok {
+		return blob.Errorf("forget", name, blob.ErrNotFound, "tiered: %q is not a damaged or lost object of the pack log", name)
+	}
+	if d.lost {
+		if err := s.recordInventory(ctx, nil, []string{name}); err != nil {
+			return err
+		}
+	} else {
+		if err := s.recordInventory(ctx, []string{name}, nil); err != nil {
+			return err
+		}
+		if err := s.cold.Delete(ctx, name, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+		s.cat.state.Lock()
+		delete(s.cat.damaged, name)
+		s.cat.state.Unlock()
+	}
+	s.opts.Logger.Warn("tiered: a damaged or lost pack log object was forgotten; the versions it held are gone", "object", name)
+	return nil
+}
