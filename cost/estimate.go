@@ -203,22 +203,36 @@ func PackLogInventory(exists, changed bool) Requests {
 }
 
 // PackedDelete is what a user's Delete of an object that lives in a pack
-// issues of its own: a Stat of hot (a miss); the cold object's delete is
-// free. Its share of the regional requests depends on the rate of such
-// deletes: a tombstone that the deletes in flight together share (see
-// DeleteTombstones), and a listing of the pack log begun at most
-// tiered.HotDeleteDelay before hot's miss, which they share too (see
-// DeleteListings).
+// issues of its own: a grave, written to hot on condition that hot has
+// nothing (on a quorum, a consensus round like a write). Its share of the
+// regional requests is a listing of the pack log, which the deletes within
+// tiered.BuryWindow of one another share (see DeleteListings); the
+// tombstone and the grave's removal come later, from the compactor (see
+// GraveRetirement).
 func PackedDelete(n int) Requests {
-	return ZonalStat(n)
+	return ZonalPut(n)
+}
+
+// GraveRetirement is what the compactor issues for each grave it retires:
+// the Stat that tells it from an empty object in hot's listing, a Stat of
+// cold (for the object a move of a large version may have left there), and
+// the grave's removal: a conditional delete on a bucket, and on a quorum a
+// retirement (a Stat of every replica, then each copy's conditional
+// delete), deletes being free. The tombstone that kills the packed
+// versions is one per pass, shared by all of its graves.
+func GraveRetirement(n int) Requests {
+	r := ZonalStat(n).plus(Requests{RegionalReads: 1})
+	if n > 1 {
+		r = r.plus(ZonalStat(n))
+	}
+	return r
 }
 
 // DeleteListings is the listings of the pack log per delete, for deletes
 // of packed objects at perSecond: one listing serves every delete that
-// begins within tiered.HotDeleteDelay after it, and each delete waits that
-// delay after its tombstone, so deletes at that rate run many at once.
+// begins within tiered.BuryWindow after it.
 func DeleteListings(perSecond float64) float64 {
-	return min(1, 1/(perSecond*tiered.HotDeleteDelay(0).Seconds()))
+	return min(1, 1/(perSecond*tiered.BuryWindow(0).Seconds()))
 }
 
 // RegionalWriteLatency is how long a tombstone's write to the regional
@@ -241,9 +255,10 @@ func DeleteTombstones(perSecond float64) float64 {
 }
 
 // Requests counted for tiering: the application's writes (ZonalPut) and
-// deletes (PackedDelete, with the shares of tombstones and listings of the
-// deletes in flight at once, DeleteTombstones and DeleteListings: at the
+// deletes (PackedDelete, with its share of listings, DeleteListings: at the
 // end of retention the object is in a pack);
+// the compactor's retirement of their graves (GraveRetirement, and a
+// tombstone per pass);
 // the compactor's, per object moved, PackMoveObject; per pack,
 // PackMoveBatch; per pass, the listings of hot (objects and markers, a page
 // per 1000 objects on every replica; a quorum's listing also Stats the
@@ -292,21 +307,24 @@ func tieredCost(w Workload, hot, cold Price) Cost {
 	// Packs live about as long as their objects; tombstones, each shared
 	// by the deletes of a regional write, until their packs are rewritten
 	// away.
-	logObjects := w.WritesPerSecond*w.Retention.Seconds()/perPack +
-		w.WritesPerSecond*DeleteTombstones(w.WritesPerSecond)*float64(TombstoneGrace/time.Second)
+	logObjects := w.WritesPerSecond*w.Retention.Seconds()/perPack + 1
 	hotObjects := w.WritesPerSecond * after.Seconds()
 	perPass := Requests{
 		ZonalWrites:    2 * copies * math.Max(1, math.Ceil(hotObjects/1000)),
 		RegionalWrites: 2 + math.Max(1, math.Ceil(logObjects/1000)),
 	}
+	// Each pass also retires the graves of the application's deletes, with
+	// one tombstone, after a listing of the pack log of its own.
 	compactor := PackMoveObject(n).times(writes).
 		plus(PackMoveBatch(n).times(passes * packsPerPass)).
-		plus(perPass.times(passes))
+		plus(perPass.times(passes)).
+		plus(GraveRetirement(n).times(writes)).
+		plus(Requests{RegionalWrites: 1 + math.Max(1, math.Ceil(logObjects/1000))}.times(passes))
 	// The application's requests: its writes, and its deletes at the end
 	// of retention, which find each object in a pack and share tombstones
 	// and listings of the pack log with the deletes in flight with them.
 	users := ZonalPut(n).times(writes).plus(PackedDelete(n).times(writes)).
-		plus(Requests{RegionalWrites: DeleteTombstones(w.WritesPerSecond) + DeleteListings(w.WritesPerSecond)}.times(writes))
+		plus(Requests{RegionalWrites: DeleteListings(w.WritesPerSecond)}.times(writes))
 	// The compactor reads every object from hot once: retrieval is charged
 	// on it; packs are written regionally, where bytes are not charged.
 	moveTransfer := writes * (hot.transferGiB(w.ObjectBytes)*hot.RetrievalPerGiB + cold.transferGiB(w.ObjectBytes)*cold.UploadPerGiB)

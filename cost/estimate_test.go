@@ -22,30 +22,33 @@ func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1
 //	tiered hot       100 * 300 s * 64 KiB = 1.8310546875 GiB * 3 * 0.110 = 0.604248046875
 //	tiered cold      100 * 604,500 s * 64 KiB = 3689.5751953125 GiB * 0.020 = 73.79150390625
 //	users' writes    262.8e6 * (6*0.005 + 9*0.0004)/1e3 = 8830.08
-//	users' deletes   hot Stat 3 B, a tombstone shared by the deletes of
-//	                 one regional write (20 ms: 2 at 100/s), 0.5 A:
-//	                 262.8e6 * (3*0.0004 + 0.5*0.005)/1e3 = 972.36; a listing
-//	                 of the pack log shared by the deletes of 200ms (20 at
-//	                 100/s): 262.8e6/20 * 0.005/1e3 = 65.7
+//	users' deletes   a grave written to hot on condition, a consensus
+//	                 round as a write is: 8830.08; a listing of the pack
+//	                 log shared by the deletes of a bury window (5 s: 500
+//	                 at 100/s): 262.8e6/500 * 0.005/1e3 = 2.628
 //	per object moved a Stat of the fastest replica 1 B, a survey of the
 //	                 replicas 3 B, the read of one replica 1 B, and the
 //	                 survey confirming the retirement 3 B (its deletes, like
 //	                 the retirement's, are free):
 //	                 262.8e6 * 8*0.0004/1e3 = 840.96
+//	per grave        the Stat that finds it in hot's listing 3 B, a Stat of
+//	                 cold 1 B, a survey of the replicas 3 B (the
+//	                 retirement's deletes are free):
+//	                 262.8e6 * 7*0.0004/1e3 = 735.84
 //	per pack         4 A (the marker twice) + 4 B (the index, the pack's
 //	                 Stat, the marker read twice); a pass every 75 s (After/4,
 //	                 at most 5m) of 7500 objects: 8 packs; 35,040 passes:
 //	                 280,320 packs * (4*0.005 + 4*0.0004)/1e3 = 6.054912
 //	per pass         hot: 2 listings * 3 replicas * 30 pages = 180 A (no
 //	                 tombstones to Stat: retirements leave none); cold: 2
-//	                 marker listings + 91 pages of a log of 60,480 packs and
-//	                 30,000 tombstones (10 min of deletes, two to a
-//	                 tombstone) = 93 A: 35,040 * (180 + 93)*0.005/1e3 =
-//	                 47.8296
+//	                 marker listings + 61 pages of a log of 60,480 packs and
+//	                 a tombstone = 63 A, and for the pass's graves a
+//	                 listing of the log, 61 A, and their tombstone, 1 A:
+//	                 35,040 * (180 + 63 + 62)*0.005/1e3 = 53.436
 func TestEstimateArithmetic(t *testing.T) {
 	w := cost.Workload{WritesPerSecond: 100, ObjectBytes: 64 << 10, Retention: 7 * 24 * time.Hour, After: 5 * time.Minute, Replicas: 3}
 	allHot, tier := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard)
-	compactor := 840.96 + 6.054912 + 47.8296
+	compactor := 840.96 + 735.84 + 6.054912 + 53.436
 	for _, c := range []struct {
 		what      string
 		got, want float64
@@ -56,7 +59,7 @@ func TestEstimateArithmetic(t *testing.T) {
 		{"all-hot requests", allHot.Requests, 17660.16},
 		{"all-hot transfer", allHot.Transfer, 0},
 		{"tiered storage", tier.Storage, 0.604248046875 + 73.79150390625},
-		{"tiered requests", tier.Requests, 8830.08 + 972.36 + 65.7 + compactor},
+		{"tiered requests", tier.Requests, 8830.08 + 8830.08 + 2.628 + compactor},
 		{"tiered compactor", tier.Compactor, compactor},
 		{"tiered transfer", tier.Transfer, 0},
 	} {
@@ -66,25 +69,25 @@ func TestEstimateArithmetic(t *testing.T) {
 	}
 	// An explicit interval of 5 minutes: 8760 passes, each with 30 packs.
 	w.Interval = 5 * time.Minute
-	want := 8830.08 + 840.96 + 972.36 + 65.7 + 8760*30*(4*0.005+4*0.0004)/1e3 + 8760*(180+93)*0.005/1e3
+	want := 8830.08 + 8830.08 + 2.628 + 840.96 + 735.84 + 8760*30*(4*0.005+4*0.0004)/1e3 + 8760*(180+63+62)*0.005/1e3
 	if _, slow := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard); !near(slow.Requests, want) {
 		t.Errorf("tiered requests with a pass every 5m = %.6f, want %.6f", slow.Requests, want)
 	}
 }
 
-// Deletes of packed objects share tombstones (one a regional write, 20 ms)
-// and listings of the pack log (one a hot-delete delay, 200 ms) with the
-// deletes in flight at once: one each when they are too rare to meet.
+// Deletes share tombstones (one a regional write, 20 ms) with the deletes in
+// flight at once, and deletes of packed objects listings of the pack log
+// (one a bury window, 5 s): one each when they are too rare to meet.
 func TestDeleteShares(t *testing.T) {
 	for _, c := range []struct {
 		perSecond            float64
 		tombstones, listings float64
 	}{
-		{1, 1, 1},
-		{5, 1, 1},
-		{50, 1, 0.1},
-		{200, 0.25, 0.025},
-		{1000, 0.05, 0.005},
+		{0.1, 1, 1},
+		{5, 1, 0.04},
+		{50, 1, 0.004},
+		{200, 0.25, 0.001},
+		{1000, 0.05, 0.0002},
 	} {
 		if got := cost.DeleteTombstones(c.perSecond); !near(got, c.tombstones) {
 			t.Errorf("%g deletes/s: %g tombstones a delete, want %g", c.perSecond, got, c.tombstones)
@@ -216,11 +219,13 @@ func TestCostTable(t *testing.T) {
 // TestTieringBySize prices the default workload (200 writes/s, 30 days, 15
 // minutes hot, 3 zones) at object sizes from 1 KiB to 1 MiB on each cloud,
 // tiered into packs against the untiered quorum. A pack move retires its
-// objects from the quorum with free deletes, and the application's deletes
-// find them packed (a regional tombstone shared by the deletes of one
-// write), where the untiered quorum pays a consensus round for each delete:
-// tiering is cheaper at every size, at most half the untiered cost at the
-// default 64 KiB, and the compactor at most a tenth of the tiered bill.
+// objects from the quorum with free deletes; the application's delete of a
+// packed object is a grave written to hot (a consensus round, as the
+// untiered quorum's delete is), retired later with free deletes. So
+// requests cost about the same either way, tiering saves storage: it is
+// cheaper from 16 KiB on S3 and Azure and from 64 KiB on GCS, at most 0.6x
+// from 256 KiB and 0.3x at 1 MiB, and where requests dominate (1-4 KiB) at
+// most a tenth dearer; the compactor is at most a tenth of the tiered bill.
 func TestTieringBySize(t *testing.T) {
 	for _, p := range cost.Pairs() {
 		for _, size := range []int64{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20} {
@@ -230,11 +235,12 @@ func TestTieringBySize(t *testing.T) {
 			ratio := tier.Total() / allHot.Total()
 			t.Logf("%-5s %7d B: quorum $%.0f, tiered $%.0f (%.2fx), compactor %.0f%% of tiered",
 				p.Zonal.Cloud, size, allHot.Total(), tier.Total(), ratio, 100*tier.Compactor/tier.Total())
-			if ratio >= 1 {
-				t.Errorf("%s, %d B objects: tiering costs %.2fx, want cheaper", p.Zonal.Cloud, size, ratio)
+			want := map[int64]float64{1 << 10: 1.1, 4 << 10: 1.1, 16 << 10: 1, 64 << 10: 1, 256 << 10: 0.6, 1 << 20: 0.3}[size]
+			if size == 16<<10 && p.Zonal.Cloud == "GCS" {
+				want = 1.1
 			}
-			if size >= 64<<10 && ratio > 0.5 {
-				t.Errorf("%s, %d B objects: tiering costs %.2fx, want at most 0.5x", p.Zonal.Cloud, size, ratio)
+			if ratio >= want {
+				t.Errorf("%s, %d B objects: tiering costs %.2fx, want below %.1fx", p.Zonal.Cloud, size, ratio, want)
 			}
 			if tier.Compactor <= 0 || tier.Compactor > tier.Total()/10 {
 				t.Errorf("%s, %d B objects: compactor $%.0f of $%.0f, want at most a tenth", p.Zonal.Cloud, size, tier.Compactor, tier.Total())

@@ -2,6 +2,7 @@ package tiered_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -267,30 +268,85 @@ func BenchmarkPackCompaction(b *testing.B) {
 }
 
 // BenchmarkDeleteLatency interleaves Deletes of objects in a hot store
-// alone and in a tiered store over an identical hot store (After one
-// minute, so that with the default MoveTimeout and MaxClockSkew a move
-// may be taking any object: a Delete writes a grave), as an LSM engine
-// deletes the tables it no longer needs. It reports both medians and
-// their ratio.
+// alone and in a tiered store over an identical hot store (and a cold one),
+// as an LSM engine deletes the tables it no longer needs, one after
+// another: young objects (still in hot; After one minute, so that with the
+// default MoveTimeout and MaxClockSkew a move may be taking any of them) and
+// packed ones (moved by one pass first), over one zonal store and over a
+// 2-of-3 quorum. It reports both medians, tiered's p99, the ratios, and the
+// time b.N sequential deletes through tiered took.
 //
-//	go test ./tiered -run '^$' -bench DeleteLatency -benchtime 200x
+//	go test ./tiered -run '^$' -bench DeleteLatency -benchtime 240x
 func BenchmarkDeleteLatency(b *testing.B) {
-	alone, aloneMem := slowMem(b, hotProfile, 1)
-	hot, hotMem := slowMem(b, hotProfile, 2)
-	cold, _ := slowMem(b, coldProfile, 3)
-	ts, err := tiered.New(hot, cold, tiered.Options{After: time.Minute, Manual: true})
-	if err != nil {
-		b.Fatal(err)
+	zonal := func(b *testing.B, seed uint64) (blob.Store, func()) {
+		f, _ := slowMem(b, hotProfile, seed)
+		return f, func() { f.Close() }
 	}
-	defer ts.Close()
-	defer alone.Close()
+	quorum3 := func(b *testing.B, seed uint64) (blob.Store, func()) {
+		var reps []blob.Store
+		for i := range 3 {
+			f, _ := slowMem(b, hotProfile, 10*seed+uint64(i))
+			reps = append(reps, f)
+		}
+		q, err := quorum.New(reps, quorum.Options{StragglerTimeout: 50 * time.Millisecond, AntiEntropyInterval: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return q, func() { q.Close() }
+	}
+	for _, hk := range []struct {
+		name string
+		open func(*testing.B, uint64) (blob.Store, func())
+	}{{"zonal", zonal}, {"quorum", quorum3}} {
+		for _, packed := range []bool{false, true} {
+			b.Run(fmt.Sprintf("hot=%s/packed=%v", hk.name, packed), func(b *testing.B) {
+				alone, closeAlone := hk.open(b, 1)
+				defer closeAlone()
+				hot, closeHot := hk.open(b, 2)
+				defer closeHot()
+				cold, _ := slowMem(b, coldProfile, 3)
+				after := time.Minute
+				if packed {
+					after = time.Nanosecond
+				}
+				ts, err := tiered.New(hot, cold, tiered.Options{After: after, Manual: true, MaxClockSkew: time.Millisecond})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ts.Close()
+				benchDeletes(b, alone, ts, packed)
+			})
+		}
+	}
+}
+
+func benchDeletes(b *testing.B, alone blob.Store, ts *tiered.Store, packed bool) {
 	ctx := context.Background()
 	data := make([]byte, 4<<10)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*b.N)
+	sem := make(chan struct{}, 32)
 	for i := range b.N {
-		for _, m := range []blob.Store{aloneMem, hotMem} {
-			if err := blob.Put(ctx, m, fmt.Sprintf("d/%08d", i), data, nil); err != nil {
-				b.Fatal(err)
-			}
+		for _, s := range []blob.Store{alone, ts} {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if err := blob.Put(ctx, s, fmt.Sprintf("d/%08d", i), data, nil); err != nil {
+					errs <- err
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	if packed {
+		if res := ts.CompactOnce(ctx); res.Moved != b.N || res.Err != nil {
+			b.Fatalf("pass: %+v", res)
 		}
 	}
 	del := func(s blob.Store, i int) time.Duration {
@@ -301,6 +357,7 @@ func BenchmarkDeleteLatency(b *testing.B) {
 		return time.Since(start)
 	}
 	var la, lt []time.Duration
+	var total time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		if i%2 == 0 {
@@ -310,10 +367,16 @@ func BenchmarkDeleteLatency(b *testing.B) {
 			lt = append(lt, del(ts, i))
 			la = append(la, del(alone, i))
 		}
+		total += lt[len(lt)-1]
 	}
 	b.StopTimer()
+	if _, err := ts.Stat(ctx, "d/00000000"); !errors.Is(err, blob.ErrNotFound) {
+		b.Fatalf("a deleted object: %v", err)
+	}
 	b.ReportMetric(ms(quantile(la, 0.5)), "hot-p50-ms")
 	b.ReportMetric(ms(quantile(lt, 0.5)), "tiered-p50-ms")
 	b.ReportMetric(ms(quantile(lt, 0.99)), "tiered-p99-ms")
 	b.ReportMetric(float64(quantile(lt, 0.5))/float64(quantile(la, 0.5)), "p50-ratio")
+	b.ReportMetric(float64(quantile(lt, 0.99))/float64(quantile(la, 0.99)), "p99-ratio")
+	b.ReportMetric(total.Seconds(), "all-deletes-s")
 }

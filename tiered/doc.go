@@ -56,10 +56,9 @@
 // deleted on condition of its generation when the operation ends. Under
 // it, hot is asked again (a version there is acted on in hot instead) and
 // then cold, and the operation commits: a conditional write puts its
-// version in hot IfNotExist, a Delete removes the cold object and kills
-// the version packs serve (and returns only hotDeleteDelay after the
-// tombstone, before the lock is let go, so the next holder's check sees
-// it). So of two operations on one cold version, the second checks after
+// version in hot IfNotExist, a Delete (in a Store that does not pack; one
+// that packs writes a grave instead, without the lock: see Graves) removes
+// the cold object. So of two operations on one cold version, the second checks after
 // the first committed and fails with ErrPrecondition, or deletes what the
 // first wrote. A Delete that finds the version it saw in hot moved out
 // meanwhile deletes it from cold in the same way. A holder that crashed
@@ -89,9 +88,27 @@
 // the move's copy after the Delete returned.) Such a Delete costs a Stat
 // and one conditional write in hot, and its retirement a Stat and a delete
 // in hot: where hot is one bucket, a write more than a plain delete (which
-// is free); over a quorum, two consensus rounds where a delete was one (a
-// retirement with the quorum's free per-replica deletes, as pack moves
-// retire, would save one; graves are not retired so yet).
+// is free); over a quorum one consensus round, as a delete is, since a
+// grave is retired as pack moves retire their objects, with the quorum's
+// free per-replica deletes (a copy a retirement leaves, or a read settles
+// back, reads as no object, which is what the key is).
+//
+// A Store that packs writes a grave for every Delete, whatever the age of
+// the version (a Delete then reads no log and waits for none), and for a
+// Delete of a version in cold only too: over nothing in hot, on condition
+// that hot has nothing (or over a stale copy, on condition of its
+// generation). Two operations on one cold version (two Deletes, a Delete
+// and a conditional write, which writes hot IfNotExist too) meet at hot's
+// condition: one wins, the other looks again. When the catalog says a pack
+// may hold the key, and the Delete has no condition, the grave is written
+// first and cold is asked after: the version found there is the one the
+// grave deleted, provided the catalog includes the log objects committed a
+// bury window (BuryWindow: MoveTimeout/4, at most 5s) before the grave,
+// since the compactor removes a grave only that long after the tombstone
+// that killed what it shadowed; only "nothing there" needs the catalog as
+// of the hot-delete delay before. So a packed Delete is one conditional
+// write in hot, and the Deletes of a process list the pack log at most
+// once per bury window.
 //
 // A grave reads as no object: a read, Stat or Delete that finds one in hot
 // reports NotFound without asking cold, a listing leaves its key out of
@@ -102,12 +119,13 @@
 // one). The compactor retires a grave once it is older than GraveHold
 // (MoveTimeout, twice MaxClockSkew and the pack log's delay): no move that
 // read the deleted version can still run. It kills the versions of the key
-// that packs hold, removes the cold object, and then the grave, on
-// condition of its generation (Stats.Graves, Stats.GravesRetired). Over a
+// that packs hold (one tombstone for all the graves of a pass), waits the
+// bury window, removes the cold object, and then the grave, on condition
+// of its generation (Stats.Graves, Stats.GravesRetired). Over a
 // quorum the grave is a consensus write like any other, so a Delete whose
 // write fails with its outcome unknown may take effect later, as any
-// quorum write may. A Delete of a version too young for any move still
-// removes it from hot, after the older versions it shadows (see Delete).
+// quorum write may. Without packs, a Delete of a version too young for
+// any move removes it from hot, after the cold object it shadows.
 //
 // # Packs
 //

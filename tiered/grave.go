@@ -86,6 +86,13 @@ func (s *Store) retireGraves(ctx context.Context, gs []graveAt) error {
 	defer cancel()
 	var held []graveAt
 	var kills []kill
+	// One listing of the pack log for all of them (each grave is older than
+	// any pack that can hold a version it shadows).
+	if s.packing() {
+		if err := s.cat.sync(ctx, time.Now()); err != nil {
+			return err
+		}
+	}
 	for _, g := range gs {
 		unlock, ok := s.locks.tryLock(g.key)
 		if !ok {
@@ -93,15 +100,27 @@ func (s *Store) retireGraves(ctx context.Context, gs []graveAt) error {
 			continue
 		}
 		defer unlock()
-		ks, err := s.livePacked(ctx, g.key)
-		if err != nil {
-			return err
+		var ks []kill
+		if s.packing() {
+			var err error
+			if ks, err = s.cat.live(ctx, g.key); err != nil {
+				return err
+			}
 		}
 		kills = append(kills, ks...)
 		held = append(held, g)
 	}
 	if err := s.writeTombstone(ctx, kills); err != nil {
 		return err
+	}
+	if len(kills) > 0 {
+		// writeTombstone waited hotDeleteDelay; Deletes that bury packed
+		// versions count on buryWindow (see buryPacked).
+		select {
+		case <-time.After(s.buryWindow() - s.hotDeleteDelay()):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	var first error
 	for _, g := range held {
@@ -133,6 +152,23 @@ func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
 		} else if !errors.Is(err, blob.ErrPrecondition) {
 			return err
 		}
+	}
+	if s.ret != nil {
+		// Over a quorum, a grave's conditional Delete would be a consensus
+		// round; a retirement deletes each replica's copy, for free, and
+		// never a newer version. A copy it leaves, or one a read settles
+		// back, is harmless: it reads as no object, which is what the key
+		// is, and once a newer version is packed it is at or below it
+		// (staleHot sets it aside).
+		h, err := s.ret.Survey(ctx, g.key)
+		if err != nil {
+			return err
+		}
+		if _, err := s.ret.Retire(ctx, h, g.attrs.Generation); err != nil {
+			return err
+		}
+		s.stats.gravesRetired.Add(1)
+		return nil
 	}
 	err := s.hot.Delete(ctx, g.key, &blob.DeleteOptions{IfGenerationMatch: g.attrs.Generation})
 	switch {

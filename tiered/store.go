@@ -997,8 +997,21 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if opts != nil {
 		want = opts.IfGenerationMatch
 	}
+	if want == "" && s.packing() && len(s.cat.holders(key)) > 0 {
+		// Most likely packed, and not in hot: bury it straight away.
+		if done, err := s.buryPacked(ctx, key); done {
+			return err
+		}
+	}
+	misses := 0
 	for range 10 {
-		a, _, err := s.hotStatStale(ctx, key)
+		a, stale, err := s.hotStatStale(ctx, key)
+		if errors.Is(err, blob.ErrNotFound) && s.packing() {
+			if done, err := s.buryCold(ctx, key, want, stale, &misses); done {
+				return err
+			}
+			continue // hot changed: look again
+		}
 		if errors.Is(err, blob.ErrNotFound) {
 			if done, err := s.deleteColdOnly(ctx, key, want); done {
 				return err
@@ -1017,17 +1030,13 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		if want != "" && g != want {
 			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 		}
-		moving := s.mayBeMoving(a)
-		if !moving && s.packing() {
-			// A marker names the key: a pack move under way may be packing
-			// g (or a version g replaced), whatever this clock says of g.
-			before, err := s.markedVersions(ctx, key)
-			if err != nil {
-				return err
-			}
-			moving = len(before) > 0
-		}
-		if moving {
+		// When packing, every Delete of a version in hot replaces it with a
+		// grave: whatever packs or cold hold of older versions of the key
+		// stays shadowed until the compactor retires the grave with them
+		// (retireGraves), so the Delete waits for no log object and reads no
+		// log; and a move that may be taking g, whatever this clock says of
+		// g's age, meets the grave at g's generation.
+		if s.packing() || s.mayBeMoving(a) {
 			// A move may be taking g: a grave replaces it (see graveKey).
 			err := s.writeGrave(ctx, key, g)
 			if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
@@ -1035,16 +1044,8 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 			}
 			return err
 		}
-		// g is too young for any move. What it shadows dies before it
-		// leaves hot, hotDeleteDelay before (writeTombstone waits it): the
-		// versions packs serve, and the cold object.
-		kills, err := s.livePacked(ctx, key)
-		if err != nil {
-			return err
-		}
-		if err := s.writeTombstone(ctx, kills); err != nil {
-			return err
-		}
+		// g is too young for any move (and there are no packs): the cold
+		// object it shadows goes first.
 		copyOfG, err := s.deleteColdObject(ctx, key, g)
 		if err != nil {
 			return err
@@ -1062,26 +1063,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		}
 		switch {
 		case err == nil:
-			if err := s.noteDelete(ctx, key, g); err != nil {
-				return err
-			}
-			if !s.packing() {
-				return nil
-			}
-			// g was too young for any move, and no marker named the key: a
-			// marker that names g now was written since, by a move that
-			// misjudged its age (a clock off by more than MaxClockSkew).
-			after, err := s.markedVersions(ctx, key)
-			if err != nil {
-				return err
-			}
-			var late []kill
-			for _, k := range after {
-				if k.Gen == g {
-					late = append(late, k)
-				}
-			}
-			return s.writeTombstone(ctx, late)
+			return s.noteDelete(ctx, key, g)
 		case errors.Is(err, blob.ErrPrecondition):
 			if want != "" {
 				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
@@ -1099,8 +1081,100 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	return blob.Errorf(driver.OpDelete, key, nil, "tiered: key kept changing")
 }
 
+// buryCold deletes the version of key that cold holds, hot having missed
+// (or holding only stale, a copy of a version packs killed or superseded),
+// by writing a grave in hot on condition of what hot held: nothing, or
+// stale. The grave shadows the cold version at once, as any version in hot
+// does, and the compactor retires it later with what it shadows
+// (retireGraves: a tombstone, hotDeleteDelay, then the cold object and the
+// grave). So the Delete writes no log object and waits for none, and two
+// operations on one cold version (two Deletes, a Delete and a conditional
+// write, which writes hot IfNotExist) meet at hot's condition: one wins,
+// the other looks again. done is false when hot changed under it, or after
+// a first miss in both tiers (asked again, as reads do: a Delete of a newer
+// hot version may have removed the copy the first look would have found).
+func (s *Store) buryCold(ctx context.Context, key, want, stale string, misses *int) (done bool, err error) {
+	ca, err := s.coldStat(ctx, key, s.settled())
+	if errors.Is(err, blob.ErrNotFound) {
+		if *misses++; *misses < 2 {
+			s.stats.missesChecked.Add(1)
+			return false, nil
+		}
+		if want != "" {
+			return true, &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
+		}
+		return true, notFound(driver.OpDelete, key)
+	} else if err != nil {
+		return true, err
+	}
+	if want != "" && ca.Generation != want {
+		return true, &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
+	}
+	cond := blob.IfNotExist()
+	if stale != "" {
+		cond = blob.IfGenerationMatch(stale)
+	}
+	err = blob.Put(ctx, s.hot, key, nil, &blob.WriterOptions{If: cond, ContentType: "application/octet-stream",
+		Metadata: map[string]string{graveKey: ca.Generation}})
+	switch {
+	case err == nil:
+		s.stats.graves.Add(1)
+		return true, nil
+	case errors.Is(err, blob.ErrExists) || errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound):
+		return false, nil
+	}
+	return true, err
+}
+
+// buryPacked is buryCold for a key the catalog says packs may hold, with
+// no condition on the version deleted: the grave is written first, on
+// condition that hot has nothing (done is false if it has something, for
+// Delete to look at), and what it shadows is asked after. A version found
+// in cold then is the one the grave deleted: the catalog need only include
+// the log objects committed buryWindow before the grave, since a
+// tombstone that killed that version was followed, that long after, by the
+// removal of the grave that deleted it (retireGraves), which the grave's
+// condition saw done. Only "nothing there" needs the catalog as of
+// hotDeleteDelay before (a version packed since left hot that long after
+// its pack's commit): so a packed Delete is one write to hot, and a listing
+// of the log at most once per buryWindow. A grave over nothing is retired
+// like any other.
+func (s *Store) buryPacked(ctx context.Context, key string) (done bool, err error) {
+	err = blob.Put(ctx, s.hot, key, nil, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream",
+		Metadata: map[string]string{graveKey: "packed"}})
+	if errors.Is(err, blob.ErrExists) || errors.Is(err, blob.ErrPrecondition) {
+		return false, nil
+	} else if err != nil {
+		return true, err
+	}
+	s.stats.graves.Add(1)
+	buried := time.Now()
+	if _, err := s.coldStat(ctx, key, buried.Add(-s.buryWindow())); !errors.Is(err, blob.ErrNotFound) {
+		return true, err
+	}
+	_, err = s.coldStat(ctx, key, buried.Add(-s.hotDeleteDelay()))
+	if errors.Is(err, blob.ErrNotFound) {
+		return true, notFound(driver.OpDelete, key)
+	}
+	return true, err
+}
+
+func (s *Store) buryWindow() time.Duration { return BuryWindow(s.opts.MoveTimeout) }
+
+// BuryWindow is how long after a tombstone killing what a grave shadows the
+// compactor of a Store whose MoveTimeout is moveTimeout (zero:
+// DefaultMoveTimeout) removes the grave: moveTimeout/4, at least
+// HotDeleteDelay and at most 5s. Deletes of packed objects that begin
+// within it of one another share one listing of the pack log.
+func BuryWindow(moveTimeout time.Duration) time.Duration {
+	if moveTimeout <= 0 {
+		moveTimeout = DefaultMoveTimeout
+	}
+	return max(HotDeleteDelay(moveTimeout), min(moveTimeout/4, 5*time.Second))
+}
+
 // deleteColdOnly deletes the version of key that cold holds, hot having
-// missed, under key's lock in hot: hot is asked again under it, and if it
+// missed, when not packing, under key's lock in hot: hot is asked again under it, and if it
 // has key now, done is false and the caller deletes that. Every operation
 // on a version in cold only (a conditional write of it, a Delete) holds the
 // lock from its check to its commit, so two of them never both act on one
