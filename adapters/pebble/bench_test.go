@@ -1,0 +1,149 @@
+package pebble_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	zpebble "github.com/zonalblob/zonalblob/adapters/pebble"
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/quorum"
+	"github.com/zonalblob/zonalblob/tiered"
+)
+
+// Latency profiles, as tiered's benchmarks have them: every call of a
+// zonal replica and of the regional store is delayed by a sample.
+var (
+	zonalProfile    = latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond, Source: "zonal bucket: pooled write+flush 2-3 ms (DESIGN.md)"}
+	regionalProfile = latency.Dist{P50: 20 * time.Millisecond, P99: 40 * time.Millisecond, Source: "regional bucket: get p50 18 ms, p99 37 ms (DESIGN.md)"}
+)
+
+func slow(b *testing.B, d latency.Dist, seed uint64) blob.Store {
+	m, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := fault.Wrap(m, fault.Options{Seed: seed})
+	for _, op := range []fault.Op{fault.OpRead, fault.OpCommit, fault.OpStat, fault.OpDelete, fault.OpList} {
+		f.AddLatency(op, d)
+	}
+	return f
+}
+
+func slowQuorum(b *testing.B, seed uint64) blob.Store {
+	var reps []blob.Store
+	for i := range 3 {
+		reps = append(reps, slow(b, zonalProfile, 10*seed+uint64(i)))
+	}
+	q, err := quorum.New(reps, quorum.Options{StragglerTimeout: 50 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return q
+}
+
+// BenchmarkLSM runs one pebble DB with every sstable on a Store: 100k keys
+// of 100 bytes written in 10 flushes, then compacted (the load), the
+// DB closed (which waits for its obsolete tables' deletes), reopened, 10k
+// point reads and a full scan, on a 2-of-3 quorum of latency-profiled
+// zonal stores, and on tiered over such a quorum (a regional store behind
+// it) with its compactor moving objects at once or after a minute.
+//
+//	go test ./adapters/pebble -run '^$' -bench LSM -benchtime 1x
+func BenchmarkLSM(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		after time.Duration // 0: the quorum alone
+	}{{"quorum", 0}, {"tiered-after=0", time.Nanosecond}, {"tiered-after=1m", time.Minute}} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				var s blob.Store = slowQuorum(b, 1)
+				if c.after > 0 {
+					t, err := tiered.New(s, slow(b, regionalProfile, 9), tiered.Options{After: c.after, Interval: time.Second})
+					if err != nil {
+						b.Fatal(err)
+					}
+					s = t
+				}
+				runLSM(b, s)
+				s.Close()
+			}
+		})
+	}
+}
+
+func runLSM(b *testing.B, s blob.Store) {
+	st := zpebble.New(s)
+	fs := vfs.NewMem()
+	t := &testing.T{}
+	open := func() *pebble.DB {
+		db, err := pebble.Open("db", dbOptions(t, fs, st))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := db.SetCreatorID(1); err != nil {
+			b.Fatal(err)
+		}
+		return db
+	}
+	const n, flushes = 100_000, 10
+	start := time.Now()
+	db := open()
+	for i := range n {
+		if err := db.Set(key(i), bytes.Repeat([]byte{byte(i)}, 100), pebble.NoSync); err != nil {
+			b.Fatal(err)
+		}
+		if (i+1)%(n/flushes) == 0 {
+			if err := db.Flush(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := db.Compact(context.Background(), key(0), key(n), false); err != nil {
+		b.Fatal(err)
+	}
+	load := time.Since(start)
+	start = time.Now()
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
+	}
+	closing := time.Since(start)
+	db = open()
+	defer db.Close()
+	start = time.Now()
+	for i := range 10_000 {
+		_, closer, err := db.Get(key(i * 7 % n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		closer.Close()
+	}
+	gets := time.Since(start)
+	start = time.Now()
+	it, err := db.NewIter(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var scanned int
+	for it.First(); it.Valid(); it.Next() {
+		scanned++
+	}
+	if err := it.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if scanned != n {
+		b.Fatal(fmt.Sprintf("scanned %d keys, want %d", scanned, n))
+	}
+	scan := time.Since(start)
+	b.ReportMetric(load.Seconds(), "load-s")
+	b.ReportMetric(closing.Seconds(), "close-s")
+	b.ReportMetric(float64(gets.Microseconds())/10_000, "get-us")
+	b.ReportMetric(scan.Seconds(), "scan-s")
+}
