@@ -225,7 +225,8 @@ func WriterOptionsFrom(a *Attributes) WriterOptions {
 }
 
 // OpenReaderAt opens key for random access: natively on a ReaderAtOpener,
-// otherwise with one range request per ReadAt call.
+// otherwise with one range request per ReadAt call (under the context of
+// the call, for ReadAtContext, or of the open, for ReadAt).
 func OpenReaderAt(ctx context.Context, s Store, key string) (ReaderAt, error) {
 	if o, ok := s.(ReaderAtOpener); ok {
 		return o.OpenReaderAt(ctx, key)
@@ -249,6 +250,10 @@ type rangeReaderAt struct {
 func (r *rangeReaderAt) Size() int64 { return r.size }
 
 func (r *rangeReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	return r.ReadAtContext(r.ctx, p, off)
+}
+
+func (r *rangeReaderAt) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
@@ -261,7 +266,10 @@ func (r *rangeReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	if off >= r.size {
 		return 0, io.EOF
 	}
-	rd, err := r.s.NewRangeReader(r.ctx, r.key, off, int64(len(p)))
+	if err := ctx.Err(); err != nil {
+		return 0, &Error{Op: "read", Key: r.key, Err: err}
+	}
+	rd, err := r.s.NewRangeReader(ctx, r.key, off, int64(len(p)))
 	if err != nil {
 		return 0, err
 	}

@@ -51,12 +51,20 @@ type CopyOptions struct {
 	IfNotExist bool
 }
 
-// ReaderAt reads an object at arbitrary offsets, concurrently.
+// ReaderAt reads an object at arbitrary offsets, concurrently. It stays
+// usable until Close, whatever becomes of the context it was opened with:
+// ReadAtContext reads under the caller's context, so a reader held in a
+// cache serves callers that each bring their own (as an LSM engine's table
+// cache does); ReadAt reads under the context of the open.
 type ReaderAt interface {
 	io.ReaderAt
 	io.Closer
 	// Size is the object's size.
 	Size() int64
+	// ReadAtContext is ReadAt under ctx: it returns ctx's error once ctx
+	// ends, and the reader, and any stream it holds, stays open for other
+	// calls.
+	ReadAtContext(ctx context.Context, p []byte, off int64) (int, error)
 }
 
 // ReaderAtOpener is a Store with a native random-access reader (for example a

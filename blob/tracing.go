@@ -511,6 +511,12 @@ func (r *tracedReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+func (r *tracedReaderAt) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	n, err := r.ra.ReadAtContext(ctx, p, off)
+	r.n.Add(int64(n))
+	return n, err
+}
+
 func (r *tracedReaderAt) Size() int64 { return r.ra.Size() }
 
 func (r *tracedReaderAt) Close() error {

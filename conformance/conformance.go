@@ -1116,6 +1116,32 @@ func testReaderAt(t *testing.T, h Harness, s blob.Store) {
 	if n != 40 || err != io.EOF || !bytes.Equal(p[:n], data[len(data)-40:]) {
 		t.Errorf("ReadAt across the end = %d, %v; want 40, io.EOF", n, err)
 	}
+
+	// Each ReadAtContext runs under its caller's context, and the reader
+	// outlives the context it was opened with.
+	openCtx, cancelOpen := context.WithCancel(ctxT(t))
+	held, err := blob.OpenReaderAt(openCtx, s, "ra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	gone, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	if _, err := held.ReadAtContext(gone, make([]byte, 10), 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadAtContext under an ended context: %v, want context.Canceled", err)
+	}
+	cancelOpen()
+	for _, off := range []int64{0, 50_000, 99_000} {
+		p := make([]byte, 1000)
+		n, err := held.ReadAtContext(ctxT(t), p, off)
+		if err != nil || n != len(p) || !bytes.Equal(p, data[off:off+1000]) {
+			t.Errorf("ReadAtContext(%d) after the open's context ended = %d, %v", off, n, err)
+		}
+	}
+	n, err = held.ReadAtContext(ctxT(t), p, int64(len(data)-40))
+	if n != 40 || err != io.EOF || !bytes.Equal(p[:n], data[len(data)-40:]) {
+		t.Errorf("ReadAtContext across the end = %d, %v; want 40, io.EOF", n, err)
+	}
 }
 
 func testClosed(t *testing.T, h Harness, s blob.Store) {

@@ -11,10 +11,12 @@
 //   - CreateObject is one Store writer; the object appears, whole, when the
 //     writer's Close returns nil. Closing a writer after a failed Write
 //     commits nothing.
-//   - ReadObject is a Stat (for the size); each ReadAt of its reader is one
-//     ranged read, NewRangeReader(ctx, name, off, len(p)), under that
-//     ReadAt's own context, so concurrent ReadAts are independent and a
-//     cancelled one ends only its own read.
+//   - ReadObject is blob.OpenReaderAt (on gcsrapid one multi-range stream
+//     per object, shared by concurrent reads; elsewhere a Stat for the
+//     size); each ReadAt of its reader is ReadAtContext under that ReadAt's
+//     own context (elsewhere one ranged read), so a cancelled one ends only
+//     its own read, and the reader outlives the context it was opened
+//     under (pebble's table cache keeps it).
 //   - Size is Stat; Delete is Delete; List is a paged List of the prefix,
 //     with or without a delimiter, prefix cut off (see Storage.List).
 //   - IsNotExistError is errors.Is(err, blob.ErrNotFound).

@@ -72,20 +72,21 @@ func (w *writer) Close() error {
 	return err
 }
 
-// ReadObject implements remote.Storage: one Stat for the size, then one
-// ranged read (NewRangeReader) per ReadAt, under that ReadAt's context. A
-// Store's native ReaderAt is not used, as it binds the context it was opened
-// with.
+// ReadObject implements remote.Storage with the Store's random-access reader
+// (blob.OpenReaderAt: gcsrapid's one multi-range stream per object, or a
+// Stat and then one ranged read per ReadAt on other Stores), each ReadAt
+// under that ReadAt's context: pebble keeps readers in its table cache and
+// calls them under the contexts of later operations.
 func (st *Storage) ReadObject(ctx context.Context, objName string) (remote.ObjectReader, int64, error) {
-	a, err := st.s.Stat(ctx, objName)
+	ra, err := blob.OpenReaderAt(ctx, st.s, objName)
 	if err != nil {
 		return nil, 0, err
 	}
-	return &objectReader{s: st.s, key: objName, size: a.Size}, a.Size, nil
+	return &objectReader{ra: ra, key: objName, size: ra.Size()}, ra.Size(), nil
 }
 
 type objectReader struct {
-	s      blob.Store
+	ra     blob.ReaderAt
 	key    string
 	size   int64
 	closed atomic.Bool
@@ -104,23 +105,21 @@ func (r *objectReader) ReadAt(ctx context.Context, p []byte, offset int64) error
 	if len(p) == 0 {
 		return nil
 	}
-	rd, err := r.s.NewRangeReader(ctx, r.key, offset, int64(len(p)))
-	if err != nil {
-		return err
+	n, err := r.ra.ReadAtContext(ctx, p, offset)
+	if n == len(p) && (err == nil || err == io.EOF) {
+		return nil
 	}
-	defer rd.Close()
-	if _, err := io.ReadFull(rd, p); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return &blob.Error{Op: "read", Key: r.key, Err: err}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
 	}
-	return nil
+	return &blob.Error{Op: "read", Key: r.key, Err: err}
 }
 
 func (r *objectReader) Close() error {
-	r.closed.Store(true)
-	return nil
+	if r.closed.Swap(true) {
+		return nil
+	}
+	return r.ra.Close()
 }
 
 // List implements remote.Storage with a paged Store listing: the names that

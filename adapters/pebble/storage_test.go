@@ -315,3 +315,40 @@ func TestCreateObjectFailedWriteCommitsNothing(t *testing.T) {
 		t.Errorf("after an aborted write: %v, want not-exist", err)
 	}
 }
+
+// TestReadAtContexts: a reader opened under one context serves ReadAts
+// under others after that one ended (pebble's table cache keeps readers
+// opened by earlier operations), and a ReadAt under an ended context fails
+// with its error.
+func TestReadAtContexts(t *testing.T) {
+	st := zpebble.New(open(t, "mem://"))
+	defer st.Close()
+	w, err := st.CreateObject("t.sst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("0123456789"), 1000)
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opened, cancel := context.WithCancel(context.Background())
+	r, size, err := st.ReadObject(opened, "t.sst")
+	if err != nil || size != int64(len(data)) {
+		t.Fatalf("ReadObject: %d, %v", size, err)
+	}
+	defer r.Close()
+	cancel()
+	p := make([]byte, 100)
+	if err := r.ReadAt(context.Background(), p, 5000); err != nil || !bytes.Equal(p, data[5000:5100]) {
+		t.Fatalf("ReadAt after the open's context ended: %q, %v", p, err)
+	}
+	if err := r.ReadAt(opened, p, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadAt under an ended context: %v, want context.Canceled", err)
+	}
+	if err := r.ReadAt(context.Background(), p, int64(len(data)-50)); !errors.Is(err, io.EOF) {
+		t.Errorf("ReadAt past the end: %v, want io.EOF", err)
+	}
+}

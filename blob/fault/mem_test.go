@@ -271,3 +271,10 @@ func (f *fullMem) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, 
 type memReaderAt struct{ *bytes.Reader }
 
 func (memReaderAt) Close() error { return nil }
+
+func (r memReaderAt) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.ReadAt(p, off)
+}

@@ -325,11 +325,15 @@ type readerAt struct {
 }
 
 func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
-	after, err := r.s.enter(r.ctx, OpReadData, r.key)
+	return r.ReadAtContext(r.ctx, p, off)
+}
+
+func (r *readerAt) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	after, err := r.s.enter(ctx, OpReadData, r.key)
 	if err != nil {
 		return 0, err
 	}
-	n, err := r.ra.ReadAt(p, off)
+	n, err := r.ra.ReadAtContext(ctx, p, off)
 	if after != nil && (err == nil || err == io.EOF) {
 		return n, after.report()
 	}

@@ -103,7 +103,10 @@ func (s *Store) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, er
 		stat <- statted{a, err}
 	}()
 	o := s.bucket.Object(key)
-	mrd, err := openRead(ctx, s, func() (*storage.MultiRangeDownloader, error) { return o.NewMultiRangeDownloader(ctx) })
+	// The stream outlives the open's context: each ReadAtContext ends with
+	// its own (a reader held in a cache serves callers that each bring one).
+	sctx := context.WithoutCancel(ctx)
+	mrd, err := openRead(ctx, s, func() (*storage.MultiRangeDownloader, error) { return o.NewMultiRangeDownloader(sctx) })
 	st := <-stat
 	if err != nil {
 		return nil, driver.WrapError(driver.OpRead, key, err, classify)
@@ -124,7 +127,7 @@ func (s *Store) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, er
 		mrd.Close()
 		return nil, driver.WrapError(driver.OpRead, key, st.err, classify)
 	}
-	return &readerAt{s: s, ctx: ctx, mrd: mrd, key: key, gen: gen, size: size}, nil
+	return &readerAt{s: s, ctx: ctx, sctx: sctx, mrd: mrd, key: key, gen: gen, size: size}, nil
 }
 
 // readerAt serves ReadAt from one multi-range stream. The service may end a
@@ -134,7 +137,8 @@ func (s *Store) OpenReaderAt(ctx context.Context, key string) (blob.ReaderAt, er
 // has not received, within the Store's retries.
 type readerAt struct {
 	s      *Store
-	ctx    context.Context // the open's: bounds reopening
+	ctx    context.Context // the open's: ReadAt's
+	sctx   context.Context // the streams': the open's, without its end
 	key    string
 	gen    int64
 	mu     sync.Mutex
@@ -153,6 +157,13 @@ func (r *readerAt) Size() int64 {
 }
 
 func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
+	return r.ReadAtContext(r.ctx, p, off)
+}
+
+// ReadAtContext reads under ctx: once ctx ends it returns ctx's error,
+// leaving the range it asked for to land in a buffer nobody reads, and the
+// stream open for other calls.
+func (r *readerAt) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
@@ -175,9 +186,18 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 		r.mu.Unlock()
 		got := buf.Len()
 		at := off + int64(got)
+		// Each range lands in a buffer of its own, so that one abandoned
+		// when ctx ends cannot write into the next.
+		part := new(bytes.Buffer)
 		done := make(chan error, 1)
-		mrd.Add(&buf, at, int64(len(p)-buf.Len()), func(_, _ int64, err error) { done <- err })
-		err := <-done
+		mrd.Add(part, at, int64(len(p)-buf.Len()), func(_, _ int64, err error) { done <- err })
+		var err error
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			return 0, driver.WrapError(driver.OpRead, r.key, ctx.Err(), classify)
+		}
+		buf.Write(part.Bytes())
 		if err == nil {
 			break
 		}
@@ -190,15 +210,15 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 		if buf.Len() > got {
 			tries = 0 // the retries count streams ended without progress
 		}
-		if classify(err) != nil || tries >= max(r.s.opts.Retries, 0) || r.ctx.Err() != nil {
+		if classify(err) != nil || tries >= max(r.s.opts.Retries, 0) || ctx.Err() != nil {
 			return 0, driver.WrapError(driver.OpRead, r.key, err, classify)
 		}
 		tries++
 		// The stream ended under this read: open another from where it got.
-		if perr := gax.Sleep(r.ctx, bo.Pause()); perr != nil {
+		if perr := gax.Sleep(ctx, bo.Pause()); perr != nil {
 			return 0, driver.WrapError(driver.OpRead, r.key, err, classify)
 		}
-		if rerr := r.reopenStream(mrd); rerr != nil {
+		if rerr := r.reopenStream(ctx, mrd); rerr != nil {
 			return 0, driver.WrapError(driver.OpRead, r.key, rerr, classify)
 		}
 	}
@@ -213,10 +233,11 @@ func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // reopenStream replaces the stream old (if it is still the current one) by a
-// new one on the same generation.
-func (r *readerAt) reopenStream(old *storage.MultiRangeDownloader) error {
+// new one on the same generation, which lives as long as the reader; ctx
+// bounds the wait.
+func (r *readerAt) reopenStream(ctx context.Context, old *storage.MultiRangeDownloader) error {
 	o := r.s.bucket.Object(r.key).Generation(r.gen)
-	mrd, err := openRead(r.ctx, r.s, func() (*storage.MultiRangeDownloader, error) { return o.NewMultiRangeDownloader(r.ctx) })
+	mrd, err := openRead(ctx, r.s, func() (*storage.MultiRangeDownloader, error) { return o.NewMultiRangeDownloader(r.sctx) })
 	if err != nil {
 		return err
 	}
