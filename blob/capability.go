@@ -11,6 +11,7 @@ type Capabilities struct {
 	Copy     bool // Copier: server-side copies
 	ReaderAt bool // ReaderAtOpener: a native random-access reader
 	Finalize bool // Finalizer: objects stay appendable until sealed
+	Retire   bool // Retirer: versions removed from replicas without a write
 }
 
 // CapabilityReporter is a Store that says what it serves natively. Wrappers
@@ -31,5 +32,6 @@ func CapabilitiesOf(s Store) Capabilities {
 	_, copyOK := s.(Copier)
 	_, readerAt := s.(ReaderAtOpener)
 	_, finalize := s.(Finalizer)
-	return Capabilities{Prewarm: prewarm, Create: create, Append: appendOK, Copy: copyOK, ReaderAt: readerAt, Finalize: finalize}
+	_, retire := s.(Retirer)
+	return Capabilities{Prewarm: prewarm, Create: create, Append: appendOK, Copy: copyOK, ReaderAt: readerAt, Finalize: finalize, Retire: retire}
 }

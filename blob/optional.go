@@ -3,6 +3,7 @@ package blob
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // Prewarmer is a Store that can open a key for writing ahead of time, so that
@@ -79,4 +80,70 @@ type ReaderAtOpener interface {
 // ordinary one. Finalizing an object that is already final is not an error.
 type Finalizer interface {
 	Finalize(ctx context.Context, key string) error
+}
+
+// Retirer is a Store that can remove a version it no longer needs to keep
+// without a write of its own. A replicated store (package quorum) pays a
+// consensus round for a Delete; a retirement deletes each replica's copy of
+// a version, on condition of the replica's generation, and deletes are free.
+// It is not atomic: until every copy is gone the store may show the version
+// again. A caller that moved the version elsewhere (tiered, into a pack)
+// must therefore never serve a version at or below one it moved, and
+// confirms a retirement with a second Retire begun InFlightBound after the
+// first ended (Retired.Complete with nothing deleted proves no copy is left
+// and none can come back).
+type Retirer interface {
+	// Survey reads what each replica holds of key: the version a majority
+	// holds (Holding.Attributes; nil when none) and each replica's object.
+	Survey(ctx context.Context, key string) (Holding, error)
+	// ReadHeld reads the bytes of the version h found, from one replica:
+	// ErrPrecondition if that replica's object changed since the survey,
+	// ErrNotFound if h found none.
+	ReadHeld(ctx context.Context, h Holding) ([]byte, error)
+	// Retire deletes, from every replica, the key's object if it holds
+	// version or an older one, on condition of the replica's generation;
+	// never a newer version.
+	Retire(ctx context.Context, h Holding, version string) (Retired, error)
+	// InFlightBound bounds how long after an operation begins its writes
+	// may still land (a read settling a version may write a copy back).
+	InFlightBound() time.Duration
+	// GenerationTime returns when the version named by generation was
+	// issued, on its writer's clock, if the generation says.
+	GenerationTime(generation string) (time.Time, bool)
+}
+
+// Holding is what a Retirer's Survey found: opaque but for the attributes
+// of the version a majority holds (nil when none).
+type Holding interface {
+	Attributes() *Attributes
+}
+
+// Retired is what a Retire did.
+type Retired struct {
+	// Deleted counts the replica objects deleted.
+	Deleted int
+	// Newer reports that some replica holds a version newer than the one
+	// retired: the key was written again.
+	Newer bool
+	// Complete reports that every replica answered and none holds a version
+	// at or below the one retired any more.
+	Complete bool
+}
+
+// fastestKey marks a context whose reads and Stats may be answered by the
+// fastest replica of a replicated store.
+type fastestKey struct{}
+
+// WithFastestRead returns ctx with a hint for replicated stores: a read or
+// Stat under it may be answered by the fastest replica alone, not a
+// majority (for a caller that checks what it reads against a majority
+// later, as a Retirer's Survey does). Stores with one copy ignore it.
+func WithFastestRead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, fastestKey{}, true)
+}
+
+// FastestRead reports whether ctx carries WithFastestRead's hint.
+func FastestRead(ctx context.Context) bool {
+	v, _ := ctx.Value(fastestKey{}).(bool)
+	return v
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -106,13 +107,16 @@ const (
 	opCreateAppendStream
 	opTakeOverAppendStream
 	opAppend
+	opSurvey
+	opReadHeld
+	opRetire
 	numTracedOps
 )
 
 var tracedOpNames = [numTracedOps]string{
 	"NewRangeReader", "NewWriter", "Stat", "List", "Delete", "Prewarm", "Create",
 	"NewAppender", "Copy", "OpenReaderAt", "Finalize", "CreateAppendStream",
-	"TakeOverAppendStream", "Append",
+	"TakeOverAppendStream", "Append", "Survey", "ReadHeld", "Retire",
 }
 
 // NewTracedStore returns s with a span for every call (see TracedStore).
@@ -365,6 +369,68 @@ func (s *TracedStore) Finalize(ctx context.Context, key string) error {
 
 // Capabilities implements CapabilityReporter: the wrapped store's.
 func (s *TracedStore) Capabilities() Capabilities { return CapabilitiesOf(s.inner) }
+
+// retirer returns the wrapped store as a Retirer, or an error wrapping
+// ErrUnsupported (a retirement has no fallback).
+func (s *TracedStore) retirer(op, key string) (Retirer, error) {
+	if r, ok := s.inner.(Retirer); ok && CapabilitiesOf(s.inner).Retire {
+		return r, nil
+	}
+	return nil, &Error{Op: op, Key: key, Kind: ErrUnsupported, Err: fmt.Errorf("%T cannot retire versions", s.inner)}
+}
+
+// Survey implements Retirer over a Retirer (an error wrapping
+// ErrUnsupported otherwise), with a span.
+func (s *TracedStore) Survey(ctx context.Context, key string) (Holding, error) {
+	ctx, span := s.start(ctx, opSurvey, key)
+	r, err := s.retirer("survey", key)
+	var h Holding
+	if err == nil {
+		h, err = r.Survey(ctx, key)
+	}
+	end(span, err)
+	return h, err
+}
+
+// ReadHeld implements Retirer over a Retirer, with a span.
+func (s *TracedStore) ReadHeld(ctx context.Context, h Holding) ([]byte, error) {
+	ctx, span := s.start(ctx, opReadHeld, "")
+	r, err := s.retirer("read", "")
+	var b []byte
+	if err == nil {
+		b, err = r.ReadHeld(ctx, h)
+	}
+	end(span, err)
+	return b, err
+}
+
+// Retire implements Retirer over a Retirer, with a span.
+func (s *TracedStore) Retire(ctx context.Context, h Holding, version string) (Retired, error) {
+	ctx, span := s.start(ctx, opRetire, "")
+	r, err := s.retirer("delete", "")
+	var out Retired
+	if err == nil {
+		out, err = r.Retire(ctx, h, version)
+	}
+	end(span, err)
+	return out, err
+}
+
+// InFlightBound implements Retirer: the wrapped Retirer's (zero otherwise).
+func (s *TracedStore) InFlightBound() time.Duration {
+	if r, err := s.retirer("", ""); err == nil {
+		return r.InFlightBound()
+	}
+	return 0
+}
+
+// GenerationTime implements Retirer: the wrapped Retirer's.
+func (s *TracedStore) GenerationTime(gen string) (time.Time, bool) {
+	if r, err := s.retirer("", ""); err == nil {
+		return r.GenerationTime(gen)
+	}
+	return time.Time{}, false
+}
 
 // ServesAppendStreams implements AppendStreamReporter: the wrapped store's.
 func (s *TracedStore) ServesAppendStreams() bool { return ServesAppendStreams(s.inner) }

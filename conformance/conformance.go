@@ -95,6 +95,7 @@ func Run(t *testing.T, h Harness) {
 		{"Copy", testCopy},
 		{"Append", testAppend},
 		{"ReaderAt", testReaderAt},
+		{"Retire", testRetire},
 		{"Closed", testClosed},
 	}
 	for _, tc := range tests {
@@ -1141,6 +1142,71 @@ func testReaderAt(t *testing.T, h Harness, s blob.Store) {
 	n, err = held.ReadAtContext(ctxT(t), p, int64(len(data)-40))
 	if n != 40 || err != io.EOF || !bytes.Equal(p[:n], data[len(data)-40:]) {
 		t.Errorf("ReadAtContext across the end = %d, %v; want 40, io.EOF", n, err)
+	}
+}
+
+// testRetire checks a Retirer (a store that reports Capabilities.Retire
+// must be one): a survey names the key's version, its bytes read back, a
+// retirement of it leaves the key absent, and a retirement of an older
+// version never touches a newer one. A store without the capability must
+// not claim it through the interface alone.
+func testRetire(t *testing.T, h Harness, s blob.Store) {
+	r, ok := s.(blob.Retirer)
+	if !blob.CapabilitiesOf(s).Retire {
+		if ok {
+			// A wrapper offers the methods over stores without them; they
+			// must refuse, not pretend.
+			if _, err := r.Survey(ctxT(t), "ret"); !errors.Is(err, blob.ErrUnsupported) {
+				t.Errorf("Survey on a store that cannot retire: %v, want ErrUnsupported", err)
+			}
+		}
+		return
+	}
+	if !ok {
+		t.Fatalf("%T reports Retire but is no blob.Retirer", s)
+	}
+	ctx := ctxT(t)
+	mustPut(t, s, "ret", []byte("v1"), nil)
+	a, err := s.Stat(ctx, "ret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, err := r.Survey(ctx, "ret")
+	if err != nil {
+		t.Fatalf("Survey: %v", err)
+	}
+	if ha := h1.Attributes(); ha == nil || ha.Generation != a.Generation {
+		t.Fatalf("Survey found %+v, want generation %s", ha, a.Generation)
+	}
+	if b, err := r.ReadHeld(ctx, h1); err != nil || string(b) != "v1" {
+		t.Errorf("ReadHeld: %q, %v", b, err)
+	}
+	res, err := r.Retire(ctx, h1, a.Generation)
+	if err != nil || res.Deleted == 0 || !res.Complete || res.Newer {
+		t.Errorf("Retire: %+v, %v", res, err)
+	}
+	if _, err := s.Stat(ctx, "ret"); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("Stat after the retirement: %v, want ErrNotFound", err)
+	}
+	if t0, ok := r.GenerationTime(a.Generation); ok && (t0.After(time.Now().Add(time.Minute)) || t0.Before(h.opened.Add(-time.Minute))) {
+		t.Errorf("GenerationTime(%s) = %v, not about when it was written", a.Generation, t0)
+	}
+
+	mustPut(t, s, "ret", []byte("v2"), nil)
+	a2, err := s.Stat(ctx, "ret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := r.Survey(ctx, "ret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Retire(ctx, h2, a.Generation)
+	if err != nil || res.Deleted != 0 || !res.Newer {
+		t.Errorf("Retire of an older version under a newer one: %+v, %v", res, err)
+	}
+	if b, err := blob.ReadAll(ctx, s, "ret"); err != nil || string(b) != "v2" {
+		t.Errorf("the newer version after an older one's retirement: %q, %v (generation %s)", b, err, a2.Generation)
 	}
 }
 

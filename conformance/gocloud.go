@@ -22,6 +22,18 @@ func RunGocloud(t *testing.T, h Harness) {
 		// bucket, so one store serves them all and the harness closes it.
 		return &gocloudHarness{s: h.NewStore(ctx, t), nonSlash: h.Caps.NonSlashDelimiters}, nil
 	}, nil)
+	// The bridge hands the store back, capabilities and all.
+	t.Run("CapabilitiesThroughTheBridge", func(t *testing.T) {
+		s := h.NewStore(context.Background(), t)
+		defer s.Close()
+		var back blob.Store
+		if !blob.Bucket(s).As(&back) { // the bucket is not closed: the store is, once
+			t.Fatal("the gocloud bucket's As gave no blob.Store")
+		}
+		if got, want := blob.CapabilitiesOf(back), blob.CapabilitiesOf(s); got != want {
+			t.Errorf("capabilities through the bridge %+v, want %+v", got, want)
+		}
+	})
 }
 
 type gocloudHarness struct {
@@ -29,8 +41,11 @@ type gocloudHarness struct {
 	nonSlash bool
 }
 
+// MakeDriver bridges the store itself, so that the bridge sees its optional
+// capabilities (native Copy, say) and drivertest runs them; the bucket, not
+// the store, is wrapped to survive drivertest's Close.
 func (g *gocloudHarness) MakeDriver(context.Context) (driver.Bucket, error) {
-	return blob.Driver(keepOpen{g.s}), nil
+	return keepOpen{blob.Driver(g.s)}, nil
 }
 
 func (g *gocloudHarness) MakeDriverForNonexistentBucket(context.Context) (driver.Bucket, error) {
@@ -43,6 +58,6 @@ func (g *gocloudHarness) SupportsNonSlashDelimiters() bool { return g.nonSlash }
 func (g *gocloudHarness) Close()                           { g.s.Close() }
 
 // keepOpen lets drivertest close its buckets without closing the shared store.
-type keepOpen struct{ blob.Store }
+type keepOpen struct{ driver.Bucket }
 
 func (keepOpen) Close() error { return nil }

@@ -15,7 +15,7 @@ var (
 // replica's is. Appends, copies and random access go through the blob
 // helpers' fallbacks (see the package doc).
 func (s *Store) Capabilities() blob.Capabilities {
-	c := blob.Capabilities{Prewarm: true, Finalize: true}
+	c := blob.Capabilities{Prewarm: true, Finalize: true, Retire: true}
 	for _, r := range s.reps {
 		c.Finalize = c.Finalize && blob.CapabilitiesOf(r.s).Finalize
 	}

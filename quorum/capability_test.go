@@ -27,7 +27,8 @@ func TestCapabilities(t *testing.T) {
 	_, has["Appender"] = s.(blob.Appender)
 	_, has["Copier"] = s.(blob.Copier)
 	_, has["ReaderAtOpener"] = s.(blob.ReaderAtOpener)
-	want := map[string]bool{"Prewarmer": true, "Finalizer": true}
+	_, has["Retirer"] = s.(blob.Retirer)
+	want := map[string]bool{"Prewarmer": true, "Finalizer": true, "Retirer": true}
 	for name, got := range has {
 		if got != want[name] {
 			t.Errorf("quorum.Store implements %s: %v, want %v", name, got, want[name])
@@ -36,8 +37,8 @@ func TestCapabilities(t *testing.T) {
 	ctx := context.Background()
 	key, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
 	// Finalize is native only where every replica's is (mem:// has none).
-	if c := blob.CapabilitiesOf(s); c != (blob.Capabilities{Prewarm: true}) {
-		t.Errorf("reported capabilities %+v, want Prewarm only", c)
+	if c := blob.CapabilitiesOf(s); c != (blob.Capabilities{Prewarm: true, Retire: true}) {
+		t.Errorf("reported capabilities %+v, want Prewarm and Retire only", c)
 	}
 	if err != nil {
 		t.Fatal(err)

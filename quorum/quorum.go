@@ -155,6 +155,9 @@ func (s *Store) consistency(ctx context.Context) Consistency {
 	if c, ok := ctx.Value(ctxKey{}).(Consistency); ok {
 		return c
 	}
+	if blob.FastestRead(ctx) {
+		return ReadFastest
+	}
 	return s.opts.Consistency
 }
 

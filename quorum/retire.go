@@ -64,7 +64,7 @@ func (h *Holding) Attributes() *blob.Attributes {
 // majority (one Stat each) and returns the chosen version with each
 // replica's object, as Retire and ReadHeld use them. A version found on
 // fewer than a majority is settled first, as a majority read settles it.
-func (s *Store) Survey(ctx context.Context, key string) (*Holding, error) {
+func (s *Store) Survey(ctx context.Context, key string) (blob.Holding, error) {
 	if err := s.check(driver.OpStat, key); err != nil {
 		return nil, err
 	}
@@ -89,7 +89,11 @@ func (s *Store) Survey(ctx context.Context, key string) (*Holding, error) {
 // ReadHeld reads the value of the version h found, from one replica that
 // holds it (one read). It fails with blob.ErrPrecondition if that replica's
 // object changed since the survey, and blob.ErrNotFound if h found none.
-func (s *Store) ReadHeld(ctx context.Context, h *Holding) ([]byte, error) {
+func (s *Store) ReadHeld(ctx context.Context, bh blob.Holding) ([]byte, error) {
+	h, err := holdingOf(driver.OpRead, bh)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.check(driver.OpRead, h.key); err != nil {
 		return nil, err
 	}
@@ -107,16 +111,7 @@ func (s *Store) ReadHeld(ctx context.Context, h *Holding) ([]byte, error) {
 }
 
 // Retired is what a Retire did.
-type Retired struct {
-	// Deleted counts the replica objects deleted.
-	Deleted int
-	// Newer reports that some replica holds a version newer than the one
-	// retired: the key was written again.
-	Newer bool
-	// Complete reports that every replica answered and none holds a version
-	// at or below the one retired any more.
-	Complete bool
-}
+type Retired = blob.Retired
 
 // Retire deletes, from every replica, the key's object if it holds a
 // version at or below version (a value or a tombstone; a placeholder whose
@@ -126,8 +121,12 @@ type Retired struct {
 // See the top of this file for what the caller must guarantee. An error
 // reports replicas that could not be reached or kept changing; what was
 // deleted stays deleted, and Retire may be called again.
-func (s *Store) Retire(ctx context.Context, h *Holding, version string) (Retired, error) {
+func (s *Store) Retire(ctx context.Context, bh blob.Holding, version string) (Retired, error) {
 	var out Retired
+	h, err := holdingOf(driver.OpDelete, bh)
+	if err != nil {
+		return out, err
+	}
 	if err := s.check(driver.OpDelete, h.key); err != nil {
 		return out, err
 	}
@@ -217,6 +216,19 @@ func (s *Store) Retire(ctx context.Context, h *Holding, version string) (Retired
 // each of them is conditional on the replica generation its round's promise
 // left, so a late one lands only on a replica nothing touched since.
 func (s *Store) InFlightBound() time.Duration { return 2 * s.opts.StragglerTimeout }
+
+// holdingOf returns the survey a blob.Holding stands for: only this
+// package's Survey makes them.
+func holdingOf(op string, h blob.Holding) (*Holding, error) {
+	qh, ok := h.(*Holding)
+	if !ok || qh == nil {
+		return nil, blob.Errorf(op, "", blob.ErrInvalidArgument, "quorum: %T is not a survey of a quorum", h)
+	}
+	return qh, nil
+}
+
+// GenerationTime implements blob.Retirer with the package's GenerationTime.
+func (s *Store) GenerationTime(gen string) (time.Time, bool) { return GenerationTime(gen) }
 
 // GenerationTime returns when the version named by generation gen was
 // issued, on its writer's clock (never later than the write took effect,

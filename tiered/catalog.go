@@ -524,7 +524,7 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 			}
 		}
 		c.state.Unlock()
-		if err := c.checkInventory(ctx, seen); err != nil {
+		if err := c.checkInventory(ctx, seen, start); err != nil {
 			return err
 		}
 		c.full = start

@@ -320,7 +320,11 @@ func TestLostLogObject(t *testing.T) {
 	}{{"pack", false}, {"tombstone", true}} {
 		t.Run(c.name, func(t *testing.T) {
 			hot, cold, model, packs, tomb := packed200(t)
-			opts := tiered.Options{PackMaxObjects: 50}
+			// A log window (two MoveTimeouts and the skew) short enough for
+			// the log objects to be judged by the inventory within the test:
+			// younger ones may still be landing, and are not.
+			opts := tiered.Options{PackMaxObjects: 50, MoveTimeout: 100 * time.Millisecond, MaxClockSkew: time.Millisecond}
+			time.Sleep(2*opts.MoveTimeout + opts.MaxClockSkew)
 			target, lo, hi := packs[1], 50, 99
 			if c.tomb {
 				target, lo, hi = tomb, 150, 150
@@ -339,7 +343,9 @@ func TestLostLogObject(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs syncBuffer
-			after := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: 50, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			lopts := opts
+			lopts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			after := manualWith(t, hot, cold, lopts)
 			// The Store from before learns of it at its next full refresh:
 			// a pass, or a read that finds the pack gone.
 			if !c.tomb {
@@ -430,5 +436,45 @@ func TestLostLogObject(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A pack another process commits, and records in the inventory, between a
+// full refresh's listing of the log and its read of the inventory is not
+// taken for lost, not even for a moment: the inventory names it, the
+// listing could not.
+func TestPackCommittedBetweenListingAndInventory(t *testing.T) {
+	hot, cold := memPair(t)
+	opts := tiered.Options{PackMaxObjects: 50}
+	other := manualWith(t, hot, cold, opts)
+	mustPut(t, other, "a/1", "one")
+	if res := other.CompactOnce(ctxT(t)); res.Moved != 1 {
+		t.Fatalf("pass: %+v", res)
+	}
+	armed := true
+	h := &hooked{Store: cold, name: "cold", at: func(step, key string) {
+		if step == "cold:stat" && key == markerPrefix+"inventory" && armed {
+			// This Store has listed the log; before it reads the
+			// inventory, the other commits a pack and records it.
+			armed = false
+			mustPut(t, other, "b/1", "two")
+			if res := other.CompactOnce(ctxT(t)); res.Moved != 1 {
+				t.Errorf("the other process's pass: %+v", res)
+			}
+		}
+	}}
+	var logs syncBuffer
+	sopts := opts
+	sopts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	s := manualWith(t, hot, h, sopts)
+	checkModel(t, s, map[string]string{"a/1": "one", "b/1": "two"}, nil)
+	if armed {
+		t.Fatal("the interleaving was not forced")
+	}
+	if out := logs.String(); strings.Contains(out, "missing") {
+		t.Errorf("a pack committed meanwhile was taken for lost:\n%s", out)
+	}
+	if st := s.Stats(); len(st.Damaged) != 0 {
+		t.Errorf("Stats.Damaged = %q: a pack committed meanwhile taken for lost", st.Damaged)
 	}
 }

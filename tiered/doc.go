@@ -166,7 +166,9 @@
 // other's records). A full refresh of the catalog (a new process's first,
 // each pass's, and any read that finds a pack gone) lists the log and then
 // reads the inventory: an object it names that the listing does not have,
-// and that no pass removed, is lost. Reads and Stats of the keys in its
+// that no pass removed, and that was named a log window before the listing
+// began (a younger one may have been committed, and recorded by another
+// process, after the listing passed it), is lost. Reads and Stats of the keys in its
 // range fail with ErrCorrupt naming it (a lost tombstone's kills are
 // unknown, so no deleted version comes back), it is named in Stats.Damaged
 // and logged as an error, and later inventories keep it, until it is put
@@ -179,10 +181,11 @@
 //
 // Over a quorum (package quorum) a conditional delete is a consensus round
 // writing a tombstone on every replica, as dear as the write it removes. So
-// a pack move over a quorum surveys each object on every replica after its
-// marker (quorum.Store.Survey: the version a majority holds, and each
-// replica's copy), reads it from one replica, and once the pack is
-// committed retires it (quorum.Store.Retire): each replica's copy of that
+// a pack move over a hot store that is a blob.Retirer (Capabilities.Retire:
+// a quorum) surveys each object on every replica after its marker
+// (Retirer.Survey: the version a majority holds, and each replica's copy),
+// reads it from one replica, and once the pack is committed retires it
+// (Retirer.Retire): each replica's copy of that
 // version, or of an older one, is deleted on condition of its generation.
 // Deletes are free: per object, a Stat of the fastest replica, two surveys
 // (this one and the confirming one below) and one read, and no write.
@@ -200,7 +203,7 @@
 // holding a version a marker names is not rewritten, and a tombstone
 // killing one is not removed, while the marker stays; and a later pass,
 // begun once operations in flight during the retirement have landed
-// (quorum.Store.InFlightBound: a read settling the version may write a
+// (Retirer.InFlightBound: a read settling the version may write a
 // copy back), retires the marker's versions again and removes the marker
 // only if that found no copy on any replica. A replica that is down keeps
 // the marker until it answers. A version issued less than InFlightBound

@@ -94,11 +94,15 @@ func readInventory(ctx context.Context, cold blob.Store) (*inventory, string, er
 	return inv, a.Generation, nil
 }
 
-// checkInventory reads the inventory after a full listing that saw the log
-// objects in seen, and marks lost each one it names that the listing did
-// not have and that was not removed. It runs under turn, and keeps what it
-// read for the next recordInventory.
-func (c *catalog) checkInventory(ctx context.Context, seen map[string]bool) error {
+// checkInventory reads the inventory after a full listing, begun at
+// listed, that saw the log objects in seen, and marks lost each one it
+// names that the listing did not have and that was not removed. Only
+// objects named a log window before the listing are judged: a younger one
+// may have been committed after the listing passed its name (by another
+// process, whose inventory this read may already have), and is judged by
+// the next refresh. It runs under turn, and keeps what it read for the
+// next recordInventory.
+func (c *catalog) checkInventory(ctx context.Context, seen map[string]bool, listed time.Time) error {
 	inv, gen, err := readInventory(ctx, c.s.cold)
 	if errors.Is(err, blob.ErrCorrupt) {
 		// Nothing can be told from it: the next pass writes a new one from
@@ -117,6 +121,9 @@ func (c *catalog) checkInventory(ctx context.Context, seen map[string]bool) erro
 				continue
 			}
 			if _, removed := inv.Removed[name]; removed {
+				continue
+			}
+			if t, _, ok := logTime(name); !ok || !t.Before(listed.Add(-c.window())) {
 				continue
 			}
 			d := damagedLog{err: errLost, lost: true}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/latency"
-	"github.com/zonalblob/zonalblob/quorum"
 )
 
 // batchPrefix starts the names of a pack move's marker in cold.
@@ -57,8 +56,8 @@ type packItem struct {
 	obj   blob.ListObject
 	attrs *blob.Attributes
 	data  []byte
-	hold  *quorum.Holding // over a retirer: the survey that read it
-	stale bool            // over a retirer: a version the pack log knows already
+	hold  blob.Holding // over a retirer: the survey that read it
+	stale bool         // over a retirer: a version the pack log knows already
 }
 
 // movePack moves objs (hot objects older than After, each at most
@@ -329,7 +328,7 @@ func (s *Store) removeMoved(ctx context.Context, it *packItem) (bool, error) {
 		}
 		return err == nil, err
 	}
-	if t, ok := quorum.GenerationTime(it.attrs.Generation); ok && time.Since(t) < s.ret.InFlightBound()+s.opts.MaxClockSkew {
+	if t, ok := s.ret.GenerationTime(it.attrs.Generation); ok && time.Since(t) < s.ret.InFlightBound()+s.opts.MaxClockSkew {
 		// An operation that wrote this version, or an older one, may still
 		// be retrying: it learns whether it took effect from the chain of
 		// versions the replicas keep, which a retirement deletes, and would
@@ -363,7 +362,7 @@ func (s *Store) fillGenerations(ctx context.Context, objs []blob.ListObject) err
 			sctx := ctx
 			if s.ret != nil {
 				// The survey after the marker checks it against a majority.
-				sctx = quorum.WithConsistency(ctx, quorum.ReadFastest)
+				sctx = blob.WithFastestRead(ctx)
 			}
 			a, err := s.hot.Stat(sctx, objs[i].Key)
 			mu.Lock()

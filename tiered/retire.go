@@ -7,14 +7,13 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
-	"github.com/zonalblob/zonalblob/quorum"
 )
 
-// retirer is a hot store that can remove a version it no longer needs to
-// keep without a write of its own: a quorum, whose Delete is a consensus
-// round writing a tombstone on every replica (two writes each) where
-// Retire deletes each replica's copy on condition of its generation
-// (deletes are free). A pack move retires what it packed.
+// A retirer (blob.Retirer: a quorum, whose Delete is a consensus round
+// writing a tombstone on every replica, two writes each, where Retire
+// deletes each replica's copy on condition of its generation, for free) is
+// a hot store that can remove a version it no longer needs to keep without
+// a write of its own. A pack move retires what it packed.
 //
 // A retirement is not atomic: until every replica's copy is gone, the
 // quorum may show the retired version (or an older one) again, or not. So
@@ -27,12 +26,6 @@ import (
 // write a copy back), finds no copy on any replica (recoverBatch), and
 // while a marker names a version the tombstone killing it is kept
 // (maintainPacks).
-type retirer interface {
-	Survey(ctx context.Context, key string) (*quorum.Holding, error)
-	ReadHeld(ctx context.Context, h *quorum.Holding) ([]byte, error)
-	Retire(ctx context.Context, h *quorum.Holding, version string) (quorum.Retired, error)
-	InFlightBound() time.Duration
-}
 
 // mayBePacked reports whether hot's version gen may have been packed (and
 // so retired): a move packs only objects older than After, whose version
@@ -40,7 +33,7 @@ type retirer interface {
 // twice the skew and a move's duration ago. Younger versions are served
 // without looking at the pack log.
 func (s *Store) mayBePacked(gen string) bool {
-	t, ok := quorum.GenerationTime(gen)
+	t, ok := s.ret.GenerationTime(gen)
 	if !ok {
 		return true
 	}

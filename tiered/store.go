@@ -189,7 +189,7 @@ func (o Options) withDefaults() Options {
 type Store struct {
 	hot, cold blob.Store
 	opts      Options
-	ret       retirer // hot, if it is one
+	ret       blob.Retirer // hot, if it can retire versions (a quorum)
 
 	locks keyLocks
 	cat   *catalog
@@ -238,7 +238,9 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 	}
 	// Retirement is quorum's own method, which no wrapper forwards: look
 	// behind the tracing ones.
-	s.ret, _ = blob.Unobserved(hot).(retirer)
+	if r, ok := blob.Unobserved(hot).(blob.Retirer); ok && blob.CapabilitiesOf(hot).Retire {
+		s.ret = r
+	}
 	s.cat = newCatalog(s)
 	s.tombs = newTombstoneBatcher(opts.MoveTimeout, maxTombstoneKills, s.commitTombstone)
 	m, err := newMetrics(s, opts.MeterProvider)

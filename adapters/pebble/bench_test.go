@@ -56,7 +56,7 @@ func slowQuorum(b *testing.B, seed uint64) blob.Store {
 // zonal stores, and on tiered over such a quorum (a regional store behind
 // it) with its compactor moving objects at once or after a minute.
 //
-//	go test ./adapters/pebble -run '^$' -bench LSM -benchtime 1x
+//	cd adapters/pebble && go test -run '^$' -bench LSM -benchtime 1x
 func BenchmarkLSM(b *testing.B) {
 	for _, c := range []struct {
 		name  string

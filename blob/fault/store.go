@@ -226,7 +226,11 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 
 // Capabilities implements blob.CapabilityReporter: the wrapper serves
 // natively exactly what the store it wraps does.
-func (s *Store) Capabilities() blob.Capabilities { return blob.CapabilitiesOf(s.inner) }
+func (s *Store) Capabilities() blob.Capabilities {
+	c := blob.CapabilitiesOf(s.inner)
+	c.Retire = false // a retirement has no fallback, and the wrapper offers none
+	return c
+}
 
 // openWriter opens an inner writer under a context this wrapper can cancel,
 // which is how an injected commit failure aborts it.

@@ -48,5 +48,6 @@ func (c *Creator) Finalize(ctx context.Context, key string) error {
 func (c *Creator) Capabilities() blob.Capabilities {
 	caps := blob.CapabilitiesOf(c.Store)
 	caps.Create = true
+	caps.Retire = false // not forwarded: a retirement has no fallback
 	return caps
 }
