@@ -19,10 +19,8 @@ import (
 // Latency profiles of the benchmarks: every call of the tier is delayed by a
 // sample (reads, commits, stats, deletes, lists).
 var (
-	hotProfile = latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond,
-		Source: "zonal bucket: pooled write+flush 2-3 ms (DESIGN.md, seed blog)"}
-	coldProfile = latency.Dist{P50: 20 * time.Millisecond, P99: 40 * time.Millisecond,
-		Source: "regional bucket: get p50 18 ms, p99 37 ms (DESIGN.md, log spike report)"}
+	hotProfile  = latency.ZonalBucket
+	coldProfile = latency.RegionalBucket
 )
 
 // slowMem returns a mem:// store behind a fault wrapper that delays every
@@ -33,9 +31,7 @@ func slowMem(b *testing.B, d latency.Dist, seed uint64) (*fault.Store, blob.Stor
 		b.Fatal(err)
 	}
 	f := fault.Wrap(m, fault.Options{Seed: seed})
-	for _, op := range []fault.Op{fault.OpRead, fault.OpCommit, fault.OpStat, fault.OpDelete, fault.OpList} {
-		f.AddLatency(op, d)
-	}
+	f.AddLatencyToAll(d)
 	return f, m
 }
 

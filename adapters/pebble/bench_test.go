@@ -18,29 +18,20 @@ import (
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
-// Latency profiles, as tiered's benchmarks have them: every call of a
-// zonal replica and of the regional store is delayed by a sample.
-var (
-	zonalProfile    = latency.Dist{P50: 2 * time.Millisecond, P99: 5 * time.Millisecond, Source: "zonal bucket: pooled write+flush 2-3 ms (DESIGN.md)"}
-	regionalProfile = latency.Dist{P50: 20 * time.Millisecond, P99: 40 * time.Millisecond, Source: "regional bucket: get p50 18 ms, p99 37 ms (DESIGN.md)"}
-)
-
 func slow(b *testing.B, d latency.Dist, seed uint64) blob.Store {
 	m, err := blob.Open(context.Background(), "mem://")
 	if err != nil {
 		b.Fatal(err)
 	}
 	f := fault.Wrap(m, fault.Options{Seed: seed})
-	for _, op := range []fault.Op{fault.OpRead, fault.OpCommit, fault.OpStat, fault.OpDelete, fault.OpList} {
-		f.AddLatency(op, d)
-	}
+	f.AddLatencyToAll(d)
 	return f
 }
 
 func slowQuorum(b *testing.B, seed uint64) blob.Store {
 	var reps []blob.Store
 	for i := range 3 {
-		reps = append(reps, slow(b, zonalProfile, 10*seed+uint64(i)))
+		reps = append(reps, slow(b, latency.ZonalBucket, 10*seed+uint64(i)))
 	}
 	q, err := quorum.New(reps, quorum.Options{StragglerTimeout: 50 * time.Millisecond})
 	if err != nil {
@@ -66,7 +57,7 @@ func BenchmarkLSM(b *testing.B) {
 			for range b.N {
 				var s blob.Store = slowQuorum(b, 1)
 				if c.after > 0 {
-					t, err := tiered.New(s, slow(b, regionalProfile, 9), tiered.Options{After: c.after, Interval: time.Second})
+					t, err := tiered.New(s, slow(b, latency.RegionalBucket, 9), tiered.Options{After: c.after, Interval: time.Second})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -204,6 +204,14 @@ func (s *Store) AddLatency(op Op, d latency.Dist) RuleID {
 	return s.Add(Rule{Op: op, Effect: Delay, Latency: d})
 }
 
+// AddLatencyToAll delays every read, commit, Stat, delete and listing by a
+// sample of d: a store that stands for a remote one in a benchmark.
+func (s *Store) AddLatencyToAll(d latency.Dist) {
+	for _, op := range []Op{OpRead, OpCommit, OpStat, OpDelete, OpList} {
+		s.AddLatency(op, d)
+	}
+}
+
 // Hang makes every call of op block until its context is done.
 func (s *Store) Hang(op Op) RuleID {
 	return s.Add(Rule{Op: op, Effect: Hang})
