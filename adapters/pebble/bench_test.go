@@ -71,7 +71,8 @@ func BenchmarkLSM(b *testing.B) {
 }
 
 func runLSM(b *testing.B, s blob.Store) {
-	st := zpebble.New(s)
+	counted := fault.Wrap(s, fault.Options{}) // to count the calls pebble makes
+	st := zpebble.New(counted)
 	fs := vfs.NewMem()
 	t := &testing.T{}
 	open := func() *pebble.DB {
@@ -101,11 +102,17 @@ func runLSM(b *testing.B, s blob.Store) {
 		b.Fatal(err)
 	}
 	load := time.Since(start)
+	calls := func() (lists, deletes int64) {
+		st := counted.Stats()
+		return st[fault.OpList].Calls, st[fault.OpDelete].Calls
+	}
+	lists0, deletes0 := calls()
 	start = time.Now()
 	if err := db.Close(); err != nil {
 		b.Fatal(err)
 	}
 	closing := time.Since(start)
+	lists1, deletes1 := calls()
 	db = open()
 	defer db.Close()
 	start = time.Now()
@@ -135,6 +142,8 @@ func runLSM(b *testing.B, s blob.Store) {
 	scan := time.Since(start)
 	b.ReportMetric(load.Seconds(), "load-s")
 	b.ReportMetric(closing.Seconds(), "close-s")
+	b.ReportMetric(float64(lists1-lists0), "close-lists")
+	b.ReportMetric(float64(deletes1-deletes0), "close-deletes")
 	b.ReportMetric(float64(gets.Microseconds())/10_000, "get-us")
 	b.ReportMetric(scan.Seconds(), "scan-s")
 }

@@ -585,9 +585,12 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 
 // escapePath escapes a key for x-amz-copy-source, keeping its slashes.
 func escapePath(key string) string {
+	// Every byte but the unreserved ones and "/" is percent-encoded ("+"
+	// too, which a decoder may read as a space, and a space as %20), so the
+	// source decodes to the key under query and path unescaping alike.
 	parts := strings.Split(key, "/")
 	for i, p := range parts {
-		parts[i] = url.PathEscape(p)
+		parts[i] = strings.ReplaceAll(url.QueryEscape(p), "+", "%20")
 	}
 	return strings.Join(parts, "/")
 }
