@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,8 @@ import (
 	zobjstore "github.com/zonalblob/zonalblob/adapters/objstore"
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	_ "github.com/zonalblob/zonalblob/blob/gcsrapid"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	_ "github.com/zonalblob/zonalblob/blob/regional"
 	_ "github.com/zonalblob/zonalblob/quorum"
 	_ "github.com/zonalblob/zonalblob/tiered"
@@ -37,9 +40,19 @@ func open(t *testing.T, rawURL string) blob.Store {
 	return s
 }
 
-// TestAcceptance runs objstore's own acceptance test over each store.
+// TestAcceptance runs objstore's own acceptance test over each store, and
+// over a gcsrapid bucket on the in-process emulator.
 func TestAcceptance(t *testing.T) {
-	for _, tc := range stores {
+	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{
+		Buckets: []gcsrapidtest.Bucket{{Name: "zonal", Zonal: true}},
+		Profile: gcsrapidtest.Zero(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	all := append(slices.Clone(stores), struct{ name, url string }{"gcsrapid", "gcsrapid://zonal?endpoint=" + srv.Endpoint()})
+	for _, tc := range all {
 		t.Run(tc.name, func(t *testing.T) {
 			b := zobjstore.New(open(t, tc.url), tc.name)
 			defer func() {

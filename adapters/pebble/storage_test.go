@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/fault"
 	_ "github.com/zonalblob/zonalblob/blob/regional"
 	_ "github.com/zonalblob/zonalblob/quorum"
+	_ "github.com/zonalblob/zonalblob/tiered"
 )
 
 // quorumURL is a 2-of-3 quorum of mem:// replicas.
@@ -27,6 +29,9 @@ const quorumURL = "quorum://?w=2&replica=mem%3A%2F%2F&replica=mem%3A%2F%2F&repli
 var stores = []struct{ name, url string }{
 	{"mem", "mem://"},
 	{"quorum", quorumURL},
+	// Tiered over the quorum, moving tables into packs as soon as it can:
+	// pebble's reads, lists and deletes meet packed tables.
+	{"tiered", "tiered://?hot=" + url.QueryEscape(quorumURL) + "&cold=mem%3A%2F%2F&after=1ms&interval=20ms"},
 }
 
 func open(t *testing.T, rawURL string) blob.Store {
