@@ -126,7 +126,14 @@
 // again, finishes it. What an idle, truncated log keeps is its tip: the
 // segment being written and the one created ahead of its roll on each zone
 // (a header frame each, plus the records since the start), and one epoch
-// claim (an empty object) per zone; it makes no request while idle.
+// claim (an empty object) per zone; it makes no request while idle but
+// those of the repair passes.
+//
+// Options.RetainFor and RetainBytes truncate the log at each repair pass
+// (retain.go): walking the sealed, committed segments from the newest, the
+// first older than RetainFor (its last write on the store that holds it:
+// the regional copy once moved), or that brings the bytes kept over
+// RetainBytes, goes with every older one, through TruncateBefore.
 //
 // # Repair
 //

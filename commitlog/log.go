@@ -95,6 +95,17 @@ type Options struct {
 	RepairInterval time.Duration
 	// RepairBytesPerSecond bounds the rate of those copies (default 16 MiB/s).
 	RepairBytesPerSecond int64
+	// RetainFor and RetainBytes, when set, make the writer truncate the log
+	// (TruncateBefore) at each repair pass: the sealed segments whose last
+	// write is older than RetainFor go, and the oldest sealed segments
+	// beyond the newest RetainBytes of them. Segments are whole, so the log
+	// keeps at least what they say, up to a segment more; the segment being
+	// written is never counted or removed. A segment's age is its last
+	// write's on the store that holds it (its regional copy once moved,
+	// which is written after it sealed: a moved segment stays a little
+	// longer), its size the bytes stored.
+	RetainFor   time.Duration
+	RetainBytes int64
 	// Slots stores segments as directories of slot objects created with
 	// IfNotExist even where the stores can append. A log must always be
 	// opened with the same layout; stores without appends always use slots.
@@ -145,6 +156,12 @@ func (o *Options) withDefaults(n int) (Options, error) {
 	}
 	if r.RepairInterval == 0 {
 		r.RepairInterval = time.Minute
+	}
+	if r.RetainFor < 0 || r.RetainBytes < 0 {
+		return r, fmt.Errorf("commitlog: negative retention (RetainFor %v, RetainBytes %d)", r.RetainFor, r.RetainBytes)
+	}
+	if (r.RetainFor > 0 || r.RetainBytes > 0) && r.RepairInterval < 0 {
+		return r, fmt.Errorf("commitlog: retention runs with the repair passes, which RepairInterval %v turns off", r.RepairInterval)
 	}
 	if r.RepairBytesPerSecond <= 0 {
 		r.RepairBytesPerSecond = 16 << 20

@@ -21,6 +21,11 @@ func (l *Log) repairer() {
 		}
 		c, cancel := context.WithTimeout(l.ctx, 4*l.opts.OpTimeout+l.opts.RepairInterval)
 		_ = l.repairPass(c) // counted in Stats; the next pass tries again
+		if err := l.retain(c); err != nil {
+			l.mu.Lock()
+			l.stats.RetainErrors++
+			l.mu.Unlock()
+		}
 		cancel()
 	}
 }

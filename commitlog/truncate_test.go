@@ -159,3 +159,94 @@ func TestTruncateBefore(t *testing.T) {
 		})
 	}
 }
+
+// Retention by bytes and by age, on every layout: the repair passes
+// truncate the oldest sealed segments beyond RetainBytes, and those whose
+// last write is older than RetainFor; every record from the start on reads
+// back, readers below it get ErrTruncated, and the segment being written
+// stays.
+func TestRetention(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			stores := be.zones(t, 3)
+			const n = 60
+			opts := &Options{MaxSegmentAppends: 5, RepairInterval: 20 * time.Millisecond, RetainBytes: 1}
+			l := mustOpen(t, stores, "bytes", opts)
+			defer l.Close()
+			for i := range n {
+				if _, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Passes truncate until what they keep is within bounds: here
+			// (one byte) the segment being written alone, at most 5
+			// appends a segment.
+			waitStart := func(l *Log, what string, atLeast int64) int64 {
+				t.Helper()
+				for i := 0; ; i++ {
+					if st := l.Stats(); st.Start >= atLeast && st.Truncated > 0 {
+						return st.Start
+					}
+					if i > 5000 {
+						t.Fatalf("%s: start %d after %d passes, want at least %d: %+v", what, l.Stats().Start, l.Stats().RepairPasses, atLeast, l.Stats())
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+			}
+			start := waitStart(l, "RetainBytes 1", n-5)
+			r, err := NewReader(stores, "bytes", start, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, rec := range readN(t, ctx, r, int(n-start)) {
+				if want := fmt.Sprintf("r%d", start+int64(i)); string(rec.Data) != want {
+					t.Fatalf("record %d = %q, want %q", start+int64(i), rec.Data, want)
+				}
+			}
+			r.Close()
+			r, err = NewReader(stores, "bytes", 0, opts)
+			if err == nil {
+				_, err = r.Next(ctx)
+				r.Close()
+			}
+			if !errors.Is(err, ErrTruncated) {
+				t.Errorf("reader from 0 after retention: %v, want ErrTruncated", err)
+			}
+
+			// By age: nothing goes while the segments are young.
+			aopts := &Options{MaxSegmentAppends: 5, RepairInterval: 20 * time.Millisecond, RetainFor: time.Hour}
+			a := mustOpen(t, stores, "age", aopts)
+			defer a.Close()
+			for i := range 20 {
+				if _, err := a.Append(ctx, fmt.Appendf(nil, "a%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for a.Stats().RepairPasses < 3 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if st := a.Stats(); st.Truncated != 0 || st.RetainErrors != 0 {
+				t.Errorf("RetainFor 1h truncated young segments: %+v", st)
+			}
+			a.Close()
+			// A writer that keeps a millisecond of history drops every
+			// sealed segment once they are that old.
+			aopts.RetainFor = time.Millisecond
+			a = mustOpen(t, stores, "age", aopts)
+			defer a.Close()
+			waitStart(a, "RetainFor 1ms", 20) // all but the new writer's segment
+		})
+	}
+}
+
+func TestRetentionOptions(t *testing.T) {
+	stores := memZones(t, 3)
+	for _, o := range []*Options{{RetainFor: -time.Second}, {RetainBytes: -1}, {RetainBytes: 1 << 20, RepairInterval: -1}} {
+		if l, err := Open(context.Background(), stores, "L", o); err == nil {
+			l.Close()
+			t.Errorf("Open with %+v: no error", *o)
+		}
+	}
+}

@@ -92,6 +92,9 @@ type Stats struct {
 	// offset the log still holds after the last truncation (0 before any).
 	Truncated int64
 	Start     int64
+	// RetainErrors counts repair passes whose retention (Options.RetainFor,
+	// RetainBytes) failed; the next pass tries again.
+	RetainErrors int64
 	// Missing counts the copies of sealed segments (or their markers) that
 	// zones lacked when the repairer last looked: the durability lost until
 	// it copies them back. Repaired counts the copies it wrote, and

@@ -839,20 +839,30 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 	if err != nil {
 		return nil, "", err
 	}
-	// Packs, then cold's own objects, are listed after hot, for the reason
-	// reads ask them after hot.
+	// Packs and cold's own objects are listed after hot, for the reason
+	// reads ask them after hot; the two at once, as neither orders the
+	// other (a listing of the pack log, when the catalog needs one, and
+	// cold's listing are each a regional round trip).
+	var cp *blob.ListPage
+	var cerr error
+	coldDone := make(chan struct{})
+	go func() {
+		defer close(coldDone)
+		cp, cerr = s.cold.List(ctx, inner)
+	}()
 	pp := &blob.ListPage{}
 	if s.packing() {
-		if err := s.cat.sync(ctx, s.settled()); err != nil {
-			return nil, "", err
-		}
-		if pp, err = s.packedPage(ctx, inner); err != nil {
-			return nil, "", err
+		err = s.cat.sync(ctx, s.settled())
+		if err == nil {
+			pp, err = s.packedPage(ctx, inner)
 		}
 	}
-	cp, err := s.cold.List(ctx, inner)
+	<-coldDone
 	if err != nil {
 		return nil, "", err
+	}
+	if cerr != nil {
+		return nil, "", cerr
 	}
 	// In order of precedence: hot's attributes win, then a pack's.
 	sources := []*blob.ListPage{hp, pp, cp}
