@@ -38,10 +38,15 @@ func notFound(op, key string) error {
 
 // writeGrave replaces generation g of key in hot with a grave.
 func (s *Store) writeGrave(ctx context.Context, key, g string) error {
+	return s.putGrave(ctx, key, blob.IfGenerationMatch(g), g)
+}
+
+// putGrave writes a grave to hot under cond, naming what it deletes.
+func (s *Store) putGrave(ctx context.Context, key string, cond blob.Condition, deleted string) error {
 	err := blob.Put(ctx, s.hot, key, nil, &blob.WriterOptions{
-		If:          blob.IfGenerationMatch(g),
+		If:          cond,
 		ContentType: "application/octet-stream",
-		Metadata:    map[string]string{graveKey: g},
+		Metadata:    map[string]string{graveKey: deleted},
 	})
 	if err == nil {
 		s.stats.graves.Add(1)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,11 +24,9 @@ const batchPrefix = markerPrefix + "batch/"
 // move looks at its objects and deleted when it ends. It lives in cold, not
 // in hot: one regional write (deletes are free) instead of a write on every
 // hot replica and, over a quorum, a tombstone written to remove it. A user's
-// Delete reads the markers naming its key (markedVersions) before and after
-// it deletes from hot, and kills the versions it finds that it may. A user's Delete that
-// deleted a version of one of its keys from hot finds it and kills what the
-// pack holds of that key (markedVersions), so the pack, if it lands, cannot
-// serve it.
+// Delete never removes a version from hot in a Store that packs: it writes a
+// grave over it, on condition of its generation, which the move's own
+// conditional removal from hot then meets.
 type batchMarker struct {
 	Pack string `json:"pack"`
 	// Items are the keys and the generations they had before the marker was
@@ -545,24 +542,6 @@ func (s *Store) markedItems(ctx context.Context) (map[kill]bool, error) {
 	out := map[kill]bool{}
 	err := s.eachMarkedItem(ctx, func(it kill) { out[it] = true })
 	return out, err
-}
-
-// markedVersions is the user's side of the pack move protocol: the
-// generations of key that the markers of pack moves under way name. A
-// Delete that deletes generation d from hot reads them just before (the
-// generations it finds then are d or versions d replaced: a marker is
-// written after its Stats of a key, and a move packs a key only if a Stat
-// after the marker finds the same generation) and just after (where only d
-// may be killed: another generation named by a marker written since was
-// written after the delete).
-func (s *Store) markedVersions(ctx context.Context, key string) ([]kill, error) {
-	var ks []kill
-	err := s.eachMarkedItem(ctx, func(it kill) {
-		if it.Key == key && !slices.Contains(ks, it) {
-			ks = append(ks, it)
-		}
-	})
-	return ks, err
 }
 
 // eachMarkedItem calls f with each item of each pack move marker in cold;

@@ -1,6 +1,7 @@
 package tiered
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -844,25 +845,25 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 	// other (a listing of the pack log, when the catalog needs one, and
 	// cold's listing are each a regional round trip).
 	var cp *blob.ListPage
-	var cerr error
-	coldDone := make(chan struct{})
-	go func() {
-		defer close(coldDone)
-		cp, cerr = s.cold.List(ctx, inner)
-	}()
 	pp := &blob.ListPage{}
 	if s.packing() {
+		var cerr error
+		coldDone := make(chan struct{})
+		go func() {
+			defer close(coldDone)
+			cp, cerr = s.cold.List(ctx, inner)
+		}()
 		err = s.cat.sync(ctx, s.settled())
 		if err == nil {
 			pp, err = s.packedPage(ctx, inner)
 		}
+		<-coldDone
+		err = cmp.Or(err, cerr)
+	} else {
+		cp, err = s.cold.List(ctx, inner)
 	}
-	<-coldDone
 	if err != nil {
 		return nil, "", err
-	}
-	if cerr != nil {
-		return nil, "", cerr
 	}
 	// In order of precedence: hot's attributes win, then a pack's.
 	sources := []*blob.ListPage{hp, pp, cp}
@@ -978,16 +979,18 @@ func (s *Store) packedPage(ctx context.Context, inner *blob.ListOptions) (*blob.
 // compactor is not moving it meanwhile. It takes effect at one instant,
 // when the version readers see is replaced or removed:
 //
-//   - If hot has the key (generation g) and a move may be taking g (g is
-//     old enough to move), a grave replaces g in hot, on condition of its
-//     generation (see Graves in the package documentation): the move, whose
-//     removal of g is conditional too, then leaves it to the grave.
-//   - If hot has a younger g, older versions in cold and in packs are
-//     removed first (hot shadows them, so no reader notices), then g is
+//   - If hot has the key (generation g) and the Store packs, or a move may
+//     be taking g (g is old enough to move), a grave replaces g in hot, on
+//     condition of its generation (see Graves in the package
+//     documentation): a move, whose removal of g is conditional too, then
+//     leaves it to the grave.
+//   - If hot has a younger g and the Store does not pack, the cold object
+//     is removed first (hot shadows it, so no reader notices), then g is
 //     deleted from hot on condition of its generation. A deleted g is
 //     reported to a move of it under way in another process (one whose
-//     clock misjudged g's age): through its marker (noteDelete,
-//     markedVersions).
+//     clock misjudged g's age) through its marker (noteDelete).
+//   - If hot has none and the Store packs, a grave over nothing deletes
+//     what cold holds (buryCold, buryPacked).
 //   - Either way, a newer version written meanwhile is deleted instead (the
 //     loop), and a g moved out of hot meanwhile by a compactor in another
 //     process is removed where it went, as a version in cold only.
@@ -1126,13 +1129,8 @@ func (s *Store) buryCold(ctx context.Context, key, want, stale string, misses *i
 	if stale != "" {
 		cond = blob.IfGenerationMatch(stale)
 	}
-	err = blob.Put(ctx, s.hot, key, nil, &blob.WriterOptions{If: cond, ContentType: "application/octet-stream",
-		Metadata: map[string]string{graveKey: ca.Generation}})
-	switch {
-	case err == nil:
-		s.stats.graves.Add(1)
-		return true, nil
-	case errors.Is(err, blob.ErrExists) || errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound):
+	err = s.putGrave(ctx, key, cond, ca.Generation)
+	if errors.Is(err, blob.ErrExists) || errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
 		return false, nil
 	}
 	return true, err
@@ -1152,14 +1150,12 @@ func (s *Store) buryCold(ctx context.Context, key, want, stale string, misses *i
 // of the log at most once per buryWindow. A grave over nothing is retired
 // like any other.
 func (s *Store) buryPacked(ctx context.Context, key string) (done bool, err error) {
-	err = blob.Put(ctx, s.hot, key, nil, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream",
-		Metadata: map[string]string{graveKey: "packed"}})
+	err = s.putGrave(ctx, key, blob.IfNotExist(), "packed")
 	if errors.Is(err, blob.ErrExists) || errors.Is(err, blob.ErrPrecondition) {
 		return false, nil
 	} else if err != nil {
 		return true, err
 	}
-	s.stats.graves.Add(1)
 	buried := time.Now()
 	if _, err := s.coldStat(ctx, key, buried.Add(-s.buryWindow())); !errors.Is(err, blob.ErrNotFound) {
 		return true, err
@@ -1186,8 +1182,9 @@ func BuryWindow(moveTimeout time.Duration) time.Duration {
 }
 
 // deleteColdOnly deletes the version of key that cold holds, hot having
-// missed, when not packing, under key's lock in hot: hot is asked again under it, and if it
-// has key now, done is false and the caller deletes that. Every operation
+// missed, in a Store that does not pack, under key's lock in hot: hot is
+// asked again under it, and if it has key now, done is false and the caller
+// deletes that. Every operation
 // on a version in cold only (a conditional write of it, a Delete) holds the
 // lock from its check to its commit, so two of them never both act on one
 // version.
@@ -1198,7 +1195,7 @@ func (s *Store) deleteColdOnly(ctx context.Context, key, want string) (done bool
 	}
 	defer unlockHot()
 	defer func() { err = s.outlasted(ctx, driver.OpDelete, key, err) }()
-	a, stale, err := s.hotStatStale(ctx, key)
+	a, err := s.hot.Stat(ctx, key)
 	if err == nil && isGrave(a) {
 		if want != "" {
 			return true, &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
@@ -1210,18 +1207,7 @@ func (s *Store) deleteColdOnly(ctx context.Context, key, want string) (done bool
 	} else if !errors.Is(err, blob.ErrNotFound) {
 		return true, err
 	}
-	err = s.deleteCold(ctx, key, want)
-	if stale != "" && (err == nil || errors.Is(err, blob.ErrNotFound)) {
-		// Hot still holds a version packs killed now (or before): a
-		// pack move that packed it may not retire it, and once the
-		// packs forget it, it would be served again. Removed on
-		// condition of its generation, as a Delete removes one.
-		if herr := s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: stale}); herr != nil &&
-			!errors.Is(herr, blob.ErrPrecondition) && !errors.Is(herr, blob.ErrNotFound) {
-			return true, herr
-		}
-	}
-	return true, err
+	return true, s.deleteCold(ctx, key, want)
 }
 
 // deleteColdObject deletes the cold object of key, if there is one, ahead of
@@ -1261,73 +1247,28 @@ func (s *Store) mayBeMoving(a *blob.Attributes) bool {
 	return s.opts.Now().Sub(a.ModTime) >= s.opts.After-s.opts.MaxClockSkew-s.opts.MoveTimeout
 }
 
-// deleteCold deletes the version of key that cold holds (hot has none): the
-// cold object first, then the version packs serve, which readers prefer to
-// it. With want, only if that version is generation want.
+// deleteCold deletes the cold object of key (hot has none), in a Store that
+// does not pack (one that packs writes a grave instead: buryCold). With
+// want, only if it is generation want.
 func (s *Store) deleteCold(ctx context.Context, key, want string) error {
-	var live []kill
-	if s.packing() {
-		// Hot missed just now (see settled).
-		if err := s.cat.sync(ctx, s.settled()); err != nil {
-			return err
+	ca, err := s.cold.Stat(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		if want != "" {
+			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
 		}
-		var err error
-		if live, err = s.cat.live(ctx, key); err != nil {
-			return err
-		}
-	}
-	var serving string
-	if s.packing() {
-		p, ok, err := s.cat.lookup(ctx, key)
-		if err != nil {
-			return err
-		}
-		if ok {
-			serving = p.entry.Attrs.Generation
-		}
-	}
-	found := false
-	if serving == "" {
-		ca, err := s.cold.Stat(ctx, key)
-		if errors.Is(err, blob.ErrNotFound) {
-			if want != "" {
-				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
-			}
-			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
-		} else if err != nil {
-			return err
-		}
-		if want != "" && fromCold(ca).Generation != want {
-			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
-		}
-		err = s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
-			// Deleted or replaced meanwhile, by another process.
-			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound, Err: err}
-		}
+		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
+	} else if err != nil {
 		return err
 	}
-	if want != "" && serving != want {
+	if want != "" && fromCold(ca).Generation != want {
 		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 	}
-	if err := s.cold.Delete(ctx, key, nil); err == nil {
-		found = true
-	} else if !errors.Is(err, blob.ErrNotFound) {
-		return err
+	err = s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+	if errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
+		// Deleted or replaced meanwhile, by another process.
+		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound, Err: err}
 	}
-	if len(live) > 0 {
-		found = true
-	}
-	if err := s.writeTombstone(ctx, live); err != nil {
-		return err
-	}
-	if !found {
-		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
-	}
-	return nil
+	return err
 }
 
 // Close stops the compactor, waits for the moves in flight to end, and

@@ -33,6 +33,18 @@ func packedKeys(t *testing.T, s *tiered.Store, n int) []string {
 // enough for a Delete's grave to be retired within a test.
 var graveOpts = tiered.Options{PackMaxObjects: 1000, MoveTimeout: 200 * time.Millisecond, MaxClockSkew: time.Millisecond}
 
+// packedWithOther packs n keys through s, whose cold store is fault-wrapped
+// (to count and fail its calls), and returns another Store over the same
+// tiers (another process) beside it.
+func packedWithOther(t *testing.T, n int) (hot blob.Store, cold *fault.Store, s, other *tiered.Store, keys []string) {
+	t.Helper()
+	hot, coldMem := memPair(t)
+	cold = fault.Wrap(coldMem, fault.Options{Seed: 1})
+	s = manualWith(t, hot, cold, graveOpts)
+	keys = packedKeys(t, s, n)
+	return hot, cold, s, manualWith(t, hot, coldMem, graveOpts), keys
+}
+
 // TestPackedDeletesWriteGraves deletes 100 packed objects at once: each
 // writes a grave to hot, and none writes to cold or waits for a log object.
 // Another Store over the same tiers (another process) finds every key gone
@@ -40,11 +52,7 @@ var graveOpts = tiered.Options{PackMaxObjects: 1000, MoveTimeout: 200 * time.Mil
 // with one tombstone and removes the graves; the keys stay gone, and a
 // create of one succeeds.
 func TestPackedDeletesWriteGraves(t *testing.T) {
-	hot, coldMem := memPair(t)
-	cold := fault.Wrap(coldMem, fault.Options{Seed: 1})
-	s := manualWith(t, hot, cold, graveOpts)
-	keys := packedKeys(t, s, 100)
-	other := manualWith(t, hot, coldMem, graveOpts)
+	hot, cold, s, other, keys := packedWithOther(t, 100)
 
 	commits, tombs := cold.Stats()[fault.OpCommit].Calls, s.Stats().Tombstones
 	var wg sync.WaitGroup
@@ -93,11 +101,7 @@ func TestPackedDeletesWriteGraves(t *testing.T) {
 // no grave, so the keys stay deleted in every process; the next pass
 // retires them.
 func TestGraveRetirementFailure(t *testing.T) {
-	hot, coldMem := memPair(t)
-	cold := fault.Wrap(coldMem, fault.Options{Seed: 1})
-	s := manualWith(t, hot, cold, graveOpts)
-	keys := packedKeys(t, s, 20)
-	other := manualWith(t, hot, coldMem, graveOpts)
+	_, cold, s, other, keys := packedWithOther(t, 20)
 	for _, k := range keys {
 		if err := s.Delete(ctxT(t), k, nil); err != nil {
 			t.Fatal(err)
