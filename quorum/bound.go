@@ -103,19 +103,35 @@ func progressed(ctx context.Context, size int64) {
 	}
 }
 
-// roundsOver reports that an operation whose earlier accepts may have
-// landed (mine) issued the first of them more than StragglerTimeout ago,
-// after which it begins no new round: a round learns from the current
-// version's chain whether those accepts took effect (tookEffect), and the
-// rules that delete versions and chains a while after they were issued
-// (TombstoneGrace, InFlightBound) hold only for rounds begun within
-// StragglerTimeout of it. An operation none of whose accepts landed may
-// decide afresh at any time.
-func (s *Store) roundsOver(mine []string) bool {
+// roundsOver reports that an operation moving size bytes whose earlier
+// accepts may have landed (mine) issued the first of them more than its
+// retry window ago, after which it begins no new round: a round learns from
+// the current version's chain whether those accepts took effect
+// (tookEffect), and the rules that delete versions and chains a while after
+// they were issued (TombstoneGrace, InFlightBound) hold only for rounds begun
+// within the window. An operation none of whose accepts landed may decide
+// afresh at any time.
+func (s *Store) roundsOver(mine []string, size int64) bool {
 	if len(mine) == 0 {
 		return false
 	}
-	return time.Since(time.Unix(0, tokenTime(slices.Min(mine)))) > s.opts.StragglerTimeout
+	return time.Since(time.Unix(0, tokenTime(slices.Min(mine)))) > s.retryWindow(size)
+}
+
+// retryWindow is how long after the first of its accepts went out an
+// operation moving size bytes may begin another round: its allowance, as
+// long as its accepts may take to go out on a slow machine, and never more
+// than maxRetryWindow.
+func (s *Store) retryWindow(size int64) time.Duration {
+	return min(s.allowance(size), s.maxRetryWindow())
+}
+
+// maxRetryWindow bounds every operation's retry window: four
+// StragglerTimeouts (two minutes by default, a 90 MiB object's allowance),
+// and half of TombstoneGrace, so that a retry meets the tombstone of any
+// Delete that followed its accepts (and so learns that they took effect).
+func (s *Store) maxRetryWindow() time.Duration {
+	return min(4*s.opts.StragglerTimeout, s.opts.TombstoneGrace/2)
 }
 
 // boundSize is the size the bound of ctx's operation allows for (0 if none).

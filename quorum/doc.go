@@ -114,8 +114,10 @@
 // operation ends when none of its replica calls has succeeded for
 // StragglerTimeout plus the time to move the largest object it handles at
 // MinRate (1 MiB/s), so a busy machine slows it without failing it; a retry
-// after accepts that may have landed begins within StragglerTimeout of the
-// first of them (its chain is what tells whether they took effect). Its
+// after accepts that may have landed begins within the operation's
+// allowance of the first of them, and never more than four
+// StragglerTimeouts or half of TombstoneGrace after it (its chain is what
+// tells whether they took effect). Its
 // accepts that were not needed for the acknowledgement finish in the
 // background within that allowance; replicas that missed them are queued
 // for repair.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
@@ -29,25 +30,51 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 	if cur.gone() {
 		return &blob.Error{Op: driver.OpFinalize, Key: key, Kind: blob.ErrNotFound}
 	}
-	xs, _ := s.surveyAll(ctx, key)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for _, x := range xs {
-		if !x.ok() || x.kind != live || x.ver != cur.ver {
-			continue
-		}
-		wg.Go(func() {
-			if err := blob.Finalize(ctx, x.r.s, key); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("replica %d: %w", x.r.idx, err))
-				mu.Unlock()
+	// A replica the survey found holding the version may be rewriting it
+	// meanwhile (a repair, or a straggler of the write, replacing the object
+	// with the same version): gcsrapid hides an appendable object until its
+	// first bytes are flushed, so its Finalize finds none. Such a replica is
+	// surveyed again and, while it still holds the version, sealed again.
+	done := map[int]bool{}
+	for attempt := 1; ; attempt++ {
+		xs, _ := s.surveyAll(ctx, key)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
+		missing := false
+		for _, x := range xs {
+			if done[x.r.idx] || !x.ok() || x.kind != live || x.ver != cur.ver {
+				continue
 			}
-		})
+			wg.Go(func() {
+				err := blob.Finalize(ctx, x.r.s, key)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					done[x.r.idx] = true
+				case errors.Is(err, blob.ErrNotFound) && attempt < finalizeAttempts:
+					missing = true
+				default:
+					errs = append(errs, fmt.Errorf("replica %d: %w", x.r.idx, err))
+				}
+			})
+		}
+		wg.Wait()
+		if len(errs) > 0 {
+			return &blob.Error{Op: driver.OpFinalize, Key: key, Err: errors.Join(errs...)}
+		}
+		if !missing {
+			return nil
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
+		case <-ctx.Done():
+			return &blob.Error{Op: driver.OpFinalize, Key: key, Err: ctx.Err()}
+		}
 	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return &blob.Error{Op: driver.OpFinalize, Key: key, Err: errors.Join(errs...)}
-	}
-	return nil
 }
+
+// finalizeAttempts bounds the surveys of a Finalize whose replicas' objects
+// keep disappearing under it.
+const finalizeAttempts = 5

@@ -61,6 +61,24 @@ func TestFinalize(t *testing.T) {
 	if got := []int{seals[0].count("seg"), seals[1].count("seg"), seals[2].count("seg")}; got[0] != 1 || got[1] != 1 || got[2] != 0 {
 		t.Errorf("sealed per replica = %v, want [1 1 0]", got)
 	}
+	// A replica whose object is being rewritten with the same version (a
+	// repair, a straggler) finds none for a moment, as gcsrapid does while
+	// an appendable object has no bytes flushed: it is surveyed and sealed
+	// again, and Finalize succeeds.
+	fs[2].SetDown(false)
+	if err := q.Resolve(ctx, "seg"); err != nil {
+		t.Fatal(err)
+	}
+	fs[1].FailNth(fault.OpFinalize, 1, blob.ErrNotFound)
+	if err := q.Finalize(ctx, "seg"); err != nil {
+		t.Fatalf("Finalize with a replica's object missing for a moment: %v", err)
+	}
+	if st := fs[1].Stats()[fault.OpFinalize]; st.Failures != 1 {
+		t.Fatalf("replica 1's Finalize failed %d times, want 1", st.Failures)
+	}
+	if got := []int{seals[0].count("seg"), seals[1].count("seg"), seals[2].count("seg")}; got[0] != 2 || got[1] != 2 || got[2] != 1 {
+		t.Errorf("sealed per replica = %v, want [2 2 1]", got)
+	}
 	if err := q.Finalize(ctx, "missing"); !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("Finalize of a missing key: %v, want ErrNotFound", err)
 	}

@@ -31,7 +31,7 @@ type decision func(cur *rstate) (*value, error)
 // keep is the decision of a read: the current version stays.
 func keep(*rstate) (*value, error) { return nil, nil }
 
-// roundAttempts bounds the rounds one operation runs (StragglerTimeout
+// roundAttempts bounds the rounds one operation runs (its retry window
 // bounds their time): enough that a handful of writers racing on one key
 // on a slow machine all get through.
 const roundAttempts = 64
@@ -84,12 +84,13 @@ func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, 
 		if errors.As(r.err, &oe) {
 			floor = max(floor, oe.top)
 		}
-		if ctx.Err() != nil || attempt == roundAttempts-1 || s.roundsOver(mine) {
+		size := boundSize(ctx)
+		if ctx.Err() != nil || attempt == roundAttempts-1 || s.roundsOver(mine, size) {
 			if ctx.Err() != nil {
 				return nil, doneError(ctx, op, key, len(mine) > 0, r.err)
 			}
-			if s.roundsOver(mine) {
-				return nil, blob.Errorf(op, key, nil, "%w (%w): no round may begin %v after its first accept went out; last: %v", ErrNoQuorum, ErrUncertain, s.opts.StragglerTimeout, r.err)
+			if s.roundsOver(mine, size) {
+				return nil, blob.Errorf(op, key, nil, "%w (%w): no round may begin %v after its first accept went out; last: %v", ErrNoQuorum, ErrUncertain, s.retryWindow(size), r.err)
 			}
 			if len(mine) > 0 {
 				return nil, blob.Errorf(op, key, nil, "%w (%w): %v", ErrNoQuorum, ErrUncertain, r.err)

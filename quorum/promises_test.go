@@ -288,3 +288,39 @@ func TestLargeObjectRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A large write whose first round's accepts take longer than
+// StragglerTimeout, and fail short of a quorum, retries: its rounds may
+// begin within its allowance of its first accept (at most
+// maxRetryWindow), where StragglerTimeout alone refused every retry once
+// its accepts had taken that long.
+func TestLargeWriteRetriesPastStragglerTimeout(t *testing.T) {
+	ctx := context.Background()
+	reps, fs := faulted(t, 3, 14)
+	opts := testOptions()
+	opts.StragglerTimeout = 200 * time.Millisecond
+	opts.TombstoneGrace = 4 * time.Second // a retry window of at most 800 ms
+	q := newQuorum(t, reps, opts)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16) // 3 MiB: an allowance of 3.2 s
+	for _, f := range fs {
+		f.AddLatency(fault.OpCommit, latency.Fixed(300*time.Millisecond))
+	}
+	for _, f := range fs[1:] {
+		f.FailNthAfter(fault.OpCommit, 2, errors.New("injected: connection reset"))
+	}
+	if err := blob.Put(ctx, q, "big", data, nil); err != nil {
+		t.Fatalf("a 3 MiB write whose first accepts took 300 ms and were reported failed on two replicas: %v", err)
+	}
+	for _, f := range fs[1:] {
+		if st := f.Stats()[fault.OpCommit]; st.Failures == 0 {
+			t.Fatalf("no commit failed: %+v", st)
+		}
+	}
+	if st := q.Stats(); st.Rounds < 2 {
+		t.Fatalf("%d rounds: the write did not retry", st.Rounds)
+	}
+	got, err := blob.ReadAll(quorum.WithConsistency(ctx, quorum.ReadMajority), q, "big")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+}

@@ -98,8 +98,9 @@ type Options struct {
 	RepairRetry time.Duration
 	// TombstoneGrace is how long a tombstone (and a placeholder left by a
 	// promise) is kept after every replica holds it, before it is
-	// collected; default 10m. It must exceed twice StragglerTimeout (which
-	// bounds an operation's rounds, then its stragglers), so that no write
+	// collected; default 10m. It must exceed twice StragglerTimeout (an
+	// operation's rounds begin within half of it, and StragglerTimeout
+	// bounds their stragglers), so that no write
 	// still in flight from before the delete can land on a replica after its
 	// tombstone is gone.
 	TombstoneGrace time.Duration

@@ -209,13 +209,16 @@ func (s *Store) Retire(ctx context.Context, bh blob.Holding, version string) (Re
 }
 
 // InFlightBound bounds how long after an operation starts its replica
-// writes can land: the rounds that may find its own earlier accepts, and
-// a read's settling, begin within StragglerTimeout of them, and their writes
-// finish within StragglerTimeout more.
-// An operation moving n bytes is allowed n/MinRate more for its writes;
-// each of them is conditional on the replica generation its round's promise
-// left, so a late one lands only on a replica nothing touched since.
-func (s *Store) InFlightBound() time.Duration { return 2 * s.opts.StragglerTimeout }
+// writes can land: the rounds that may find its own earlier accepts begin
+// within its retry window of them (at most maxRetryWindow), a read's
+// settling within StragglerTimeout of its survey, and the promise of such a
+// round, whose accept is conditional on what the promise left, lands within
+// StragglerTimeout more. Writes that land later are conditional on the
+// replica generation their round's promise left, so a late one lands only
+// on a replica nothing touched since, and a retirement touches it.
+func (s *Store) InFlightBound() time.Duration {
+	return s.maxRetryWindow() + s.opts.StragglerTimeout
+}
 
 // holdingOf returns the survey a blob.Holding stands for: only this
 // package's Survey makes them.

@@ -188,8 +188,9 @@ func listKeys(t *testing.T, s blob.Store) []string {
 	return out
 }
 
-// quorumInFlight is the InFlightBound of the quorums newQuorum makes.
-const quorumInFlight = 4 * time.Second
+// quorumInFlight is the InFlightBound of the quorums newQuorum makes: half
+// their TombstoneGrace and their StragglerTimeout.
+const quorumInFlight = 4500 * time.Millisecond
 
 // newQuorum returns a quorum store over replicas with its background work
 // (probes, anti-entropy) slowed out of a test's way. Its reads are majority
@@ -199,9 +200,14 @@ func newQuorum(t *testing.T, replicas []blob.Store, tune ...func(*quorum.Options
 	t.Helper()
 	o := quorum.Options{Consistency: quorum.ReadMajority, ProbeInterval: time.Hour, AntiEntropyInterval: -1, CloseTimeout: time.Second,
 		// Short, so that retirements are confirmed within a test (InFlightBound).
-		StragglerTimeout: quorumInFlight / 2}
+		StragglerTimeout: 2 * time.Second}
 	for _, f := range tune {
 		f(&o)
+	}
+	if o.TombstoneGrace == 0 {
+		// As short as it may be, with the straggler timeout, so that the
+		// rounds' retry window, and so InFlightBound, is too.
+		o.TombstoneGrace = o.StragglerTimeout * 5 / 2
 	}
 	q, err := quorum.New(replicas, o)
 	if err != nil {
