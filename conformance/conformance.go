@@ -1185,7 +1185,23 @@ func testRetire(t *testing.T, h Harness, s blob.Store) {
 	if err != nil || res.Deleted == 0 || !res.Complete || res.Newer {
 		t.Errorf("Retire: %+v, %v", res, err)
 	}
-	if _, err := s.Stat(ctx, "ret"); !errors.Is(err, blob.ErrNotFound) {
+	// The version is younger than InFlightBound, so a copy of it may still
+	// land after the retirement (the write's own straggler, which a Survey
+	// made before it landed did not see): as the contract has it, a later
+	// retirement removes it, and then the key stays absent.
+	_, err = s.Stat(ctx, "ret")
+	for i := 0; i < 50 && err == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+		h, serr := r.Survey(ctx, "ret")
+		if serr != nil {
+			t.Fatalf("Survey: %v", serr)
+		}
+		if _, rerr := r.Retire(ctx, h, a.Generation); rerr != nil {
+			t.Fatalf("Retire again: %v", rerr)
+		}
+		_, err = s.Stat(ctx, "ret")
+	}
+	if !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("Stat after the retirement: %v, want ErrNotFound", err)
 	}
 	if t0, ok := r.GenerationTime(a.Generation); ok && (t0.After(time.Now().Add(time.Minute)) || t0.Before(h.opened.Add(-time.Minute))) {
