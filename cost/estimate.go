@@ -35,6 +35,10 @@ type Workload struct {
 	// and PackMaxBytes; zero: tiered's defaults).
 	PackObjects int
 	PackBytes   int64
+	// Processes is how many processes open the tiered store, each with its
+	// compactor on (zero counts as 1): one holds the compactor lease and
+	// compacts, the others check the lease (see CompactorLease).
+	Processes int
 }
 
 // packObjects is how many objects one pack holds.
@@ -70,6 +74,8 @@ func (w Workload) Validate() error {
 		return fmt.Errorf("interval %v: must not be negative", w.Interval)
 	case w.Replicas < 1:
 		return fmt.Errorf("replicas %d: must be at least 1", w.Replicas)
+	case w.Processes < 0:
+		return fmt.Errorf("processes %d: must not be negative", w.Processes)
 	case w.PackObjects < 0 || w.PackBytes < 0:
 		return fmt.Errorf("pack bounds %d objects, %d bytes: must not be negative", w.PackObjects, w.PackBytes)
 	}
@@ -202,6 +208,29 @@ func PackLogInventory(exists, changed bool) Requests {
 	return r
 }
 
+// CompactorLease is what the compactor lease of a tiered store costs in a
+// month, with processes opening the store and a lease of the given
+// duration (zero: tiered's default, three of its default clock skews):
+// each process acts every third of the lease, the holder renewing it (a
+// Stat, the conditional write, a Stat to read its generation back) and
+// every other process reading it (a Stat).
+func CompactorLease(processes int, lease time.Duration) Requests {
+	if lease <= 0 {
+		lease = 3 * tiered.DefaultMaxClockSkew
+	}
+	rounds := float64(month) / float64(lease/3)
+	return Requests{RegionalReads: rounds * float64(2+max(processes, 1)-1), RegionalWrites: rounds}
+}
+
+// ManualPassLease is what a pass of a manual Store (CompactOnce) issues for
+// the compactor lease when it is shorter than a third of the lease: taking
+// it (a Stat, the conditional write, a Stat to read its generation back)
+// and giving it up after (the write and its Stat). A background compactor
+// holds the lease across passes instead (CompactorLease).
+func ManualPassLease() Requests {
+	return Requests{RegionalWrites: 2, RegionalReads: 3}
+}
+
 // PackedDelete is what a user's Delete of an object that lives in a pack
 // issues of its own: a grave, written to hot on condition that hot has
 // nothing (on a quorum, a consensus round like a write). Its share of the
@@ -319,7 +348,8 @@ func tieredCost(w Workload, hot, cold Price) Cost {
 		plus(PackMoveBatch(n).times(passes * packsPerPass)).
 		plus(perPass.times(passes)).
 		plus(GraveRetirement(n).times(writes)).
-		plus(Requests{RegionalWrites: 1 + math.Max(1, math.Ceil(logObjects/1000))}.times(passes))
+		plus(Requests{RegionalWrites: 1 + math.Max(1, math.Ceil(logObjects/1000))}.times(passes)).
+		plus(CompactorLease(w.Processes, 0))
 	// The application's requests: its writes, and its deletes at the end
 	// of retention, which find each object in a pack and share tombstones
 	// and listings of the pack log with the deletes in flight with them.

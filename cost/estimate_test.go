@@ -48,7 +48,8 @@ func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1
 func TestEstimateArithmetic(t *testing.T) {
 	w := cost.Workload{WritesPerSecond: 100, ObjectBytes: 64 << 10, Retention: 7 * 24 * time.Hour, After: 5 * time.Minute, Replicas: 3}
 	allHot, tier := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard)
-	compactor := 840.96 + 735.84 + 6.054912 + 53.436
+	lease := 43800*0.005/1e3 + 2*43800*0.0004/1e3 // one process: a renewal and two Stats a minute
+	compactor := 840.96 + 735.84 + 6.054912 + 53.436 + lease
 	for _, c := range []struct {
 		what      string
 		got, want float64
@@ -69,7 +70,7 @@ func TestEstimateArithmetic(t *testing.T) {
 	}
 	// An explicit interval of 5 minutes: 8760 passes, each with 30 packs.
 	w.Interval = 5 * time.Minute
-	want := 8830.08 + 8830.08 + 2.628 + 840.96 + 735.84 + 8760*30*(4*0.005+4*0.0004)/1e3 + 8760*(180+63+62)*0.005/1e3
+	want := 8830.08 + 8830.08 + 2.628 + 840.96 + 735.84 + 8760*30*(4*0.005+4*0.0004)/1e3 + 8760*(180+63+62)*0.005/1e3 + lease
 	if _, slow := cost.Estimate(w, cost.GCSRapid, cost.GCSStandard); !near(slow.Requests, want) {
 		t.Errorf("tiered requests with a pass every 5m = %.6f, want %.6f", slow.Requests, want)
 	}
@@ -246,5 +247,31 @@ func TestTieringBySize(t *testing.T) {
 				t.Errorf("%s, %d B objects: compactor $%.0f of $%.0f, want at most a tenth", p.Zonal.Cloud, size, tier.Compactor, tier.Total())
 			}
 		}
+	}
+}
+
+// The compactor lease at tiered's defaults (a 3-minute lease, acted on
+// every minute) costs a month 43,800 regional writes by the holder and a
+// Stat by each process and the holder's read-back each minute: cents on
+// every cloud, whatever the number of processes within reason.
+func TestCompactorLease(t *testing.T) {
+	r := cost.CompactorLease(3, 0)
+	if !near(r.RegionalWrites, 43800) || !near(r.RegionalReads, 4*43800) || r.ZonalWrites != 0 || r.ZonalReads != 0 {
+		t.Fatalf("lease requests a month with 3 processes: %+v", r)
+	}
+	if one := cost.CompactorLease(1, 0); !near(one.RegionalReads, 2*43800) {
+		t.Fatalf("lease reads a month with 1 process: %+v", one)
+	}
+	for _, p := range cost.Pairs() {
+		usd := (r.RegionalWrites*p.Regional.WritePer1000 + r.RegionalReads*p.Regional.ReadPer1000) / 1000
+		t.Logf("%s: the lease of 3 processes costs $%.3f a month", p.Regional.Cloud, usd)
+		if usd > 1 {
+			t.Errorf("%s: the lease costs $%.2f a month", p.Regional.Cloud, usd)
+		}
+	}
+	w := cost.DefaultWorkload()
+	w.Processes = -1
+	if err := w.Validate(); err == nil {
+		t.Error("a negative number of processes was accepted")
 	}
 }

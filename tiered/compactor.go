@@ -71,6 +71,9 @@ type Stats struct {
 	LastPass     time.Time
 	LastPassTook time.Duration
 	LastError    string
+	// Lease is what this Store knows of the compactor lease: who holds it,
+	// since when, and whether this Store does.
+	Lease LeaseStats
 }
 
 type statsCounters struct {
@@ -101,6 +104,7 @@ func (s *Store) Stats() Stats {
 		Graves:        c.graves.Load(), GravesRetired: c.gravesRetired.Load(),
 	}
 	st.IndexCacheBytes, st.IndexesCached = s.cat.cache.size()
+	st.Lease = s.lease.stats()
 	st.Damaged, st.Foreign, st.CorruptReads = s.cat.damagedNames(), s.cat.foreign.Load(), c.corruptReads.Load()
 	c.mu.Lock()
 	st.Lag, st.LastPass, st.LastPassTook, st.LastError = c.lag, c.lastPass, c.lastTook, c.lastErr
@@ -134,7 +138,14 @@ func (s *Store) run(ctx context.Context) {
 	t := time.NewTicker(s.opts.Interval)
 	defer t.Stop()
 	for {
-		s.tracePass(ctx)
+		// Only the lease's holder runs passes; the keeper takes the lease
+		// when it is free.
+		if pctx, done, ok := s.lease.passContext(ctx); ok {
+			s.tracePass(pctx)
+			done()
+		} else {
+			s.lease.skipped.Add(1)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -152,14 +163,26 @@ type PassResult struct {
 
 // CompactOnce runs one compaction pass now: every hot object older than After
 // is moved to cold, at most Concurrency at a time and within the rate limits.
-// It is safe to call while the background compactor runs (a key being moved
-// by one is skipped by the other).
+// It runs only under the compactor lease: if another process holds it, the
+// pass is not run and Err says who holds it. It is safe to call while the
+// background compactor runs (a key being moved by one is skipped by the
+// other).
 func (s *Store) CompactOnce(ctx context.Context) PassResult {
 	start := s.opts.Now()
 	var res PassResult
 	if s.life.Closed() {
 		res.Err = driver.ClosedError("compact", "")
 		return res
+	}
+	if _, inPass := ctx.Value(passKey{}).(*passHold); !inPass {
+		pctx, done, err := s.holdLease(ctx)
+		if err != nil {
+			s.lease.skipped.Add(1)
+			res.Err = err
+			return res
+		}
+		defer done()
+		ctx = pctx
 	}
 	var mu sync.Mutex
 	note := func(o moveOutcome, size int64, err error) {
@@ -442,6 +465,9 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 	if _, err := s.killPacked(ctx, key); err != nil {
 		return none, 0, err
 	}
+	if err := s.fence(ctx); err != nil {
+		return none, 0, err
+	}
 	// 6. Delete hot, only if it is still generation g1.
 	err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g1})
 	switch {
@@ -495,6 +521,9 @@ func (s *Store) copyToCold(ctx context.Context, key string, a *blob.Attributes) 
 		wo.Metadata = map[string]string{}
 	}
 	wo.Metadata[generationKey] = a.Generation
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := s.cold.NewWriter(wctx, key, &wo)
@@ -522,6 +551,9 @@ func (s *Store) copyToCold(ctx context.Context, key string, a *blob.Attributes) 
 // conditional on c1 so that a newer copy is never touched. On failure the
 // move's marker stays, so recovery removes the copy later.
 func (s *Store) removeCopy(ctx context.Context, key, c1 string) error {
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
 	err := s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: c1})
 	if err == nil || errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
 		return nil
@@ -532,6 +564,9 @@ func (s *Store) removeCopy(ctx context.Context, key, c1 string) error {
 // dropMarker removes key's marker whatever its state, once the move has
 // dealt with its copy.
 func (s *Store) dropMarker(ctx context.Context, key string) error {
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
 	err := s.hot.Delete(ctx, markerKey(key), nil)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil

@@ -81,7 +81,10 @@ func TestCostCounts(t *testing.T) {
 			// and sets the hot-delete delay each delete waits (a tenth, at
 			// most 200ms).
 			const moveTimeout = 4 * time.Second
-			s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: perPack, MoveTimeout: moveTimeout, MaxClockSkew: 10 * time.Millisecond})
+			// The lease in cold, where it is by default, and long enough
+			// that no pass renews it: each takes and gives it up
+			// (cost.ManualPassLease).
+			s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: perPack, MoveTimeout: moveTimeout, MaxClockSkew: 10 * time.Millisecond, LeaseDuration: time.Hour, LeaseStore: cold})
 			count := func() cost.Requests { return requestsOf(zonal, cold) }
 			check := func(what string, got, want cost.Requests) {
 				t.Helper()
@@ -126,6 +129,7 @@ func TestCostCounts(t *testing.T) {
 				}
 			}
 			model := addRequests(scale(cost.PackMoveObject(n), objects), scale(cost.PackMoveBatch(n), objects/perPack), scale(listings, passes),
+				scale(cost.ManualPassLease(), passes),
 				cost.PackLogInventory(false, true),
 				// The new Store's first look at the pack log is a full
 				// refresh too, which reads the inventory (none yet).
@@ -198,7 +202,7 @@ func TestCostCounts(t *testing.T) {
 				t.Fatalf("the pass retired %d graves, want 100", r)
 			}
 			retirement := minus(count(), before)
-			model = addRequests(scale(cost.GraveRetirement(n), 100), listings, cost.Requests{RegionalWrites: 2}, cost.PackLogInventory(true, true))
+			model = addRequests(scale(cost.GraveRetirement(n), 100), listings, cost.Requests{RegionalWrites: 2}, cost.PackLogInventory(true, true), cost.ManualPassLease())
 			if d := minus(retirement, model); math.Abs(d.RegionalWrites) > 0.5 || math.Abs(d.RegionalReads) > 0.5 || math.Abs(d.ZonalWrites) > 2 || math.Abs(d.ZonalReads) > 0.5*100 {
 				t.Errorf("a pass retiring 100 graves: counted %+v, the model says %+v", retirement, model)
 			}

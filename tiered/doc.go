@@ -271,13 +271,41 @@
 // packs removed by rewrites stay in the catalog until a full listing (each
 // pass's maintenance, or a read that finds its pack gone).
 //
-// Run one compactor per pair of tiers, packing or not: pack markers do not
-// exclude each other, and of two live versions of a key in packs (possible
-// only while two compactors pack it at once) the newer pack's name wins;
-// and with packs off, histories of two compactors and conditional writes
-// in other processes were found not linearizable (reads that gave an
-// empty generation, and a register history no order explains), which no
-// test of one compactor shows.
+// # Compactors
+//
+// Any number of processes may open the same pair of tiers, each with its
+// compactor on: they elect one holder of the compactor lease, an object in
+// cold written only on condition of the generation its writer saw, with a
+// holder, an epoch (one more for each new holder) and an expiry. Only the
+// holder runs passes; it renews the lease every third of
+// Options.LeaseDuration (default three MaxClockSkews, at least a second),
+// and Close gives it up so that another process takes it at once. A
+// holder that dies is replaced once its lease has ended by every clock:
+// within LeaseDuration plus MaxClockSkew of its last renewal, and a third
+// of LeaseDuration more for the others' next look at it. The holder
+// acts only until MaxClockSkew before the expiry, and a successor only
+// from MaxClockSkew after it, so with clocks within MaxClockSkew of each
+// other their passes never overlap in real time (the lease is refused if
+// not longer than twice MaxClockSkew). Every write a pass makes (markers,
+// packs, log objects, tombstones, inventory, deletes and retirements in
+// hot) first checks that the lease is still held under the pass's epoch,
+// and the pass's context ends when it is not, so a holder stopped past
+// its lease (a paused process) has each later write of its pass refused
+// when it resumes; only a write already sent when it stopped can land,
+// within the MaxClockSkew of margin or under the protocols' own
+// conditions (markers IfNotExist, hot deletes on a generation, the
+// inventory on its generation). CompactOnce runs under the lease too: a
+// manual Store takes it for the pass and gives it up after, and one whose
+// lease another process holds runs nothing (PassResult.Err names the
+// holder). Stats.Lease says who holds it, since when, and this Store's
+// acquisitions, losses and skipped passes.
+//
+// Two compactors must never run passes at once: pack markers do not
+// exclude each other, and with packs off, histories of two compactors and
+// conditional writes in other processes were found not linearizable. The
+// lease is what keeps them apart; TestLinearizable checks histories with
+// three compacting processes, and TestCompactorLease a holder paused past
+// its lease.
 //
 // # A move (each object on its own)
 //
@@ -336,9 +364,9 @@
 //     again. An IfNotExist write's object absent from hot when the check
 //     began would have to be created and moved within one write to fool
 //     it, and objects younger than After are never moved.
-//   - Two compactors: a marker is written IfNotExist, so two never move one
-//     key at once; Owner must differ between live processes. Still, run
-//     one compactor per pair of tiers (see Packs).
+//   - Two compactors: the compactor lease runs one at a time (see
+//     Compactors); a marker is written IfNotExist besides, so two never
+//     move one key at once. Owner must differ between live processes.
 //
 // Deletes and conditional operations in any process are linearizable
 // (TestLinearizable checks them from three processes over mem, a quorum

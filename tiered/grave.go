@@ -148,6 +148,9 @@ func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
 		} else if err != nil {
 			return err
 		}
+		if err := s.fence(ctx); err != nil {
+			return err
+		}
 		err = s.cold.Delete(ctx, g.key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
 		if errors.Is(err, blob.ErrUnsupported) {
 			err = s.cold.Delete(ctx, g.key, nil)
@@ -169,11 +172,17 @@ func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
 		if err != nil {
 			return err
 		}
+		if err := s.fence(ctx); err != nil {
+			return err
+		}
 		if _, err := s.ret.Retire(ctx, h, g.attrs.Generation); err != nil {
 			return err
 		}
 		s.stats.gravesRetired.Add(1)
 		return nil
+	}
+	if err := s.fence(ctx); err != nil {
+		return err
 	}
 	err := s.hot.Delete(ctx, g.key, &blob.DeleteOptions{IfGenerationMatch: g.attrs.Generation})
 	switch {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,6 +135,12 @@ func manualPacked(t *testing.T, hot, cold blob.Store, maxObjects int) *tiered.St
 func manualWith(t *testing.T, hot, cold blob.Store, o tiered.Options) *tiered.Store {
 	t.Helper()
 	o.After, o.Manual, o.Concurrency = time.Nanosecond, true, 1
+	if o.LeaseStore == nil {
+		// Tests that count or fail cold's calls one by one see only the
+		// pass's: the lease of the stores over one cold store lives in a
+		// store of its own (tests that set it to cold see it there).
+		o.LeaseStore = leaseStoreFor(t, cold)
+	}
 	if o.Owner == "" {
 		o.Owner = "test-compactor"
 	}
@@ -227,4 +234,23 @@ func retireGraves(t *testing.T, hot, cold blob.Store, o tiered.Options) {
 	if res := s.CompactOnce(ctxT(t)); res.Failed != 0 {
 		t.Fatalf("pass retiring the graves: %+v (%s)", res, s.Stats().LastError)
 	}
+}
+
+var leaseStores sync.Map // cold store -> the mem store of its compactor lease
+
+// leaseStoreFor returns the store that holds the compactor lease of the
+// tiered stores over cold that manualWith makes.
+func leaseStoreFor(t *testing.T, cold blob.Store) blob.Store {
+	if s, ok := leaseStores.Load(cold); ok {
+		return s.(blob.Store)
+	}
+	m, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, loaded := leaseStores.LoadOrStore(cold, m)
+	if loaded {
+		m.Close()
+	}
+	return s.(blob.Store)
 }

@@ -144,6 +144,9 @@ func (s *Store) recoverLock(ctx context.Context, obj blob.ListObject) error {
 	if s.opts.Now().Sub(a.ModTime) <= s.lockLease() {
 		return nil
 	}
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
 	err = s.hot.Delete(ctx, obj.Key, &blob.DeleteOptions{IfGenerationMatch: a.Generation})
 	if errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
 		return nil

@@ -208,6 +208,9 @@ func (s *Store) recordInventory(ctx context.Context, removals, forget []string) 
 	// Its generation is unknown until the next full refresh reads it back,
 	// which the next write waits for.
 	c.inv = nil
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
 	return writeInventory(ctx, s.cold, inv, gen)
 }
 

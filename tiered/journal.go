@@ -59,6 +59,9 @@ func (s *Store) writeMarker(ctx context.Context, key, g1 string) (gen string, er
 	m := marker{Key: key, Gen: g1, Owner: s.opts.Owner, State: stateMoving, Time: s.opts.Now()}
 	b, _ := json.Marshal(m)
 	mk := markerKey(key)
+	if err := s.fence(ctx); err != nil {
+		return "", err
+	}
 	if err := blob.Put(ctx, s.hot, mk, b, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
 		return "", err
 	}
@@ -234,6 +237,9 @@ func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject) error {
 		// next pass moves it again over the copy.
 	}
 	if stale {
+		if err := s.fence(ctx); err != nil {
+			return err
+		}
 		err := s.cold.Delete(ctx, m.Key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
 		if err != nil && !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, blob.ErrPrecondition) {
 			return err

@@ -146,13 +146,21 @@ func TestLinearizable(t *testing.T) {
 				name = hotKind + "/packs"
 			}
 			t.Run(name, func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { runLinearizable(t, seed, hotKind, packs) })
+				synctest.Test(t, func(t *testing.T) { runLinearizable(t, seed, hotKind, packs, 1) })
 			})
 		}
 	}
+	// Every process compacts, as every process that opens a tiered URL
+	// does by default: the compactor lease lets one pass run at a time, and
+	// each pass gives it up after, so the holder changes all through.
+	for _, hotKind := range []string{"mem", "quorum"} {
+		t.Run(hotKind+"/packs/three-compactors", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { runLinearizable(t, seed, hotKind, 3, 3) })
+		})
+	}
 }
 
-func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int) {
+func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, compactors int) {
 	const processes = 3
 	slowRead := latency.Dist{P50: time.Millisecond, P99: 6 * time.Millisecond}
 	var replicas []*fault.Store
@@ -171,13 +179,35 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 	cold := fault.Wrap(coldMem, fault.Options{Seed: seed + 10, Name: "cold"})
 	cold.AddLatency(fault.OpRead, latency.Dist{P50: 2 * time.Millisecond, P99: 8 * time.Millisecond})
 	cold.AddLatency(fault.OpCommit, latency.Dist{P50: 2 * time.Millisecond, P99: 8 * time.Millisecond})
-	hotFor := func() blob.Store {
+	// With several compactors, process 1 is paused now and then past its
+	// lease (every call of its stops where it is, then goes on), and
+	// process 2 is cut off from cold now and then, for longer than its
+	// lease at times: each holds the lease in turn, and loses it so.
+	var gates []*paused
+	through := func(p int, s blob.Store) blob.Store {
+		if compactors > 1 && p == 1 {
+			g := newPaused(s, p, false, nil)
+			gates = append(gates, g)
+			return g
+		}
+		return s
+	}
+	coldOf := make([]blob.Store, processes)
+	var cutOff *fault.Store
+	for p := range processes {
+		coldOf[p] = through(p, cold)
+		if compactors > 1 && p == 2 {
+			cutOff = fault.Wrap(cold, fault.Options{Seed: seed + 11, Name: "cold-of-2"})
+			coldOf[p] = cutOff
+		}
+	}
+	hotFor := func(p int) blob.Store {
 		if hotKind == "mem" {
-			return nopClose{replicas[0]}
+			return nopClose{through(p, replicas[0])}
 		}
 		var rs []blob.Store
 		for _, r := range replicas {
-			rs = append(rs, nopClose{r})
+			rs = append(rs, nopClose{through(p, r)})
 		}
 		// Rounds are bounded tighter than by default, so that versions are
 		// old enough to retire within the run (InFlightBound), and down
@@ -188,7 +218,7 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 	}
 	var stores []*tiered.Store
 	for p := range processes {
-		stores = append(stores, manualWith(t, hotFor(), cold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10, Owner: fmt.Sprint("process-", p)}))
+		stores = append(stores, manualWith(t, hotFor(p), coldOf[p], tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10, Owner: fmt.Sprint("process-", p), LeaseStore: coldOf[p]}))
 	}
 	h := &history{}
 	keys := []string{"a", "b", "c"}
@@ -217,17 +247,48 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 			}
 		})
 	}
-	compactor.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	var handovers, pauses, cuts atomic.Int64
+	if compactors > 1 {
+		frng := rand.New(rand.NewPCG(seed, 77))
+		compactor.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Duration(20+frng.IntN(100)) * time.Millisecond):
+				}
+				if n%2 == 0 {
+					for _, g := range gates {
+						g.pause()
+					}
+					pauses.Add(1)
+					time.Sleep(time.Duration(1500+frng.IntN(2000)) * time.Millisecond) // past the 1s lease
+					for _, g := range gates {
+						g.resume()
+					}
+				} else {
+					cutOff.SetDown(true)
+					cuts.Add(1)
+					time.Sleep(time.Duration(10+frng.IntN(2000)) * time.Millisecond)
+					cutOff.SetDown(false)
+				}
 			}
-			moved.Add(int64(stores[0].CompactOnce(ctx).Moved))
-			time.Sleep(500 * time.Microsecond)
-		}
-	})
+		})
+	}
+	for p := range compactors {
+		compactor.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res := stores[p].CompactOnce(ctx)
+				moved.Add(int64(res.Moved))
+				time.Sleep(500 * time.Microsecond)
+			}
+		})
+	}
 	var wg sync.WaitGroup
 	for p := range processes {
 		rng := rand.New(rand.NewPCG(seed, uint64(p)))
@@ -290,6 +351,19 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects int)
 		delayed += r.Stats()[fault.OpRead].Delays
 	}
 	st := stores[0].Stats()
+	for _, s := range stores[1:] {
+		o := s.Stats()
+		st.Packs, st.Retired, st.Unretired, st.StaleHot, st.Recovered = st.Packs+o.Packs, st.Retired+o.Retired, st.Unretired+o.Unretired, st.StaleHot+o.StaleHot, st.Recovered+o.Recovered
+		st.GravesRetired += o.GravesRetired
+		handovers.Add(o.Lease.Acquired)
+	}
+	handovers.Add(stores[0].Stats().Lease.Acquired)
+	if compactors > 1 {
+		t.Logf("%d epochs of the compactor lease among %d compacting processes; process 1 paused %d times, process 2 cut off from cold %d times", handovers.Load(), compactors, pauses.Load(), cuts.Load())
+		if handovers.Load() < 3 {
+			t.Errorf("the lease changed hands %d times: the compactors did not take turns", handovers.Load())
+		}
+	}
 	t.Logf("%d operations %v; %d objects moved, %d packs; %d hot reads slowed; %d replica copies retired, %d retirements left for recovery, %d stale hot versions set aside, %d markers recovered, %d replica outages",
 		len(h.Ops()), h.count, moved.Load(), st.Packs, delayed, st.Retired, st.Unretired, st.StaleHot, st.Recovered, flaps.Load())
 	for _, e := range h.errs {

@@ -49,6 +49,9 @@ func newMetrics(s *Store, mp metric.MeterProvider) (*metrics, error) {
 		{name: "zonalblob.tiered.graves_retired", desc: "Graves the compactor removed with what they shadowed.", value: func(st *Stats) int64 { return st.GravesRetired }},
 		{name: "zonalblob.tiered.misses_checked", desc: "Reads and Stats that missed in both tiers and asked both again.", value: func(st *Stats) int64 { return st.MissesChecked }},
 		{name: "zonalblob.tiered.index_loads", desc: "Pack indexes read from cold.", value: func(st *Stats) int64 { return st.IndexLoads }},
+		{name: "zonalblob.tiered.lease.acquired", desc: "Epochs of the compactor lease this Store began.", value: func(st *Stats) int64 { return st.Lease.Acquired }},
+		{name: "zonalblob.tiered.lease.lost", desc: "Epochs of the compactor lease this Store lost before it released them.", value: func(st *Stats) int64 { return st.Lease.Lost }},
+		{name: "zonalblob.tiered.passes_skipped", desc: "Passes not run because another process held the compactor lease.", value: func(st *Stats) int64 { return st.Lease.Skipped }},
 	}
 	insts := make([]metric.Observable, 0, len(counters)+5)
 	for _, c := range counters {
@@ -88,7 +91,17 @@ func newMetrics(s *Store, mp metric.MeterProvider) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	insts = append(insts, lag, sinceLast, took, cacheBytes, cached)
+	held, err := m.Int64ObservableGauge("zonalblob.tiered.lease.held",
+		metric.WithDescription("1 while this Store holds the compactor lease (runs the passes), else 0."))
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := m.Int64ObservableGauge("zonalblob.tiered.lease.epoch",
+		metric.WithDescription("The epoch of the compactor lease as this Store last saw it (one more for each new holder)."))
+	if err != nil {
+		return nil, err
+	}
+	insts = append(insts, lag, sinceLast, took, cacheBytes, cached, held, epoch)
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := s.Stats()
 		for _, c := range counters {
@@ -101,6 +114,12 @@ func newMetrics(s *Store, mp metric.MeterProvider) (*metrics, error) {
 		}
 		o.ObserveInt64(cacheBytes, st.IndexCacheBytes)
 		o.ObserveInt64(cached, int64(st.IndexesCached))
+		h := int64(0)
+		if st.Lease.Held {
+			h = 1
+		}
+		o.ObserveInt64(held, h)
+		o.ObserveInt64(epoch, int64(st.Lease.Epoch))
 		return nil
 	}, insts...)
 	if err != nil {

@@ -136,6 +136,9 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 		delete(s.batches, mk)
 		s.batchMu.Unlock()
 	}()
+	if err := s.fence(ctx); err != nil {
+		return 0, 0, err
+	}
 	if err := blob.Put(ctx, s.cold, mk, mb, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
 		return 0, 0, err
 	}
@@ -237,6 +240,9 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 			m.Items = append(m.Items, kill{Key: it.obj.Key, Gen: it.attrs.Generation})
 		}
 		mb, _ := json.Marshal(m)
+		if err := s.fence(ctx); err != nil {
+			return done(err)
+		}
 		if err := blob.Put(ctx, s.cold, mk, mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 			return done(err)
 		}
@@ -288,6 +294,9 @@ func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, id
 	}
 
 	// 5. The pack, verified, in time.
+	if err := s.fence(ctx); err != nil {
+		return time.Time{}, err
+	}
 	if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: logMetadata(indexKeys(idx))}); err != nil {
 		return time.Time{}, err
 	}
@@ -319,6 +328,9 @@ func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, id
 // there).
 func (s *Store) removeMoved(ctx context.Context, it *packItem) (bool, error) {
 	if s.ret == nil {
+		if err := s.fence(ctx); err != nil {
+			return false, err
+		}
 		err := s.hot.Delete(ctx, it.obj.Key, &blob.DeleteOptions{IfGenerationMatch: it.attrs.Generation})
 		if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
 			return false, nil
@@ -332,6 +344,9 @@ func (s *Store) removeMoved(ctx context.Context, it *packItem) (bool, error) {
 		// take effect again. Recovery retires it once that cannot be (After
 		// is that much longer in any deployment; tests move at once).
 		return false, errTooYoung
+	}
+	if err := s.fence(ctx); err != nil {
+		return false, err
 	}
 	res, err := s.ret.Retire(ctx, it.hold, it.attrs.Generation)
 	s.stats.retired.Add(int64(res.Deleted))
@@ -463,6 +478,9 @@ func (s *Store) readHeld(ctx context.Context, o blob.ListObject) (*packItem, err
 
 // dropBatchMarker removes a pack move's marker.
 func (s *Store) dropBatchMarker(ctx context.Context, mk string) error {
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
 	err := s.cold.Delete(ctx, mk, nil)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil
@@ -501,6 +519,9 @@ func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject) error {
 			// later.
 			m.Time = s.opts.Now()
 			mb, _ := json.Marshal(m)
+			if err := s.fence(ctx); err != nil {
+				return err
+			}
 			if perr := blob.Put(ctx, s.cold, obj.Key, mb, &blob.WriterOptions{ContentType: "application/json"}); perr != nil {
 				return perr
 			}
@@ -518,6 +539,9 @@ func (s *Store) confirmRetired(ctx context.Context, items []kill) (bool, error) 
 	for _, it := range items {
 		h, err := s.ret.Survey(ctx, it.Key)
 		if err != nil {
+			return false, err
+		}
+		if err := s.fence(ctx); err != nil {
 			return false, err
 		}
 		res, err := s.ret.Retire(ctx, h, it.Gen)
@@ -656,6 +680,9 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 	if err := s.recordInventory(ctx, removals, nil); err != nil {
 		return err
 	}
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
 	for _, name := range removals {
 		if err := s.cold.Delete(ctx, name, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
 			return err
@@ -735,6 +762,9 @@ func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[ki
 		name := logName(kindPack, chosen)
 		body, err := encodePack(idx, data.Bytes())
 		if err != nil {
+			return false, err
+		}
+		if err := s.fence(ctx); err != nil {
 			return false, err
 		}
 		if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: logMetadata(indexKeys(idx))}); err != nil {

@@ -87,8 +87,21 @@ type Options struct {
 	// derived from it.
 	MoveTimeout time.Duration
 	// Manual turns the background compactor off: moves happen only in
-	// CompactOnce.
+	// CompactOnce, which runs under the compactor lease too (taking it for
+	// the pass if no other process holds it, and giving it up after).
 	Manual bool
+	// LeaseDuration is how long the compactor lease lasts from each
+	// renewal (see Compactors in the package documentation): default
+	// three MaxClockSkews, and at least a second. It must exceed twice
+	// MaxClockSkew: its holder stops acting MaxClockSkew before it ends, and
+	// a successor starts MaxClockSkew after. A dead holder is replaced
+	// within LeaseDuration plus MaxClockSkew and a third of LeaseDuration.
+	LeaseDuration time.Duration
+	// LeaseStore is where the compactor lease lives (nil: cold, beside the
+	// pack log a pass writes). Every process sharing the tiers must give
+	// the same one, and it must enforce conditional writes between them.
+	// Close does not close it.
+	LeaseStore blob.Store
 	// PackMaxObjects bounds the objects moved into one pack (default
 	// DefaultPackMaxObjects); negative moves every object on its own, to a
 	// cold object of its own name. Do not turn packs off over a cold store
@@ -140,6 +153,12 @@ func (o Options) validate() error {
 	if o.After < 0 || o.Interval < 0 || o.MaxObjectsPerSecond < 0 || o.MaxBytesPerSecond < 0 ||
 		o.PackMaxBytes < 0 || o.PackMinLive < 0 || o.PackMinLive > 1 || o.MaxClockSkew < 0 || o.MoveTimeout < 0 || o.IndexCacheBytes < 0 {
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative option, or PackMinLive above 1")
+	}
+	if o.LeaseDuration < 0 {
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative LeaseDuration")
+	}
+	if skew := cmp.Or(o.MaxClockSkew, DefaultMaxClockSkew); o.LeaseDuration != 0 && o.LeaseDuration <= 2*skew {
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: a compactor lease of %v is too short for a clock skew of %v: it must exceed twice the skew", o.LeaseDuration, skew)
 	}
 	return nil
 }
@@ -212,6 +231,9 @@ type Store struct {
 
 	metrics *metrics
 	tracer  trace.Tracer
+
+	lease     *lease
+	leaseDone chan struct{} // closed when the lease keeper has stopped
 }
 
 var (
@@ -243,6 +265,7 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		s.ret = r
 	}
 	s.cat = newCatalog(s)
+	s.lease = newLease(s)
 	s.tombs = newTombstoneBatcher(opts.MoveTimeout, maxTombstoneKills, s.commitTombstone)
 	m, err := newMetrics(s, opts.MeterProvider)
 	if err != nil {
@@ -250,9 +273,12 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("tiered: metrics: %w", err)}
 	}
 	s.metrics, s.tracer = m, newTracer(opts.TracerProvider)
+	s.leaseDone = make(chan struct{})
 	if opts.Manual {
 		close(s.done)
+		close(s.leaseDone)
 	} else {
+		go s.keepLease(ctx, s.leaseDone)
 		go s.run(ctx)
 	}
 	return s, nil
@@ -1279,6 +1305,11 @@ func (s *Store) Close() error {
 	}
 	s.cancel()
 	<-s.done
+	<-s.leaseDone
+	// The passes have ended: another process may take the lease at once.
+	rctx, cancel := context.WithTimeout(context.Background(), s.lease.duration/3)
+	s.lease.release(rctx)
+	cancel()
 	s.metrics.close()
 	return errors.Join(s.hot.Close(), s.cold.Close())
 }

@@ -95,7 +95,7 @@ func TestFinalizesBeforeMoving(t *testing.T) {
 		}
 	}}
 	// Not through manual(): nopClose would hide Finalize.
-	s, err := tiered.New(f, coldH, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, PackMaxObjects: -1})
+	s, err := tiered.New(f, coldH, tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, PackMaxObjects: -1, LeaseStore: leaseStoreFor(t, coldH)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestLagAndErrors(t *testing.T) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s, err := tiered.New(keepOpen(hot), nopClose{coldF}, tiered.Options{After: time.Minute, Manual: true, Now: clock})
+	s, err := tiered.New(keepOpen(hot), nopClose{coldF}, tiered.Options{After: time.Minute, Manual: true, Now: clock, LeaseStore: leaseStoreFor(t, coldF)})
 	if err != nil {
 		t.Fatal(err)
 	}

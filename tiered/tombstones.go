@@ -34,6 +34,9 @@ func (s *Store) writeTombstone(ctx context.Context, ks []kill) error {
 	if len(ks) == 0 {
 		return nil
 	}
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
 	committed, err := s.tombs.add(ctx, ks)
 	if err != nil {
 		return err

@@ -23,7 +23,8 @@ func init() { blob.RegisterWithGocloud(Scheme, Open) }
 // parameters: interval, concurrency, max_objects_per_second,
 // max_bytes_per_second, move_timeout, manual, pack_max_objects (-1: no
 // packs), pack_max_bytes (a size such as 64MiB), pack_min_live_percent,
-// max_clock_skew, index_cache_bytes (a size) (see Options). All are validated before any I/O.
+// max_clock_skew, lease (the compactor lease's duration), index_cache_bytes
+// (a size) (see Options). All are validated before any I/O.
 // Unknown parameters are an error.
 func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	q := driver.NewQuery(u)
@@ -37,6 +38,7 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 		MaxBytesPerSecond:   float64(q.Int("max_bytes_per_second", 0)),
 		MoveTimeout:         q.Duration("move_timeout", 0),
 		Manual:              q.Bool("manual", false),
+		LeaseDuration:       q.Duration("lease", 0),
 		PackMaxObjects:      q.Int("pack_max_objects", 0),
 		PackMaxBytes:        q.Size("pack_max_bytes", 0),
 		MaxClockSkew:        q.Duration("max_clock_skew", 0),
