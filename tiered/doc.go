@@ -298,7 +298,10 @@
 // manual Store takes it for the pass and gives it up after, and one whose
 // lease another process holds runs nothing (PassResult.Err names the
 // holder). Stats.Lease says who holds it, since when, and this Store's
-// acquisitions, losses and skipped passes.
+// acquisitions, losses and skipped passes. The lease's store must enforce
+// conditional writes between the processes: a directory (file://) does so
+// only within one, so processes sharing one as cold keep the lease in hot
+// (lease_in=hot, Options.LeaseStore).
 //
 // Two compactors must never run passes at once: pack markers do not
 // exclude each other, and with packs off, histories of two compactors and

@@ -139,6 +139,9 @@ func (s *Store) recoverMarkers(ctx context.Context) {
 			}
 			return
 		}
+		if obj.Key == leaseKey {
+			continue // the compactor lease, when it lives in hot
+		}
 		recover := s.recoverMarker
 		if isLock(obj.Key) {
 			recover = s.recoverLock

@@ -390,3 +390,28 @@ func TestDamagedLease(t *testing.T) {
 		t.Fatalf("a pass over a damaged lease: %+v", res)
 	}
 }
+
+// The lease may live in hot (lease_in=hot): passes list hot's markers, and
+// pass over it rather than take it for a move's marker; a bad lease_in is
+// refused before any I/O.
+func TestLeaseInHot(t *testing.T) {
+	ctx := ctxT(t)
+	s, err := blob.Open(ctx, "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&manual=true&after=0&lease_in=hot&max_clock_skew=10ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ts := s.(*tiered.Store)
+	for i := range 3 {
+		mustPut(t, ts, fmt.Sprint("k", i), "v")
+		if res := ts.CompactOnce(ctx); res.Err != nil || res.Moved != 1 {
+			t.Fatalf("pass %d: %+v", i, res)
+		}
+	}
+	if st := ts.Stats(); st.Errors != 0 || st.Lease.Acquired != 3 || st.Lease.Epoch != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, err := blob.Open(ctx, "tiered://?hot=mem%3A%2F%2F&cold=mem%3A%2F%2F&lease_in=elsewhere"); !errors.Is(err, blob.ErrInvalidArgument) {
+		t.Fatalf("lease_in=elsewhere: %v", err)
+	}
+}

@@ -98,8 +98,11 @@ type Options struct {
 	// within LeaseDuration plus MaxClockSkew and a third of LeaseDuration.
 	LeaseDuration time.Duration
 	// LeaseStore is where the compactor lease lives (nil: cold, beside the
-	// pack log a pass writes). Every process sharing the tiers must give
-	// the same one, and it must enforce conditional writes between them.
+	// pack log a pass writes; the URL's lease_in=hot gives hot). Every
+	// process sharing the tiers must give the same one, and it must enforce
+	// conditional writes between them: a cloud bucket, a zonal store and a
+	// quorum do; file:// and mem:// do only within one process, so
+	// processes sharing a directory as cold must keep the lease in hot.
 	// Close does not close it.
 	LeaseStore blob.Store
 	// PackMaxObjects bounds the objects moved into one pack (default

@@ -23,8 +23,9 @@ func init() { blob.RegisterWithGocloud(Scheme, Open) }
 // parameters: interval, concurrency, max_objects_per_second,
 // max_bytes_per_second, move_timeout, manual, pack_max_objects (-1: no
 // packs), pack_max_bytes (a size such as 64MiB), pack_min_live_percent,
-// max_clock_skew, lease (the compactor lease's duration), index_cache_bytes
-// (a size) (see Options). All are validated before any I/O.
+// max_clock_skew, lease (the compactor lease's duration), lease_in (hot or
+// cold, the default: where the lease lives), index_cache_bytes (a size)
+// (see Options). All are validated before any I/O.
 // Unknown parameters are an error.
 func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	q := driver.NewQuery(u)
@@ -44,6 +45,7 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 		MaxClockSkew:        q.Duration("max_clock_skew", 0),
 		IndexCacheBytes:     q.Size("index_cache_bytes", 0),
 	}
+	leaseIn := q.String("lease_in", "cold")
 	oo := blob.OpenOptionsFrom(ctx)
 	opts.MeterProvider, opts.TracerProvider, opts.Logger = oo.MeterProvider, oo.TracerProvider, oo.Logger
 	if pct := q.Int("pack_min_live_percent", 0); pct < 0 || pct > 100 || (pct == 0 && q.Has("pack_min_live_percent")) {
@@ -53,6 +55,9 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	}
 	if err := q.Err(); err != nil {
 		return nil, err
+	}
+	if leaseIn != "cold" && leaseIn != "hot" {
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: lease_in=%q: want hot or cold", leaseIn)
 	}
 	if q.Has("pack_max_objects") && opts.PackMaxObjects == 0 {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: pack_max_objects=0: give a positive bound, or -1 to move objects one by one")
@@ -73,6 +78,9 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	hot, cold, err := openTiers(ctx, hotURL, coldURL)
 	if err != nil {
 		return nil, err
+	}
+	if leaseIn == "hot" {
+		opts.LeaseStore = hot
 	}
 	s, err := New(hot, cold, opts)
 	if err != nil {

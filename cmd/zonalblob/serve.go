@@ -263,7 +263,14 @@ func (p *servePlan) run(ctx context.Context, s streams) error {
 		default:
 			cold = regionalURLs[0]
 		}
-		lines = append(lines, storeLine{"tiered", "tiered://?" + url.Values{"hot": {hot}, "cold": {cold}, "after": {"1m"}}.Encode()})
+		v := url.Values{"hot": {hot}, "cold": {cold}, "after": {"1m"}}
+		if strings.HasPrefix(cold, "file:") {
+			// A directory enforces conditional writes only within one
+			// process: the programs sharing this URL elect their
+			// compactor in hot.
+			v.Set("lease_in", "hot")
+		}
+		lines = append(lines, storeLine{"tiered", "tiered://?" + v.Encode()})
 	}
 
 	for _, l := range lines {

@@ -94,6 +94,12 @@ func TestServe(t *testing.T) {
 	if want := []string{"zone 0", "zone 1", "zone 2", "quorum", "tiered"}; strings.Join(out.labels, ",") != strings.Join(want, ",") {
 		t.Errorf("store lines %q, want %q", out.labels, want)
 	}
+	// Its cold tier is a directory, which enforces conditional writes
+	// only within one process: the programs sharing the URL keep the
+	// compactor lease in hot.
+	if tu, err := url.Parse(out.urls["tiered"]); err != nil || tu.Query().Get("lease_in") != "hot" || !strings.HasPrefix(tu.Query().Get("cold"), "file:") {
+		t.Errorf("tiered = %s, want cold a directory and lease_in=hot", out.urls["tiered"])
+	}
 	if got, want := out.env["STORAGE_EMULATOR_HOST_GRPC"], endpointOf(t, out.urls["zone 0"]); got != want {
 		t.Errorf("STORAGE_EMULATOR_HOST_GRPC = %q, want zone 0's endpoint %q", got, want)
 	}
