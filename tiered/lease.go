@@ -132,6 +132,11 @@ type lease struct {
 	duration time.Duration
 	skew     time.Duration
 
+	// keepMu runs one keep at a time: two renewals of one process racing
+	// on the lease's generation would have the loser give up what the
+	// winner renewed.
+	keepMu sync.Mutex
+
 	mu    sync.Mutex
 	rec   leaseRecord // as last read or written
 	gen   string      // its generation, "" if none was seen
@@ -205,6 +210,8 @@ func (l *lease) write(ctx context.Context, rec leaseRecord, gen string) (string,
 // the lease as the next read finds it (a write of unknown outcome that
 // took effect names this Owner, and is taken over at once).
 func (l *lease) keep(ctx context.Context) (bool, error) {
+	l.keepMu.Lock()
+	defer l.keepMu.Unlock()
 	cur, gen, ok, err := l.read(ctx)
 	if err != nil {
 		l.noteLost(err)
@@ -277,6 +284,8 @@ func (l *lease) noteLost(err error) {
 // release gives the lease up, once this Store's passes have ended, so that
 // another process may take it at once.
 func (l *lease) release(ctx context.Context) {
+	l.keepMu.Lock()
+	defer l.keepMu.Unlock()
 	l.mu.Lock()
 	held, rec, gen := l.held && time.Now().Before(l.until), l.rec, l.gen
 	l.held = false

@@ -415,3 +415,36 @@ func TestLeaseInHot(t *testing.T) {
 		t.Fatalf("lease_in=elsewhere: %v", err)
 	}
 }
+
+// Passes of one manual Store at once share its lease: their renewals do
+// not undo each other, and the lease is given up once the last has ended.
+func TestConcurrentManualPasses(t *testing.T) {
+	hot, cold := memPair(t)
+	// A short lease, so that the passes renew it while they run.
+	s := manualWith(t, hot, cold, tiered.Options{MaxClockSkew: 10 * time.Millisecond, LeaseDuration: 60 * time.Millisecond, PackMaxObjects: 4})
+	ctx := ctxT(t)
+	for i := range 64 {
+		mustPut(t, s, fmt.Sprint("k", i), "v")
+	}
+	var wg sync.WaitGroup
+	var moved atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			for range 10 {
+				res := s.CompactOnce(ctx)
+				if res.Err != nil {
+					t.Errorf("pass: %+v", res)
+					return
+				}
+				moved.Add(int64(res.Moved))
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	st := s.Stats().Lease
+	if moved.Load() != 64 || st.Held || st.Lost != 0 {
+		t.Fatalf("%d moved; lease %+v", moved.Load(), st)
+	}
+	t.Logf("lease after 40 passes, 4 at a time: %+v", st)
+}
