@@ -128,7 +128,8 @@ func describe(ctx context.Context, r *Reader, inner []blob.Store, name string) s
 	return out
 }
 
-// zonesHolding counts the zones whose segments hold rec at its offset.
+// zonesHolding counts the zones whose segments hold rec at its offset, or
+// hold the marker of its segment's move to the regional store.
 func zonesHolding(ctx context.Context, stores []blob.Store, name string, rec Record) int {
 	zones, _ := zonesFor(stores, name, Options{})
 	n := 0
@@ -151,6 +152,13 @@ func zonesHolding(ctx context.Context, stores []blob.Store, name string, rec Rec
 		for _, k := range near {
 			frames, _, _ := z.read(ctx, k, 0)
 			for _, f := range frames {
+				if f.kind == frameMoved && f.first <= rec.Offset && rec.Offset <= f.lac {
+					// Moved to the regional store since the reader was
+					// served, its copy here overwritten by the marker: a
+					// segment moves only once all of it is committed.
+					n++
+					break seg
+				}
 				if f.kind == frameData && f.first <= rec.Offset && rec.Offset < f.first+int64(len(f.records)) &&
 					string(f.records[rec.Offset-f.first]) == string(rec.Data) {
 					n++
