@@ -43,7 +43,10 @@ func (s *Store) Finalize(ctx context.Context, key string) error {
 		var errs []error
 		missing := false
 		for _, x := range xs {
-			if done[x.r.idx] || !x.ok() || x.kind != live || x.ver != cur.ver {
+			mu.Lock()
+			sealed := done[x.r.idx]
+			mu.Unlock()
+			if sealed || !x.ok() || x.kind != live || x.ver != cur.ver {
 				continue
 			}
 			wg.Go(func() {
