@@ -210,6 +210,11 @@ func (s *Store) CompactOnce(ctx context.Context) PassResult {
 	} else {
 		s.compactEach(ctx, note)
 	}
+	if cause := context.Cause(ctx); res.Err == nil && errors.Is(cause, errNotHolder) {
+		// Cut short by the lease's loss: the moves it skipped were not
+		// failures, but the pass did not finish.
+		res.Err = cause
+	}
 	s.stats.passes.Add(1)
 	s.stats.mu.Lock()
 	s.stats.lastPass, s.stats.lastTook = start, s.opts.Now().Sub(start)

@@ -278,7 +278,7 @@
 // cold written only on condition of the generation its writer saw, with a
 // holder, an epoch (one more for each new holder) and an expiry. Only the
 // holder runs passes; it renews the lease every third of
-// Options.LeaseDuration (default three MaxClockSkews, at least a second),
+// Options.LeaseDuration (default three MaxClockSkews, at least ten seconds),
 // and Close gives it up so that another process takes it at once. A
 // holder that dies is replaced once its lease has ended by every clock:
 // within LeaseDuration plus MaxClockSkew of its last renewal, and a third

@@ -53,10 +53,11 @@ const leaseMetaKey = "zonalblob-tiered-lease"
 // from running, and of a write of a pass whose lease ended.
 var errNotHolder = errors.New("tiered: this process does not hold the compactor lease")
 
-// minLeaseDuration is the shortest lease, whatever the clock skew: a
-// renewal is a regional write, and a lease shorter than a few of them
-// would be lost to one slow request.
-const minLeaseDuration = time.Second
+// minLeaseDuration is the shortest default lease, whatever the clock skew:
+// a renewal is a regional write to the store a pass is writing packs of
+// hundreds of megabytes to, and under the race detector on a busy machine
+// a one-second lease was lost behind one, cutting a pass short.
+const minLeaseDuration = 10 * time.Second
 
 // leaseDuration is how long a lease lasts from its writing.
 func (o Options) leaseDuration() time.Duration {
@@ -212,6 +213,11 @@ func (l *lease) write(ctx context.Context, rec leaseRecord, gen string) (string,
 func (l *lease) keep(ctx context.Context) (bool, error) {
 	l.keepMu.Lock()
 	defer l.keepMu.Unlock()
+	return l.keepLocked(ctx)
+}
+
+// keepLocked is keep, with keepMu held.
+func (l *lease) keepLocked(ctx context.Context) (bool, error) {
 	cur, gen, ok, err := l.read(ctx)
 	if err != nil {
 		l.noteLost(err)
@@ -286,6 +292,11 @@ func (l *lease) noteLost(err error) {
 func (l *lease) release(ctx context.Context) {
 	l.keepMu.Lock()
 	defer l.keepMu.Unlock()
+	l.releaseLocked(ctx)
+}
+
+// releaseLocked is release, with keepMu held.
+func (l *lease) releaseLocked(ctx context.Context) {
 	l.mu.Lock()
 	held, rec, gen := l.held && time.Now().Before(l.until), l.rec, l.gen
 	l.held = false
@@ -396,11 +407,20 @@ func (s *Store) holdLease(ctx context.Context) (context.Context, func(), error) 
 			return pctx, done, nil
 		}
 	}
-	held, err := l.keep(ctx)
+	// Taken and registered under keepMu, so that another pass of this
+	// Store that ends meanwhile does not give the lease up in between.
+	l.keepMu.Lock()
+	held, err := l.keepLocked(ctx)
+	var pctx context.Context
+	var done func()
+	ok := false
+	if held {
+		pctx, done, ok = l.passContext(ctx)
+	}
+	l.keepMu.Unlock()
 	if !held {
 		return nil, nil, l.notHolder(err)
 	}
-	pctx, done, ok := l.passContext(ctx)
 	if !ok {
 		return nil, nil, l.notHolder(nil)
 	}
@@ -443,12 +463,14 @@ func (l *lease) notHolder(err error) error {
 
 // releaseIfIdle releases the lease if no pass runs under it.
 func (l *lease) releaseIfIdle(ctx context.Context) {
+	l.keepMu.Lock()
+	defer l.keepMu.Unlock()
 	l.mu.Lock()
 	idle := len(l.cancels) == 0
 	l.mu.Unlock()
 	if idle {
 		rctx, cancel := context.WithTimeout(ctx, l.duration/3)
 		defer cancel()
-		l.release(rctx)
+		l.releaseLocked(rctx)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
@@ -185,10 +187,10 @@ func TestCompactorLease(t *testing.T) {
 		}
 		hots, colds, stores = append(hots, h), append(colds, c), append(stores, s)
 	}
-	closed := make([]bool, 3)
+	closed := make([]atomic.Bool, 3)
 	defer func() {
 		for i, s := range stores {
-			if !closed[i] {
+			if !closed[i].Load() {
 				s.Close()
 			}
 		}
@@ -206,11 +208,14 @@ func TestCompactorLease(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(u), 1))
 			for n := 0; !stop.Load(); n++ {
 				i := r.IntN(3)
-				if int(pausedProc.Load()) == i || closed[i] {
+				if int(pausedProc.Load()) == i || closed[i].Load() {
 					continue
 				}
 				k, v := fmt.Sprintf("u%d/k%03d", u, n%50), fmt.Sprint(n)
 				if err := blob.Put(ctx, stores[i], k, []byte(v), nil); err != nil {
+					if closed[i].Load() {
+						continue // closed as the write began
+					}
 					t.Errorf("put %s: %v", k, err)
 					return
 				}
@@ -224,7 +229,7 @@ func TestCompactorLease(t *testing.T) {
 	holders := func() []int {
 		var out []int
 		for i, s := range stores {
-			if !closed[i] && s.Stats().Lease.Held {
+			if !closed[i].Load() && s.Stats().Lease.Held {
 				out = append(out, i)
 			}
 		}
@@ -276,7 +281,7 @@ func TestCompactorLease(t *testing.T) {
 	// A holder that closes releases the lease: the next takes it at once
 	// (well within the lease, which a crashed holder's successor waits).
 	holder, _ := waitHolder(-1)
-	closed[holder] = true
+	closed[holder].Store(true)
 	if err := stores[holder].Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +307,7 @@ func TestCompactorLease(t *testing.T) {
 	}
 	var reader *tiered.Store
 	for i, s := range stores {
-		if !closed[i] {
+		if !closed[i].Load() {
 			reader = s
 		}
 	}
@@ -419,9 +424,12 @@ func TestLeaseInHot(t *testing.T) {
 // Passes of one manual Store at once share its lease: their renewals do
 // not undo each other, and the lease is given up once the last has ended.
 func TestConcurrentManualPasses(t *testing.T) {
-	hot, cold := memPair(t)
-	// A short lease, so that the passes renew it while they run.
-	s := manualWith(t, hot, cold, tiered.Options{MaxClockSkew: 10 * time.Millisecond, LeaseDuration: 60 * time.Millisecond, PackMaxObjects: 4})
+	hotMem, cold := memPair(t)
+	// Slow reads of hot and a short lease, so that the passes renew it
+	// while they run.
+	hot := fault.Wrap(hotMem, fault.Options{})
+	hot.AddLatency(fault.OpRead, latency.Fixed(20*time.Millisecond))
+	s := manualWith(t, hot, cold, tiered.Options{MaxClockSkew: 10 * time.Millisecond, LeaseDuration: 300 * time.Millisecond, PackMaxObjects: 4})
 	ctx := ctxT(t)
 	for i := range 64 {
 		mustPut(t, s, fmt.Sprint("k", i), "v")

@@ -218,7 +218,7 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, com
 	}
 	var stores []*tiered.Store
 	for p := range processes {
-		stores = append(stores, manualWith(t, hotFor(p), coldOf[p], tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10, Owner: fmt.Sprint("process-", p), LeaseStore: coldOf[p]}))
+		stores = append(stores, manualWith(t, hotFor(p), coldOf[p], tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10, Owner: fmt.Sprint("process-", p), LeaseStore: coldOf[p], LeaseDuration: time.Second}))
 	}
 	h := &history{}
 	keys := []string{"a", "b", "c"}

@@ -92,7 +92,7 @@ type Options struct {
 	Manual bool
 	// LeaseDuration is how long the compactor lease lasts from each
 	// renewal (see Compactors in the package documentation): default
-	// three MaxClockSkews, and at least a second. It must exceed twice
+	// three MaxClockSkews, and at least ten seconds. It must exceed twice
 	// MaxClockSkew: its holder stops acting MaxClockSkew before it ends, and
 	// a successor starts MaxClockSkew after. A dead holder is replaced
 	// within LeaseDuration plus MaxClockSkew and a third of LeaseDuration.
