@@ -54,9 +54,10 @@ const leaseMetaKey = "zonalblob-tiered-lease"
 var errNotHolder = errors.New("tiered: this process does not hold the compactor lease")
 
 // minLeaseDuration is the shortest default lease, whatever the clock skew:
-// a renewal is a regional write to the store a pass is writing packs of
-// hundreds of megabytes to, and under the race detector on a busy machine
-// a one-second lease was lost behind one, cutting a pass short.
+// a renewal is a regional write, made while a pass keeps the process busy,
+// and under the race detector on a busy machine the renewals of a
+// one-second lease came late during a pass of 10,000 objects, which the
+// lease's loss cut short.
 const minLeaseDuration = 10 * time.Second
 
 // leaseDuration is how long a lease lasts from its writing.
