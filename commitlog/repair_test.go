@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -82,6 +83,111 @@ func TestRepairReplacedZone(t *testing.T) {
 					t.Fatalf("record %d from the repaired zone: %q at %d", i, rec.Data, rec.Offset)
 				}
 			}
+		})
+	}
+}
+
+// A repair cut off at each of its commits on the replaced zone in turn (the
+// writer crashes there: every later write of it to that zone fails, and it
+// is never closed) leaves every record readable; a new writer takes over,
+// its repair finishes the copy, and the replaced zone alone then serves
+// every record of the sealed segments. The run ends at the first cut that
+// the repair did not reach.
+func TestRepairCrashAtEveryStep(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			const n = 12
+			cutOff := 0
+			for skip := 0; ; skip++ {
+				if skip > 200 {
+					t.Fatal("the repair never finished within its cuts")
+				}
+				inner := be.zones(t, 3)
+				crashed, cf := wrapAll(inner, 11)
+				opts := &Options{MaxSegmentAppends: 4, RepairInterval: 2 * time.Millisecond}
+				l := mustOpen(t, crashed, "L", opts)
+				for i := range n {
+					if off, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil || off != int64(i) {
+						t.Fatalf("append %d: %d, %v", i, off, err)
+					}
+				}
+				// The writer's repair meets zone 2 emptied, and crashes
+				// after its skip-th commit there.
+				cf[2].FailFrom(fault.OpCommit, skip+1, 0, errors.New("the writer crashed"))
+				for o, err := range blob.All(ctx, inner[2], &blob.ListOptions{Prefix: "L/seg/"}) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := inner[2].Delete(ctx, o.Key, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				passes := l.Stats().RepairPasses
+				for i := 0; l.Stats().RepairPasses < passes+3; i++ {
+					if i > 20000 {
+						t.Fatalf("no repair passes: %+v", l.Stats())
+					}
+					time.Sleep(time.Millisecond)
+				}
+				cut := cf[2].Stats()[fault.OpCommit].Failures > 0
+
+				// At the crash: every record reads back.
+				fresh, _ := wrapAll(inner, 12)
+				r, err := NewReader(fresh, "L", 0, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, rec := range readN(t, ctx, r, n) {
+					if want := fmt.Sprintf("r%d", i); string(rec.Data) != want {
+						t.Fatalf("cut at commit %d: record %d = %q", skip, i, rec.Data)
+					}
+				}
+				r.Close()
+
+				// A new writer takes over and finishes the repair.
+				next, nf := wrapAll(inner, 13)
+				l2 := mustOpen(t, next, "L", opts)
+				l2.mu.Lock()
+				cur := l2.seg.key
+				l2.mu.Unlock()
+				passes = l2.Stats().RepairPasses
+				for i := 0; ; i++ {
+					st := l2.Stats()
+					if st.RepairPasses >= passes+3 && st.Missing == 0 {
+						break
+					}
+					if i > 20000 {
+						t.Fatalf("cut at commit %d: the new writer's repair did not finish: %+v", skip, st)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				for _, f := range nf[:2] {
+					f.Add(fault.Rule{Op: fault.OpRead})
+					f.Add(fault.Rule{Op: fault.OpReaderAt})
+				}
+				r, err = NewReader(next, "L", 0, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, rec := range readN(t, ctx, r, int(cur.first)) {
+					if want := fmt.Sprintf("r%d", i); string(rec.Data) != want {
+						t.Fatalf("cut at commit %d: record %d from the repaired zone = %q", skip, i, rec.Data)
+					}
+				}
+				r.Close()
+				l2.Close()
+				l.Close()
+				if !cut {
+					break
+				}
+				cutOff++
+			}
+			if cutOff < 2 {
+				t.Fatalf("%d repairs cut off, want one per commit", cutOff)
+			}
+			t.Logf("%s: the repair cut off at each of its %d commits on the replaced zone", be.name, cutOff)
 		})
 	}
 }
