@@ -18,18 +18,19 @@ import (
 // through a lease object in cold, written only on condition of the
 // generation its writer last saw: whoever holds it runs passes, everyone
 // else runs none. It lives in cold (unless Options.LeaseStore names
-// another store), beside the pack log and its inventory that a pass writes: a renewal is one regional write (over a quorum hot
-// tier it would be a consensus round, three zonal writes), and a process
-// cut off from cold can commit nothing a pass makes anyway.
+// another store), beside the pack log and its inventory that a pass
+// writes: a renewal is one regional write (over a quorum hot tier it would
+// be a consensus round, three zonal writes), and a process cut off from
+// cold can commit nothing a pass makes anyway.
 //
 // Clocks. The holder acts only while its own clock is before the lease's
 // expiry less MaxClockSkew; a contender takes the lease over only once its
 // clock is past the expiry plus MaxClockSkew. With any two clocks within
 // MaxClockSkew of each other, the holder has stopped acting by real time
 // before a successor starts, with MaxClockSkew to spare for a write already
-// on the wire to land. A lease therefore lasts at least three
-// MaxClockSkews (the holder renews it every third of it, and must still hold
-// it between renewals).
+// on the wire to land. A lease must therefore last more than two
+// MaxClockSkews, and by default lasts three (the holder renews it every
+// third of it, and must still hold it between renewals).
 //
 // Fencing. Every write a pass makes goes out under a context that carries
 // the holder's epoch (passContext); fence, called before each of them,
