@@ -298,18 +298,20 @@ func TestLargeWriteRetriesPastStragglerTimeout(t *testing.T) {
 	ctx := context.Background()
 	reps, fs := faulted(t, 3, 14)
 	opts := testOptions()
-	opts.StragglerTimeout = 200 * time.Millisecond
-	opts.TombstoneGrace = 4 * time.Second // a retry window of at most 800 ms
+	// Wide enough for the race detector on a busy machine, where a 3 MiB
+	// round's promise alone took most of an 800 ms window.
+	opts.StragglerTimeout = time.Second
+	opts.TombstoneGrace = 10 * time.Second // a retry window of at most 4 s
 	q := newQuorum(t, reps, opts)
-	data := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16) // 3 MiB: an allowance of 3.2 s
+	data := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16) // 3 MiB: an allowance of 4 s
 	for _, f := range fs {
-		f.AddLatency(fault.OpCommit, latency.Fixed(300*time.Millisecond))
+		f.AddLatency(fault.OpCommit, latency.Fixed(1500*time.Millisecond))
 	}
 	for _, f := range fs[1:] {
 		f.FailNthAfter(fault.OpCommit, 2, errors.New("injected: connection reset"))
 	}
 	if err := blob.Put(ctx, q, "big", data, nil); err != nil {
-		t.Fatalf("a 3 MiB write whose first accepts took 300 ms and were reported failed on two replicas: %v", err)
+		t.Fatalf("a 3 MiB write whose first accepts took 1.5 s and were reported failed on two replicas: %v", err)
 	}
 	for _, f := range fs[1:] {
 		if st := f.Stats()[fault.OpCommit]; st.Failures == 0 {
