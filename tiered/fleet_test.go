@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,9 +43,6 @@ const (
 // epoch once another has reported holding a later one, and no two report
 // one epoch. Every write a process acknowledged reads back at the end.
 func TestFleet(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs OS processes for about twenty seconds")
-	}
 	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{
 		Buckets: []gcsrapidtest.Bucket{{Name: "hot", Zonal: true}, {Name: "cold", Zonal: true}},
 		Profile: gcsrapidtest.Zero(),
@@ -81,7 +79,7 @@ func TestFleet(t *testing.T) {
 	}
 	var children []*child
 	start := func(id int) *child {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestFleetChild$", "-test.timeout=5m")
+		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), fleetChildEnv+"="+tierURL, "ZONALBLOB_TIERED_FLEET_ID="+strconv.Itoa(id))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
@@ -178,7 +176,9 @@ func TestFleet(t *testing.T) {
 	owner := map[uint64]int{}
 	var latest uint64
 	var latestAt time.Time
-	for _, r := range sortedByTime(reports, func(r report) time.Time { return r.at }) {
+	byTime := slices.Clone(reports)
+	slices.SortStableFunc(byTime, func(a, b report) int { return a.at.Compare(b.at) })
+	for _, r := range byTime {
 		if !r.held {
 			continue
 		}
@@ -253,24 +253,19 @@ func TestFleet(t *testing.T) {
 	t.Logf("%d writes acknowledged, %d not read back; %d packs in cold; %d lease reports, last epoch %d", len(acked), missing, packs, len(reports), latest)
 }
 
-func sortedByTime[T any](xs []T, at func(T) time.Time) []T {
-	out := append([]T(nil), xs...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && at(out[j]).Before(at(out[j-1])); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
+// TestMain makes the test binary a process of TestFleet when its
+// environment says so: it then runs fleetChild and never the tests.
+func TestMain(m *testing.M) {
+	if raw := os.Getenv(fleetChildEnv); raw != "" {
+		fleetChild(raw)
 	}
-	return out
+	os.Exit(m.Run())
 }
 
-// TestFleetChild is one process of TestFleet (it does nothing in a normal
-// run): it writes keys of its own, printing each acknowledged one, and
-// reports its view of the compactor lease every 50 ms, until killed.
-func TestFleetChild(t *testing.T) {
-	raw := os.Getenv(fleetChildEnv)
-	if raw == "" {
-		t.Skip("a process of TestFleet")
-	}
+// fleetChild is one process of TestFleet: it writes keys of its own,
+// printing each acknowledged one, and reports its view of the compactor
+// lease every 50 ms, until killed.
+func fleetChild(raw string) {
 	id := os.Getenv("ZONALBLOB_TIERED_FLEET_ID")
 	ctx := context.Background()
 	s, err := blob.Open(ctx, raw)
