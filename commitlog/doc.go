@@ -21,8 +21,21 @@
 // Log name lives under the prefix name/ of every store:
 //
 //	name/epoch/<epoch>           claimed with IfNotExist on a majority by each Open
+//	name/epoch/000...0           the intact marker (epoch 0, never claimed)
 //	name/seg/<epoch>-<first>     a segment: frames appended by its writer
 //	                             (on the regional store too, once moved: tier.go)
+//
+// The intact marker says a zone holds everything of the log it was given.
+// The first Open writes it on every zone that answers. A zone without it
+// (replaced by an empty bucket, emptied, or down when the log began) is
+// amnesic: its answers are used, but the quorums that read absence (the
+// epochs at Open, the segments of the chain, the records of the tip a
+// recovery fences) do not count it, since a record acknowledged on it and
+// one other zone may be gone from it. Open then needs N-W+1 intact zones
+// (and a majority for the epoch); with fewer it fails with
+// ErrNotEnoughZones naming the amnesic zones rather than recover a log
+// that lacks acknowledged records. A writer's repair gives the marker back
+// once the zone holds again every record it could have held (see Repair).
 //
 // A segment is a sequence of frames (see frame.go): a header naming the
 // segment and the one it follows, data frames of records (each with its first
@@ -127,7 +140,8 @@
 // segment being written and the one created ahead of its roll on each zone
 // (a header frame each, plus the records since the start), and one epoch
 // claim (an empty object) per zone; it makes no request while idle but
-// those of the repair passes.
+// those of the repair passes, two listings of each zone a pass
+// (TestIdleTruncatedLog counts them; cost.IdleLog prices them).
 //
 // Options.RetainFor and RetainBytes truncate the log at each repair pass
 // (retain.go): walking the sealed, committed segments from the newest, the
@@ -145,7 +159,17 @@
 // It waits an interval after first seeing a segment sealed, so the writer's
 // own appends to it are over; copies are paced at RepairBytesPerSecond; a
 // copy found whole is not read again (a listing still shows if it goes).
-// Stats.Missing is the copies lacking at the last pass, the durability lost
-// until they are back; Stats.Repaired counts the copies written. Only the
-// writer repairs, and only segments on its chain.
+// A zone that lost the writer's epoch claim gets it back: an Open that read
+// the epochs of that zone and of one the claim never reached would
+// otherwise claim the same epoch again. An amnesic zone gets its intact
+// marker back once the writer has rolled past the segment it was writing
+// when the repair found the zone so, and every segment of the chain up to
+// that one is whole there. A recovered tip, whose records no frame says are
+// committed, gets a frame that does. Stats.Missing is the copies (and
+// claims) lacking at the last pass, the durability lost until they are
+// back; Stats.Unchecked the copies a pass could not list or read, whose
+// durability is unknown; Stats.Repaired counts the copies written. Only the
+// writer repairs, and only segments on its chain. The simulation replaces
+// zones by empty buckets while it truncates and retains; a replaced zone
+// counts as a failed one until a pass finds nothing missing or unchecked.
 package commitlog

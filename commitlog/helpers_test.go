@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -171,4 +172,22 @@ func azZones(p azuritetest.Profile) func(t testing.TB, n int) []blob.Store {
 		}
 		return out
 	}
+}
+
+// wipe deletes every object under prefix in s: a zone replaced by an empty
+// bucket.
+func wipe(ctx context.Context, s blob.Store, prefix string) error {
+	var keys []string
+	for o, err := range blob.All(ctx, s, &blob.ListOptions{Prefix: prefix}) {
+		if err != nil {
+			return err
+		}
+		keys = append(keys, o.Key)
+	}
+	for _, k := range keys {
+		if err := s.Delete(ctx, k, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }

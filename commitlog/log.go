@@ -89,7 +89,8 @@ type Options struct {
 	MoveAfter time.Duration
 	// RepairInterval is how often the writer looks for sealed segments
 	// that a zone lacks (a zone replaced by an empty bucket, or one that
-	// lost objects) and copies them back (default 1m; negative: never). A
+	// lost objects) and copies them back (default DefaultRepairInterval;
+	// negative: never). A
 	// segment is repaired once the writer has seen it sealed for an
 	// interval, so its own late appends are done.
 	RepairInterval time.Duration
@@ -155,7 +156,7 @@ func (o *Options) withDefaults(n int) (Options, error) {
 		r.RetryBackoff = 5 * time.Millisecond
 	}
 	if r.RepairInterval == 0 {
-		r.RepairInterval = time.Minute
+		r.RepairInterval = DefaultRepairInterval
 	}
 	if r.RetainFor < 0 || r.RetainBytes < 0 {
 		return r, fmt.Errorf("commitlog: negative retention (RetainFor %v, RetainBytes %d)", r.RetainFor, r.RetainBytes)
@@ -228,7 +229,8 @@ func onAll(ctx context.Context, zones []*zone, timeout time.Duration, f func(con
 }
 
 // onQuorum runs f on every zone at once, each bounded by timeout, and
-// returns as soon as need of them succeeded, or all returned. Calls still
+// returns as soon as need of them succeeded (amnesic zones not counted), or
+// all returned. Calls still
 // running go on (ctx still bounds them) and their results are dropped, so f
 // must not share state with the caller except through its result. A zone
 // that has not answered has a nil result and an errPending error.
@@ -256,7 +258,7 @@ func onQuorum[T any](ctx context.Context, zones []*zone, need int, timeout time.
 	for range zones {
 		r := <-ch
 		vals[r.i], errs[r.i] = r.v, r.err
-		if r.err == nil {
+		if r.err == nil && !zones[r.i].amnesic.Load() {
 			if ok++; ok >= need {
 				break
 			}
@@ -277,8 +279,35 @@ func countNil(errs []error) int {
 	return n
 }
 
+// countIntact counts the zones that succeeded and hold the intact marker.
+func countIntact(zones []*zone, errs []error) int {
+	n := 0
+	for i, e := range errs {
+		if e == nil && !zones[i].amnesic.Load() {
+			n++
+		}
+	}
+	return n
+}
+
 func quorumErr(what string, need int, errs []error) error {
 	return fmt.Errorf("%w: %s needs %d of %d zones, %d answered: %w", ErrNotEnoughZones, what, need, len(errs), countNil(errs), errors.Join(errs...))
+}
+
+// intactErr says that too few of the zones that answered hold the intact
+// marker.
+func intactErr(what string, need int, zones []*zone, errs []error) error {
+	if countNil(errs) < need {
+		return quorumErr(what, need, errs)
+	}
+	var amnesic []int
+	for i, z := range zones {
+		if errs[i] == nil && z.amnesic.Load() {
+			amnesic = append(amnesic, i)
+		}
+	}
+	return fmt.Errorf("%w: %s needs %d of %d zones holding the log intact, %d answered, of which zones %v lack its intact marker (replaced or emptied, or down when the log began, until a writer's repair has given them what they could have held): %w",
+		ErrNotEnoughZones, what, need, len(errs), countNil(errs), amnesic, errors.Join(errs...))
 }
 
 // listChain lists the segments of the log from key from on (all if nil) on
@@ -288,8 +317,8 @@ func listChain(ctx context.Context, zones []*zone, need int, timeout time.Durati
 	lists, errs := onQuorum(ctx, zones, need, timeout, func(ctx context.Context, z *zone) ([]segKey, error) {
 		return z.listSegments(ctx, from)
 	})
-	if countNil(errs) < need {
-		return nil, quorumErr("listing segments", need, errs)
+	if countIntact(zones, errs) < need {
+		return nil, intactErr("listing segments", need, zones, errs)
 	}
 	var all []segKey
 	for _, l := range lists {
@@ -347,6 +376,11 @@ func segmentHeader(ctx context.Context, zones []*zone, regional *zone, k segKey,
 	return frame{}, fmt.Errorf("commitlog: no zone has the header of segment %s: %w", k, err)
 }
 
+// DefaultRepairInterval is how often a writer's repair passes run unless
+// Options.RepairInterval says otherwise. A pass over an idle log lists each
+// zone twice (its segments, and its epoch claims above the writer's).
+const DefaultRepairInterval = time.Minute
+
 // acquireEpoch claims an epoch higher than any claimed before on a majority
 // of zones: the writer's fencing token. Two writers never hold the same epoch.
 func acquireEpoch(ctx context.Context, zones []*zone, timeout time.Duration) (uint64, error) {
@@ -357,22 +391,51 @@ func acquireEpoch(ctx context.Context, zones []*zone, timeout time.Duration) (ui
 			return 0, err
 		}
 		maxes := make([]uint64, len(zones))
+		intact := make([]bool, len(zones))
 		errs := onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
 			var err error
-			maxes[z.idx], err = z.maxEpoch(ctx, 0)
+			maxes[z.idx], intact[z.idx], err = z.claims(ctx)
 			return err
 		})
 		if countNil(errs) < majority {
 			return 0, quorumErr("reading epochs", majority, errs)
+		}
+		// A log none of whose answering zones holds a claim or the intact
+		// marker is new: they all hold the marker from now on. So is one
+		// older than the marker, with claims but no marker on any zone,
+		// once every zone answers. Otherwise a zone without the marker is
+		// amnesic until a repair: it may have lost what it held, and a
+		// log whose intact zones do not answer is not taken for a new one.
+		fresh := !slices.Contains(intact, true) &&
+			(slices.Max(maxes) == 0 || countNil(errs) == len(zones))
+		for i, z := range zones {
+			// One that did not answer is not known intact: not counted.
+			z.amnesic.Store(errs[i] != nil || !intact[i] && !fresh)
+		}
+		if countIntact(zones, errs) < majority {
+			return 0, intactErr("reading epochs", majority, zones, errs)
 		}
 		e := max(slices.Max(maxes), floor) + 1
 		if e > maxSegEpoch {
 			return 0, fmt.Errorf("commitlog: no epoch left to claim: %d is past the %d a segment name holds", e, uint64(maxSegEpoch))
 		}
 		errs = onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
-			return z.createEpoch(ctx, e)
+			if err := z.createEpoch(ctx, e); err != nil {
+				return err
+			}
+			if fresh {
+				if err := z.createEpoch(ctx, intactEpoch); err != nil && !errors.Is(err, blob.ErrExists) {
+					return err
+				}
+			}
+			return nil
 		})
 		if countNil(errs) >= majority {
+			for i, z := range zones {
+				if fresh && errs[i] != nil {
+					z.amnesic.Store(true) // it may have no marker
+				}
+			}
 			return e, nil
 		}
 		// Lost a race (or too few zones answered): try above it.
@@ -392,8 +455,8 @@ func checkEpoch(ctx context.Context, zones []*zone, e uint64, timeout time.Durat
 	maxes, errs := onQuorum(ctx, zones, majority, timeout, func(ctx context.Context, z *zone) (uint64, error) {
 		return z.maxEpoch(ctx, e)
 	})
-	if countNil(errs) < majority {
-		return quorumErr("checking the epoch", majority, errs)
+	if countIntact(zones, errs) < majority {
+		return intactErr("checking the epoch", majority, zones, errs)
 	}
 	if m := slices.Max(maxes); m > e {
 		return fmt.Errorf("%w: epoch %d, found %d", ErrFenced, e, m)

@@ -67,8 +67,8 @@ func (cz countedZones) total() int64 {
 }
 
 // waitPrewarm waits until the segment created ahead of the open one's roll
-// exists on every zone (each zone counts one epoch object and one object
-// per segment started).
+// exists on every zone (each zone counts one epoch object, the intact
+// marker, and one object per segment started).
 func waitPrewarm(t *testing.T, l *Log, cz countedZones) {
 	t.Helper()
 	for range 5000 {
@@ -87,7 +87,7 @@ func waitPrewarm(t *testing.T, l *Log, cz countedZones) {
 		if done {
 			all := true
 			for _, f := range cz.created {
-				all = all && f() == 1+segs
+				all = all && f() == 2+segs
 			}
 			if all {
 				return

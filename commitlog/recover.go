@@ -74,8 +74,9 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (recovered, error)
 			return recovered{last: c.moved.lac, used: true}, nil
 		}
 	}
-	if countNil(errs) < need {
-		return recovered{}, quorumErr("fencing segment "+tip.String(), need, errs)
+	// Absence is read from the fenced copies: only intact zones count.
+	if countIntact(l.zones, errs) < need {
+		return recovered{}, intactErr("fencing segment "+tip.String(), need, l.zones, errs)
 	}
 	// Every fenced copy is a prefix of the old writer's records (plus
 	// records earlier recoveries copied, which are the same ones), so the

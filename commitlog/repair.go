@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -52,26 +53,81 @@ func (l *Log) repairPass(ctx context.Context) error {
 	l.mu.Unlock()
 	l.tierMu.Lock()
 	defer l.tierMu.Unlock()
-	chain, err := l.chainTo(ctx, cur)
-	if err != nil {
+	// One listing of each zone gives both the chain and what each zone
+	// holds; a zone that does not answer is not known: not counted, not
+	// written.
+	lists := make([][]segKey, len(l.zones))
+	errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
+		var err error
+		lists[z.idx], err = z.listSegments(ctx, nil)
 		return err
+	})
+	if need := len(l.zones) - l.opts.WriteQuorum + 1; countNil(errs) < need {
+		return quorumErr("listing segments", need, errs)
 	}
 	listed := make([]map[segKey]bool, len(l.zones))
-	for i, z := range l.zones {
-		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
-		ks, err := z.listSegments(c, nil)
-		cancel()
-		if err != nil {
-			continue // not known: not counted, not written
+	var keys []segKey
+	for i, ks := range lists {
+		if errs[i] != nil {
+			continue
 		}
 		listed[i] = map[segKey]bool{}
 		for _, k := range ks {
 			listed[i][k] = true
 		}
+		keys = append(keys, ks...)
+	}
+	slices.SortFunc(keys, segKey.compare)
+	chain, err := l.chainIn(ctx, cur, slices.Compact(keys))
+	if err != nil {
+		return err
 	}
 	now := time.Now()
-	var missing int64
-	var errs []error
+	var missing, unchecked int64
+	errs = nil
+	// This writer's epoch claim, put back on a zone that lost it (a zone
+	// replaced by an empty bucket): an Open that reads epochs from that
+	// zone and one that never had the claim would otherwise claim the same
+	// epoch again. A claim above ours means we are fenced, which our next
+	// write finds out. A zone without the intact marker is amnesic until it
+	// holds again every record it could have held (see below).
+	for i, z := range l.zones {
+		if listed[i] == nil {
+			unchecked++
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
+		m, intact, err := z.claims(c)
+		switch {
+		case err != nil:
+			unchecked++
+			errs = append(errs, fmt.Errorf("commitlog: the epochs on zone %d: %w", i, err))
+		case m < l.epoch:
+			if err := z.createEpoch(c, l.epoch); err != nil && !errors.Is(err, blob.ErrExists) {
+				missing++
+				errs = append(errs, fmt.Errorf("commitlog: the epoch claim on zone %d: %w", i, err))
+			} else {
+				l.mu.Lock()
+				l.stats.Repaired++
+				l.mu.Unlock()
+			}
+		}
+		cancel()
+		if err == nil {
+			z.amnesic.Store(!intact)
+			if !intact {
+				if _, ok := l.amnesicAt[i]; !ok {
+					// What it held may be gone: read every copy again.
+					l.amnesicAt[i] = cur
+					for _, ok := range l.repairOK {
+						delete(ok, i)
+					}
+				}
+			} else {
+				delete(l.amnesicAt, i)
+			}
+		}
+	}
 	for i, k := range chain[:len(chain)-1] {
 		last := chain[i+1].first - 1
 		if last > lac {
@@ -89,13 +145,16 @@ func (l *Log) repairPass(ctx context.Context) error {
 		for zi, z := range l.zones {
 			switch {
 			case listed[zi] == nil:
+				unchecked++
 			case !listed[zi][k]:
 				short[zi] = zoneCopy{absent: true}
+				delete(l.repairOK[k], zi)
 			case l.repairOK[k][zi] || !ripe:
 				// Whole when last read, or not to be read yet.
 			default:
 				c, err := l.readCopy(ctx, z, k, last)
 				if err != nil {
+					unchecked++
 					errs = append(errs, err)
 				} else if c.have >= last && !c.noLAC {
 					l.repairOK[k][zi] = true
@@ -117,6 +176,40 @@ func (l *Log) repairPass(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("commitlog: repairing segment %s: %w", k, err))
 		}
 	}
+	// An amnesic zone holds the log intact again once every record it could
+	// have held before it was found amnesic is back: the writer has rolled
+	// past the segment it was writing then (so that segment is sealed), and
+	// every segment of the chain up to that one is known whole on it (the
+	// later ones it was given as any zone is). Its marker goes back, and
+	// quorums count it again.
+	for zi, at := range l.amnesicAt {
+		if !l.zones[zi].amnesic.Load() {
+			continue
+		}
+		whole := listed[zi] != nil && cur.compare(at) > 0
+		for _, k := range chain[:len(chain)-1] {
+			if k.compare(at) <= 0 && !l.repairOK[k][zi] {
+				whole = false
+			}
+		}
+		if !whole {
+			missing++
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
+		err := l.zones[zi].createEpoch(c, intactEpoch)
+		cancel()
+		if err != nil && !errors.Is(err, blob.ErrExists) {
+			missing++
+			errs = append(errs, fmt.Errorf("commitlog: the intact marker on zone %d: %w", zi, err))
+			continue
+		}
+		l.zones[zi].amnesic.Store(false)
+		delete(l.amnesicAt, zi)
+		l.mu.Lock()
+		l.stats.Repaired++
+		l.mu.Unlock()
+	}
 	// Forget segments no longer on the chain (truncated).
 	on := map[segKey]bool{}
 	for _, k := range chain {
@@ -129,7 +222,13 @@ func (l *Log) repairPass(ctx context.Context) error {
 		}
 	}
 	l.mu.Lock()
-	l.stats.Missing = missing
+	var amnesic int64
+	for _, z := range l.zones {
+		if z.amnesic.Load() {
+			amnesic++
+		}
+	}
+	l.stats.Missing, l.stats.Unchecked, l.stats.Amnesic = missing, unchecked, amnesic
 	l.stats.RepairPasses++
 	l.mu.Unlock()
 	return errors.Join(errs...)
@@ -176,7 +275,10 @@ func (l *Log) repairSegment(ctx context.Context, k segKey, last int64, short map
 	moved := false
 	var errs []error
 	for zi, z := range l.zones {
-		if _, ok := short[zi]; ok {
+		if cp, ok := short[zi]; ok && !cp.noLAC {
+			// A copy that has every record but no frame saying they are
+			// committed (a recovered tip: recoveries copy records without
+			// a LAC) is a source still: the chain says they are.
 			continue
 		}
 		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)

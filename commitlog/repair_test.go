@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 )
 
@@ -33,17 +33,8 @@ func TestRepairReplacedZone(t *testing.T) {
 			}
 			appendN(0, n/2)
 			// Zone 2 is replaced by an empty bucket: every segment gone.
-			var gone []string
-			for o, err := range blob.All(ctx, inner[2], &blob.ListOptions{Prefix: "L/seg/"}) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				gone = append(gone, o.Key)
-			}
-			for _, k := range gone {
-				if err := inner[2].Delete(ctx, k, nil); err != nil {
-					t.Fatal(err)
-				}
+			if err := wipe(ctx, inner[2], "L/seg/"); err != nil {
+				t.Fatal(err)
 			}
 			appendN(n/2, n)
 			l.mu.Lock()
@@ -116,13 +107,8 @@ func TestRepairCrashAtEveryStep(t *testing.T) {
 				// The writer's repair meets zone 2 emptied, and crashes
 				// after its skip-th commit there.
 				cf[2].FailFrom(fault.OpCommit, skip+1, 0, errors.New("the writer crashed"))
-				for o, err := range blob.All(ctx, inner[2], &blob.ListOptions{Prefix: "L/seg/"}) {
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := inner[2].Delete(ctx, o.Key, nil); err != nil {
-						t.Fatal(err)
-					}
+				if err := wipe(ctx, inner[2], "L/seg/"); err != nil {
+					t.Fatal(err)
 				}
 				passes := l.Stats().RepairPasses
 				for i := 0; l.Stats().RepairPasses < passes+3; i++ {
@@ -188,6 +174,88 @@ func TestRepairCrashAtEveryStep(t *testing.T) {
 				t.Fatalf("%d repairs cut off, want one per commit", cutOff)
 			}
 			t.Logf("%s: the repair cut off at each of its %d commits on the replaced zone", be.name, cutOff)
+		})
+	}
+}
+
+// A zone replaced by an empty bucket does not count toward the quorums that
+// read absence until it is repaired. Records acknowledged on zones 0 and 1
+// (zone 2 down then) lose zone 0's copy when it is emptied: with zone 1 down,
+// an Open that counted zone 0 with zone 2 would find none of them and
+// recover a log without them. It must refuse instead, recover them once zone
+// 1 answers, and, after its repair has put back what zone 0 held and rolled
+// past the segment it was writing, count zone 0 again.
+func TestReplacedZoneNotCounted(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			inner := be.zones(t, 3)
+			stores, faults := wrapAll(inner, 17)
+			opts := &Options{MaxSegmentAppends: 4, RepairInterval: 2 * time.Millisecond, OpTimeout: 2 * time.Second}
+			mustOpen(t, stores, "L", opts).Close() // every zone gets the intact marker
+			faults[2].SetDown(true)
+			l := mustOpen(t, stores, "L", opts)
+			const n = 10
+			for i := range n {
+				if off, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil || off != int64(i) {
+					t.Fatalf("append %d: %d, %v", i, off, err)
+				}
+			}
+			// The writer crashes; zone 2 comes back; zone 0 is replaced.
+			l.cancel()
+			faults[2].SetDown(false)
+			if err := wipe(ctx, inner[0], "L/"); err != nil {
+				t.Fatal(err)
+			}
+			faults[1].SetDown(true)
+			if l2, err := Open(ctx, stores, "L", opts); !errors.Is(err, ErrNotEnoughZones) || !strings.Contains(err.Error(), "intact marker") {
+				if err == nil {
+					r, _ := NewReader(stores, "L", 0, opts)
+					recs := readN(t, ctx, r, int(l2.Committed()+1))
+					t.Fatalf("an Open with zone 1 down and zone 0 emptied recovered to %d (%d records) and lost the rest of %d acknowledged", l2.Committed(), len(recs), n)
+				}
+				t.Fatalf("an Open with zone 1 down and zone 0 emptied: %v, want ErrNotEnoughZones naming the intact marker", err)
+			}
+			faults[1].SetDown(false)
+			l2 := mustOpen(t, stores, "L", opts)
+			if st := l2.Stats(); st.RecoveredTo != n-1 {
+				t.Fatalf("recovered to %d, want %d", st.RecoveredTo, n-1)
+			}
+			// Zone 0 is amnesic until the writer has rolled past the
+			// segment it was writing when its repair found it so, and every
+			// sealed segment is whole there.
+			for i := n; ; i++ {
+				st := l2.Stats()
+				if st.RepairPasses > 0 && st.Amnesic == 0 && st.Missing == 0 && !l2.zones[0].amnesic.Load() {
+					break
+				}
+				if i > n+2000 {
+					t.Fatalf("zone 0 was never counted again: %+v", st)
+				}
+				if _, err := l2.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			end := l2.Committed()
+			l2.cancel() // crashed again
+			faults[1].SetDown(true)
+			l3 := mustOpen(t, stores, "L", opts)
+			defer l3.Close()
+			if st := l3.Stats(); st.RecoveredTo != end {
+				t.Fatalf("with zone 0 repaired and zone 1 down: recovered to %d, want %d", st.RecoveredTo, end)
+			}
+			r, err := NewReader(stores, "L", 0, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			for i, rec := range readN(t, ctx, r, int(end+1)) {
+				if want := fmt.Sprintf("r%d", i); string(rec.Data) != want {
+					t.Fatalf("record %d = %q, want %q", i, rec.Data, want)
+				}
+			}
 		})
 	}
 }

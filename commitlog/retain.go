@@ -22,9 +22,22 @@ func (l *Log) retain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	before, err := l.retainBefore(ctx, cur, lac)
+	if err != nil || before < 0 {
+		return err
+	}
+	_, err = l.TruncateBefore(ctx, before)
+	return err
+}
+
+// retainBefore returns the offset retention truncates before, -1 if none.
+// The chain's headers are the mover's and the repairer's too: tierMu.
+func (l *Log) retainBefore(ctx context.Context, cur segKey, lac int64) (int64, error) {
+	l.tierMu.Lock()
+	defer l.tierMu.Unlock()
 	chain, err := l.chainTo(ctx, cur)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	now := time.Now()
 	var kept int64
@@ -34,16 +47,15 @@ func (l *Log) retain(ctx context.Context) error {
 		}
 		size, last, err := l.segmentInfo(ctx, chain[i])
 		if err != nil {
-			return err
+			return -1, err
 		}
 		kept += size
 		if l.opts.RetainFor > 0 && now.Sub(last) > l.opts.RetainFor ||
 			l.opts.RetainBytes > 0 && kept > l.opts.RetainBytes {
-			_, err := l.TruncateBefore(ctx, chain[i+1].first)
-			return err
+			return chain[i+1].first, nil
 		}
 	}
-	return nil
+	return -1, nil
 }
 
 // segmentInfo returns the bytes segment k holds and the time of its last

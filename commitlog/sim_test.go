@@ -34,10 +34,15 @@ var (
 
 // TestSimulation runs writers, racing takeovers and restarting tailing
 // readers over three fault-wrapped zones (W=2) while zones go down, slow
-// down, and fail commits before and after they take effect, then checks the
-// log against what was acknowledged: no acknowledged record lost or moved,
-// no record twice, no gap, and no record served before it was committed (or
-// served and later changed).
+// down, fail commits before and after they take effect, and are replaced by
+// empty buckets (one at a time, the next once the writer's repair has put
+// back what the last one lost), while the log is truncated by hand and by
+// retention (by bytes in even seeds, by age in odd ones). It then checks the
+// log against what was acknowledged: no acknowledged record at or after the
+// start lost or moved, no record twice, no gap, no record served before it
+// was committed (or served and later changed), no reader opened below a
+// start that a truncation had returned served anything but ErrTruncated,
+// and no ErrTruncated for an offset the log still holds.
 //
 // The choices (which fault, which zone, when a writer is replaced) come from
 // the seed; the interleaving of goroutines does not, so a failure names its
@@ -45,8 +50,9 @@ var (
 func TestSimulation(t *testing.T) {
 	t.Cleanup(func() {
 		r := simTotal
-		t.Logf("total: %d appends acknowledged, %d failed (ambiguous), %d fenced, %d records in the logs, %d writers, %d records served, %d injected failures, %d segments created ahead, %d unused segments at a takeover, %d segments moved to the regional store, %d markers, %d moves stopped midway, %d regional reads",
-			r.acked, r.failed, r.fenced, r.logLen, r.writers, r.served, r.injected, r.prewarms, r.unusedAtTakeover, r.moved, r.markers, r.moveStops, r.regionalReads)
+		t.Logf("total: %d appends acknowledged, %d failed (ambiguous), %d fenced, %d records in the logs, %d writers, %d records served, %d injected failures, %d segments created ahead, %d unused segments at a takeover, %d segments moved to the regional store, %d markers, %d moves stopped midway, %d regional reads; %d truncations (%d failed), %d records truncated, %d segments deleted, %d ErrTruncated to readers (%d opened below a returned start), %d zones replaced, %d copies repaired",
+			r.acked, r.failed, r.fenced, r.logLen, r.writers, r.served, r.injected, r.prewarms, r.unusedAtTakeover, r.moved, r.markers, r.moveStops, r.regionalReads,
+			r.truncations, r.truncFailed, r.start, r.segsTruncated, r.truncErrs, r.belowOpens, r.replaced, r.repaired)
 	})
 	for _, be := range simBackends {
 		if *simOnly != "" && !slices.Contains(strings.Split(*simOnly, ","), be.name) {
@@ -55,9 +61,10 @@ func TestSimulation(t *testing.T) {
 		for seed := 1; seed <= *simSeeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", be.name, seed), func(t *testing.T) {
 				res := simulate(t, be, uint64(seed), *simAppends)
-				t.Logf("%s seed %d: %d appends acknowledged, %d failed (ambiguous), %d in the log, %d writers, %d fenced appends, %d records served to readers, %d reader restarts, %d fault changes, %d injected failures; %d segments created ahead, %d rolls waited, %d unused segments at a takeover; %d segments moved, %d markers, %d moves stopped midway, %d regional reads",
+				t.Logf("%s seed %d: %d appends acknowledged, %d failed (ambiguous), %d in the log, %d writers, %d fenced appends, %d records served to readers, %d reader restarts, %d fault changes, %d injected failures; %d segments created ahead, %d rolls waited, %d unused segments at a takeover; %d segments moved, %d markers, %d moves stopped midway, %d regional reads; %d truncations (%d failed), start %d, %d segments deleted, %d ErrTruncated (%d opened below a returned start), %d zones replaced, %d copies repaired",
 					be.name, seed, res.acked, res.failed, res.logLen, res.writers, res.fenced, res.served, res.restarts, res.faults, res.injected,
-					res.prewarms, res.rollWaits, res.unusedAtTakeover, res.moved, res.markers, res.moveStops, res.regionalReads)
+					res.prewarms, res.rollWaits, res.unusedAtTakeover, res.moved, res.markers, res.moveStops, res.regionalReads,
+					res.truncations, res.truncFailed, res.start, res.segsTruncated, res.truncErrs, res.belowOpens, res.replaced, res.repaired)
 				simMu.Lock()
 				simTotal.add(res)
 				simMu.Unlock()
@@ -69,6 +76,8 @@ func TestSimulation(t *testing.T) {
 type simResult struct {
 	acked, failed, fenced, logLen, served, restarts, faults, injected, writers      int64
 	prewarms, rollWaits, unusedAtTakeover, moved, markers, moveStops, regionalReads int64
+	truncations, truncFailed, start, segsTruncated, truncErrs, belowOpens           int64
+	replaced, repaired                                                              int64
 }
 
 func (a *simResult) add(b simResult) {
@@ -88,6 +97,14 @@ func (a *simResult) add(b simResult) {
 	a.markers += b.markers
 	a.moveStops += b.moveStops
 	a.regionalReads += b.regionalReads
+	a.truncations += b.truncations
+	a.truncFailed += b.truncFailed
+	a.start += b.start
+	a.segsTruncated += b.segsTruncated
+	a.truncErrs += b.truncErrs
+	a.belowOpens += b.belowOpens
+	a.replaced += b.replaced
+	a.repaired += b.repaired
 }
 
 var (
@@ -179,7 +196,12 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	regionalFault := fault.Wrap(regionalInner, fault.Options{Seed: seed*31 + 99, Name: "regional"})
 	faults = append(faults, regionalFault)
 	opts := &Options{MaxSegmentAppends: 40, OpTimeout: 2 * time.Second, RelistInterval: 20 * time.Millisecond,
-		Regional: regionalFault, MoveAfter: 20 * time.Millisecond}
+		Regional: regionalFault, MoveAfter: 20 * time.Millisecond, RepairInterval: 10 * time.Millisecond}
+	if seed%2 == 0 {
+		opts.RetainBytes = 16 << 10
+	} else {
+		opts.RetainFor = 500 * time.Millisecond
+	}
 	const name = "sim"
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 
@@ -198,6 +220,26 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 		}
 		return c
 	}
+	latest := func() *Log {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(writers) == 0 {
+			return nil
+		}
+		return writers[len(writers)-1]
+	}
+	// The highest start a truncation has returned: by hand (maxStart) or
+	// by a writer's retention (its Stats).
+	var maxStart atomic.Int64
+	knownStart := func() int64 {
+		s := maxStart.Load()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range writers {
+			s = max(s, w.Stats().Start)
+		}
+		return s
+	}
 
 	// Readers: tail the log, restart now and then from where they were or
 	// from earlier, and record what they were served.
@@ -208,18 +250,35 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	}
 	stopReaders := make(chan struct{})
 	var rwg sync.WaitGroup
+	// Stopped at the end, or when the run fails before it.
+	stopReading := sync.OnceFunc(func() {
+		close(stopReaders)
+		rwg.Wait()
+	})
+	defer stopReading()
+	var wipes atomic.Int64 // zone replacements begun and ended (odd: one under way)
 	servedBy := make([][]served, 2)
-	var restarts, moveStops, regionalReads atomic.Int64
+	truncatedAt := make([][]int64, 2) // where each reader got ErrTruncated
+	var restarts, moveStops, regionalReads, belowOpens atomic.Int64
 	for ri := range servedBy {
 		rrng := rand.New(rand.NewPCG(seed, uint64(ri)+100))
 		rwg.Go(func() {
 			var from int64
 			for {
+				known := knownStart()
+				// A record the reader buffered may lose a copy to a zone
+				// replaced after it was read: from then on, the check that
+				// it was committed counts one zone holding it.
+				wiped := wipes.Load()
 				r, err := NewReader(stores, name, from, opts)
 				if err != nil {
 					t.Error(err)
 					return
 				}
+				// Opened below a start a truncation returned: the first
+				// answer must be ErrTruncated.
+				below := from < known
+				truncated := false
 				n := 20 + rrng.IntN(200)
 				for range n {
 					rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -230,6 +289,14 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 						return
 					default:
 					}
+					if errors.Is(err, ErrTruncated) {
+						truncatedAt[ri] = append(truncatedAt[ri], r.Offset())
+						if below {
+							belowOpens.Add(1)
+						}
+						truncated = true
+						break
+					}
 					if err != nil {
 						if !errors.Is(err, context.DeadlineExceeded) {
 							t.Errorf("reader %d: %v", ri, err)
@@ -237,13 +304,23 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 						}
 						continue
 					}
+					if below {
+						t.Errorf("reader %d opened at %d, below the start %d a truncation had returned, was served offset %d", ri, from, known, rec.Offset)
+						below = false
+					}
 					c := committed()
 					if rec.Offset > c {
 						// Past every writer's LAC: only a recovery that has
 						// not returned yet can have committed it, by copying
 						// it to W zones before starting its segment. Count
-						// the zones that hold it, below the faults.
-						if n := zonesHolding(ctx, inner, name, rec); n >= 2 {
+						// the zones that hold it, below the faults: one if a
+						// zone was replaced since the reader began.
+						n := zonesHolding(ctx, inner, name, rec)
+						need := 2
+						if wiped%2 == 1 || wipes.Load() != wiped {
+							need = 1
+						}
+						if n >= need {
 							c = rec.Offset
 						}
 					}
@@ -253,7 +330,16 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 				regionalReads.Add(r.Stats().RegionalReads)
 				r.Close()
 				from = r.Offset()
-				if rrng.IntN(4) == 0 {
+				switch {
+				case truncated:
+					// On from the start; if none is known above it yet (a
+					// truncation still under way), wait for one.
+					if s := knownStart(); s > from {
+						from = s
+					} else {
+						time.Sleep(2 * time.Millisecond)
+					}
+				case rrng.IntN(4) == 0:
 					from -= rrng.Int64N(min(from+1, 500))
 				}
 			}
@@ -261,14 +347,41 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	}
 
 	// Faults: every few milliseconds change one zone's faults, keeping at
-	// most one zone down so that the log can make progress.
+	// most one zone down so that the log can make progress. A zone replaced
+	// by an empty bucket counts as down until the writer's repair has put
+	// back what it lost (replaced): the down zone and the replaced one are
+	// never two different zones, so every acknowledged record keeps a copy
+	// that answers.
+	var zmu sync.Mutex
+	down, replaced := -1, -1
+	var replacedLog []string
+	// amnesicBut reports whether a zone other than z lacks the intact
+	// marker, below the faults (down when the log began, or replaced): that
+	// is a zone failed already.
+	innerZones, _ := zonesFor(inner, name, Options{})
+	intactZone := func(i int) bool {
+		_, intact, err := innerZones[i].claims(ctx)
+		return err == nil && intact
+	}
+	amnesicBut := func(z int) bool {
+		for i := range innerZones {
+			if i != z && !intactZone(i) {
+				return true
+			}
+		}
+		return false
+	}
 	stopFaults := make(chan struct{})
 	var fwg sync.WaitGroup
+	stopFaulting := sync.OnceFunc(func() {
+		close(stopFaults)
+		fwg.Wait()
+	})
+	defer stopFaulting()
 	var nfaults atomic.Int64
 	frng := rand.New(rand.NewPCG(seed, 7))
 	fwg.Go(func() {
 		rules := make([][]fault.RuleID, len(faults))
-		down := -1
 		for {
 			select {
 			case <-stopFaults:
@@ -280,13 +393,15 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 			nfaults.Add(1)
 			switch frng.IntN(7) {
 			case 0: // zone down, or back up
+				zmu.Lock()
 				if down == z {
 					f.SetDown(false)
 					down = -1
-				} else if down < 0 {
+				} else if down < 0 && (replaced < 0 || replaced == z) && !amnesicBut(z) {
 					f.SetDown(true)
 					down = z
 				}
+				zmu.Unlock()
 			case 1: // slow zone
 				rules[z] = append(rules[z], f.AddLatency(fault.OpCommit, latency.Dist{P50: 2 * time.Millisecond, P99: 20 * time.Millisecond}))
 			case 2: // commits that fail after they took effect
@@ -301,6 +416,111 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 				}
 				rules[z] = nil
 			}
+		}
+	})
+
+	// Truncations by hand: every few tens of milliseconds the latest
+	// writer truncates the log up to 400 records below what it committed.
+	var truncations, truncFailed atomic.Int64
+	trng := rand.New(rand.NewPCG(seed, 8))
+	fwg.Go(func() {
+		for {
+			select {
+			case <-stopFaults:
+				return
+			case <-time.After(time.Duration(10+trng.IntN(40)) * time.Millisecond):
+			}
+			w := latest()
+			if w == nil {
+				continue
+			}
+			off := w.Committed() - trng.Int64N(400)
+			if off <= 0 {
+				continue
+			}
+			tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			start, err := w.TruncateBefore(tctx, off)
+			cancel()
+			truncations.Add(1)
+			if err != nil {
+				truncFailed.Add(1)
+				continue
+			}
+			for {
+				if m := maxStart.Load(); start <= m || maxStart.CompareAndSwap(m, start) {
+					break
+				}
+			}
+		}
+	})
+
+	// Zone replacements: now and then a zone loses everything of the log
+	// (below its faults), epoch claims and intact marker included. The next
+	// may come once the latest writer has rolled past every record
+	// acknowledged before and its repair has then found nothing missing,
+	// unchecked or amnesic in three passes.
+	var replacements atomic.Int64
+	prng := rand.New(rand.NewPCG(seed, 9))
+	fwg.Go(func() {
+		for {
+			select {
+			case <-stopFaults:
+				return
+			case <-time.After(time.Duration(50+prng.IntN(200)) * time.Millisecond):
+			}
+			// Not while a zone is amnesic (down when the log began, say):
+			// two would leave too few intact zones to open the log.
+			if latest() == nil || amnesicBut(-1) {
+				continue
+			}
+			z := prng.IntN(len(inner))
+			zmu.Lock()
+			ok := down < 0 || down == z
+			if ok {
+				replaced = z
+			}
+			zmu.Unlock()
+			if !ok {
+				continue
+			}
+			before := committed()
+			zmu.Lock()
+			replacedLog = append(replacedLog, fmt.Sprintf("zone %d at %d (writer %d amnesic %d)", z, before, latest().Epoch(), latest().Stats().Amnesic))
+			zmu.Unlock()
+			wipes.Add(1)
+			if err := wipe(ctx, inner[z], name+"/"); err != nil {
+				t.Errorf("replacing zone %d: %v", z, err)
+				return
+			}
+			wipes.Add(1)
+			replacements.Add(1)
+			var w *Log
+			var passes int64
+			for {
+				select {
+				case <-stopFaults:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				lw := latest()
+				lw.mu.Lock()
+				tip := lw.seg.key.first
+				lw.mu.Unlock()
+				if tip <= before {
+					continue
+				}
+				st := lw.Stats()
+				if lw != w {
+					w, passes = lw, st.RepairPasses
+					continue
+				}
+				if st.RepairPasses >= passes+3 && st.Missing == 0 && st.Unchecked == 0 && st.Amnesic == 0 && intactZone(z) {
+					break
+				}
+			}
+			zmu.Lock()
+			replaced = -1
+			zmu.Unlock()
 		}
 	})
 
@@ -320,8 +540,14 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 			if err == nil {
 				break
 			}
-			if attempt > 50 {
-				t.Fatalf("open: %v", err)
+			if attempt > 1000 { // a down zone comes back within a second or so
+				var marks []string
+				for i, z := range inner {
+					zs, _ := zonesFor([]blob.Store{z}, name, Options{})
+					m, intact, err := zs[0].claims(ctx)
+					marks = append(marks, fmt.Sprintf("zone %d: claims to %d, intact %v, %v", i, m, intact, err))
+				}
+				t.Fatalf("open: %v\n%s\nreplacements: %v", err, strings.Join(marks, "\n"), replacedLog)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -384,17 +610,22 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 		}
 	}
 	awg.Wait()
-	close(stopFaults)
-	fwg.Wait()
+	stopFaulting()
 	for _, f := range faults {
 		f.Reset()
 	}
 
-	// The final writer recovers everything; a fresh reader reads it all.
-	for _, f := range faults {
-		f.Reset()
+	// The final writer recovers everything; a fresh reader reads it all
+	// from the start. The writers before it stop first, and it retains
+	// nothing, so that the start stays where it is while it is read.
+	mu.Lock()
+	for _, w := range writers {
+		w.Close()
 	}
-	final, err := Open(ctx, stores, name, opts)
+	mu.Unlock()
+	finalOpts := *opts
+	finalOpts.RetainBytes, finalOpts.RetainFor = 0, 0
+	final, err := Open(ctx, stores, name, &finalOpts)
 	if err != nil {
 		t.Fatalf("final open: %v", err)
 	}
@@ -402,10 +633,19 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	mu.Lock()
 	writers = append(writers, final)
 	mu.Unlock()
-	close(stopReaders)
-	rwg.Wait()
+	stopReading()
 	end := final.Committed()
-	r, err := NewReader(stores, name, 0, opts)
+	final.mu.Lock()
+	tip := final.seg.key
+	final.mu.Unlock()
+	final.tierMu.Lock()
+	chain, err := final.chainTo(ctx, tip)
+	final.tierMu.Unlock()
+	if err != nil {
+		t.Fatalf("final chain: %v", err)
+	}
+	start := chain[0].first
+	r, err := NewReader(stores, name, start, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,30 +653,33 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	// hundreds of moved segments, each a marker and a regional copy.
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
-	logRecs := make([]Record, 0, end+1)
-	for range end + 1 {
+	logRecs := make([]Record, 0, end+1-start)
+	for range end + 1 - start {
 		rec, err := r.Next(rctx)
 		if err != nil {
 			t.Fatalf("final read at %d: %v\n%s", r.Offset(), err, describe(ctx, r, inner, name))
 		}
 		logRecs = append(logRecs, rec)
 	}
+	at := func(off int64) string { return string(logRecs[min(max(off, start), end)-start].Data) }
 	seen := map[string]int64{}
 	for i, rec := range logRecs {
-		if rec.Offset != int64(i) {
-			t.Fatalf("gap: record %d has offset %d", i, rec.Offset)
+		if rec.Offset != start+int64(i) {
+			t.Fatalf("gap: record %d has offset %d", start+int64(i), rec.Offset)
 		}
 		if prev, dup := seen[string(rec.Data)]; dup {
-			t.Errorf("duplicate: %q at %d and %d", rec.Data, prev, i)
+			t.Errorf("duplicate: %q at %d and %d", rec.Data, prev, rec.Offset)
 		}
-		seen[string(rec.Data)] = int64(i)
+		seen[string(rec.Data)] = rec.Offset
 	}
 	described := false
 	for data, off := range acked {
 		got, ok := seen[data]
 		switch {
+		case !ok && off < start:
+			// Truncated.
 		case !ok:
-			t.Errorf("lost: acknowledged %q at %d is not in the log (it holds %q)", data, off, logRecs[min(off, end)].Data)
+			t.Errorf("lost: acknowledged %q at %d is not in the log (it holds %q)", data, off, at(off))
 			if !described {
 				described = true
 				r.pos = off
@@ -446,14 +689,36 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 			t.Errorf("moved: acknowledged %q at %d is at %d", data, off, got)
 		}
 	}
+	// Below the start, what readers were served is checked against what
+	// was acknowledged and against each other.
+	below := map[int64]string{}
+	for data, off := range acked {
+		if off < start {
+			below[off] = data
+		}
+	}
 	for ri, ss := range servedBy {
 		for _, s := range ss {
 			res.served++
-			if s.off > end || string(logRecs[s.off].Data) != s.data {
-				t.Errorf("reader %d was served %q at %d, the log holds %q", ri, s.data, s.off, logRecs[min(s.off, end)].Data)
+			switch {
+			case s.off < start:
+				if d, ok := below[s.off]; ok && d != s.data {
+					t.Errorf("reader %d was served %q at %d, below the start %d, where %q was", ri, s.data, s.off, start, d)
+				}
+				below[s.off] = s.data
+			case s.off > end || at(s.off) != s.data:
+				t.Errorf("reader %d was served %q at %d, the log holds %q", ri, s.data, s.off, at(s.off))
 			}
 			if s.off > s.committed {
 				t.Errorf("reader %d was served offset %d when only %d was committed", ri, s.off, s.committed)
+			}
+		}
+	}
+	for ri, offs := range truncatedAt {
+		for _, off := range offs {
+			res.truncErrs++
+			if off >= start {
+				t.Errorf("reader %d got ErrTruncated at %d, which the log holds (it starts at %d)", ri, off, start)
 			}
 		}
 	}
@@ -474,9 +739,13 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 		res.unusedAtTakeover += st.UnusedSkipped
 		res.moved += ms.Moved
 		res.markers += ms.Markers
+		res.segsTruncated += st.Truncated
+		res.repaired += st.Repaired
 	}
 	mu.Unlock()
 	res.moveStops = moveStops.Load()
+	res.truncations, res.truncFailed = truncations.Load(), truncFailed.Load()
+	res.start, res.belowOpens, res.replaced = start, belowOpens.Load(), replacements.Load()
 	res.regionalReads = r.Stats().RegionalReads + regionalReads.Load()
 	return res
 }

@@ -264,6 +264,12 @@ func (l *Log) chainTo(ctx context.Context, cur segKey) ([]segKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	return l.chainIn(ctx, cur, keys)
+}
+
+// chainIn returns the chain that ends at cur among keys, the segments the
+// zones listed (sorted, each once).
+func (l *Log) chainIn(ctx context.Context, cur segKey, keys []segKey) ([]segKey, error) {
 	for _, k := range keys {
 		if k.epoch <= cur.epoch {
 			continue

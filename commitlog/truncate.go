@@ -97,7 +97,8 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 }
 
 // deleteEpochsBelow removes the epoch claims below e on z. The highest claim
-// (e or above) stays, so a later claim still goes above every earlier one.
+// (e or above) stays, so a later claim still goes above every earlier one,
+// and so does the intact marker.
 func (z *zone) deleteEpochsBelow(ctx context.Context, e uint64) error {
 	prefix := z.log + "/epoch/"
 	var old []string
@@ -105,7 +106,7 @@ func (z *zone) deleteEpochsBelow(ctx context.Context, e uint64) error {
 		if err != nil {
 			return err
 		}
-		if x, ok := parseEpoch(strings.TrimPrefix(o.Key, prefix)); ok && x < e {
+		if x, ok := parseEpoch(strings.TrimPrefix(o.Key, prefix)); ok && x < e && x != intactEpoch {
 			old = append(old, o.Key)
 		}
 	}

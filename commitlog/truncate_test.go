@@ -129,6 +129,7 @@ func TestTruncateBefore(t *testing.T) {
 					}
 					var k segKey
 					switch {
+					case o.Key == "L/epoch/00000000000000000000": // the intact marker
 					case strings.HasPrefix(o.Key, "L/epoch/"):
 						epochs++
 					case strings.HasPrefix(o.Key, "L/seg/"):
@@ -248,5 +249,109 @@ func TestRetentionOptions(t *testing.T) {
 			l.Close()
 			t.Errorf("Open with %+v: no error", *o)
 		}
+	}
+}
+
+// An idle, truncated log, on every layout: what it keeps on each zone, and
+// the requests each repair pass makes while nothing is appended (counted
+// on the fault wrapper). A pass only lists: no write, no Stat, no read.
+func TestIdleTruncatedLog(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			inner := be.zones(t, 3)
+			stores, faults := wrapAll(inner, 21)
+			opts := &Options{MaxSegmentAppends: 5, RepairInterval: 5 * time.Millisecond}
+			for range 2 { // earlier writers' epoch claims
+				mustOpen(t, stores, "L", opts).Close()
+			}
+			l := mustOpen(t, stores, "L", opts)
+			defer l.Close()
+			const n = 60
+			for i := range n {
+				if _, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start, err := l.TruncateBefore(ctx, n-2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Idle: the passes after the truncation have read what they
+			// read once (a copy found whole is not read again).
+			waitPasses := func(k int64) {
+				t.Helper()
+				p := l.Stats().RepairPasses
+				for i := 0; l.Stats().RepairPasses < p+k; i++ {
+					if i > 20000 {
+						t.Fatalf("no repair passes: %+v", l.Stats())
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			waitPasses(3)
+			count := func() (calls map[fault.Op]int64, passes int64) {
+				passes = l.Stats().RepairPasses
+				calls = map[fault.Op]int64{}
+				for _, f := range faults {
+					for op, st := range f.Stats() {
+						calls[op] += st.Calls
+					}
+				}
+				return calls, passes
+			}
+			before, p0 := count()
+			waitPasses(20)
+			after, p1 := count()
+			// The pass under way at either count may be counted in part:
+			// per pass, the counts are within one pass of these.
+			passes := p1 - p0
+			perOp := map[fault.Op]int64{}
+			for op, c := range after {
+				perOp[op] = c - before[op]
+			}
+			for op, c := range perOp {
+				if op != fault.OpList && c != 0 {
+					t.Errorf("idle passes made %d calls of %v, want lists only", c, op)
+				}
+			}
+			lists := perOp[fault.OpList]
+			// Each pass lists each zone's segments (which give the chain
+			// too) and its epochs above the writer's.
+			if lists > (passes+1)*3*2 || lists < (passes-1)*3*2 {
+				t.Errorf("%d lists in %d passes over 3 zones, want 2 a zone a pass", lists, passes)
+			}
+			// What it keeps: the segments at or after the start (the one
+			// being written and the one created ahead), one epoch claim and
+			// the intact marker.
+			var objects, bytes int64
+			for z, s := range inner {
+				var segs, epochs, intact int
+				for o, err := range blob.All(ctx, s, &blob.ListOptions{Prefix: "L/"}) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					objects++
+					bytes += o.Size
+					switch {
+					case o.Key == "L/epoch/00000000000000000000":
+						intact++
+					case strings.HasPrefix(o.Key, "L/epoch/"):
+						epochs++
+					case strings.HasPrefix(o.Key, "L/seg/"):
+						segs++
+					}
+				}
+				if epochs != 1 {
+					t.Errorf("zone %d keeps %d epoch claims, want 1", z, epochs)
+				}
+				if segs == 0 || intact != 1 {
+					t.Errorf("zone %d keeps %d segments and %d intact markers, want some and 1", z, segs, intact)
+				}
+			}
+			t.Logf("%s: idle after truncating to %d: %d lists in %d repair passes (%.1f a zone a pass, nothing else); keeps %d objects, %d bytes on 3 zones",
+				be.name, start, lists, passes, float64(lists)/float64(passes)/3, objects, bytes)
+		})
 	}
 }

@@ -55,6 +55,9 @@ type Log struct {
 	// still shows it if the whole copy goes).
 	repairSeen map[segKey]time.Time
 	repairOK   map[segKey]map[int]bool
+	// amnesicAt: the zones the repairer found without the intact marker,
+	// with the segment being written when it did.
+	amnesicAt map[int]segKey
 	// moverDone: a newer writer's segments exist; it moves them now.
 	moverDone bool
 	moves     MoveStats
@@ -97,9 +100,15 @@ type Stats struct {
 	RetainErrors int64
 	// Missing counts the copies of sealed segments (or their markers) that
 	// zones lacked when the repairer last looked: the durability lost until
-	// it copies them back. Repaired counts the copies it wrote, and
-	// RepairPasses its passes.
-	Missing, Repaired, RepairPasses int64
+	// it copies them back; a zone that lost this writer's epoch claim
+	// counts one, and so does an amnesic zone not yet given its intact
+	// marker back. Unchecked counts the copies it could not list or read
+	// (their durability is unknown until a later pass). Amnesic counts the
+	// zones found without the log's intact marker (replaced by an empty
+	// bucket, or down when the log began) and not yet repaired: quorums do
+	// not count them. Repaired counts the copies, claims and markers it
+	// wrote, and RepairPasses its passes.
+	Missing, Unchecked, Amnesic, Repaired, RepairPasses int64
 	// NotSegments counts names that parse as segments but whose header no
 	// zone holds (every zone answered): garbage under the segments'
 	// prefix, which Open passes over (see errNoSegment).
@@ -176,7 +185,7 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 		return nil, err
 	}
 	l := &Log{name: name, zones: zones, opts: o, epoch: epoch, changed: make(chan struct{}),
-		regional: regionalZone(o.Regional, name), moved: map[segKey]bool{}, sealedAt: map[segKey]time.Time{}, unmarked: map[int][]segKey{}, headers: map[segKey]frame{}, repairSeen: map[segKey]time.Time{}, repairOK: map[segKey]map[int]bool{}}
+		regional: regionalZone(o.Regional, name), moved: map[segKey]bool{}, sealedAt: map[segKey]time.Time{}, unmarked: map[int][]segKey{}, headers: map[segKey]frame{}, repairSeen: map[segKey]time.Time{}, repairOK: map[segKey]map[int]bool{}, amnesicAt: map[int]segKey{}}
 	l.cond = sync.NewCond(&l.mu)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (*Log, error) {

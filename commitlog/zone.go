@@ -92,6 +92,11 @@ type zone struct {
 	// foreign counts names under the log's prefixes that do not parse:
 	// skipped, never trusted (see Stats.Foreign).
 	foreign atomic.Int64
+	// amnesic: the zone lacks the log's intact marker (replaced by an empty
+	// bucket, or lost objects, or was down when the log began), so its
+	// answers may lack what it once held. Its answers are used but never
+	// counted toward a quorum that absence is read from (see intactEpoch).
+	amnesic atomic.Bool
 }
 
 func (z *zone) segPrefix() string { return z.log + "/seg/" }
@@ -360,6 +365,40 @@ func (z *zone) listSegments(ctx context.Context, from *segKey) ([]segKey, error)
 }
 
 func (z *zone) epochKey(e uint64) string { return fmt.Sprintf("%s/epoch/%020d", z.log, e) }
+
+// intactEpoch is the claim no writer makes (claims start at 1): its object
+// on a zone is the log's intact marker, saying the zone holds everything of
+// the log it was given. The first Open of a log writes it on every zone
+// that answers; a zone replaced by an empty bucket loses it with the rest,
+// and a writer's repair puts it back once the zone holds again every
+// record it could have held. Quorums whose reasoning reads absence (the
+// epochs above a claim, the segments of the chain, the records of the tip)
+// count only zones that hold it: a record acknowledged on W zones is then
+// on at least one of any N-W+1 intact ones.
+const intactEpoch = 0
+
+// claims returns the highest epoch claimed on this zone and whether it holds
+// the intact marker.
+func (z *zone) claims(ctx context.Context) (uint64, bool, error) {
+	prefix := z.log + "/epoch/"
+	var m uint64
+	intact := false
+	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix}) {
+		if err != nil {
+			return 0, false, err
+		}
+		e, ok := parseEpoch(strings.TrimPrefix(o.Key, prefix))
+		if !ok {
+			z.foreign.Add(1)
+			continue
+		}
+		if e == intactEpoch {
+			intact = true
+		}
+		m = max(m, e)
+	}
+	return m, intact, nil
+}
 
 // createEpoch claims epoch e on this zone (blob.ErrExists if taken).
 func (z *zone) createEpoch(ctx context.Context, e uint64) error {

@@ -2,6 +2,7 @@ package cost
 
 import (
 	"fmt"
+	"github.com/zonalblob/zonalblob/commitlog"
 	"math"
 	"time"
 
@@ -220,6 +221,17 @@ func CompactorLease(processes int, lease time.Duration) Requests {
 	}
 	rounds := float64(month) / float64(lease/3)
 	return Requests{RegionalReads: rounds * float64(2+max(processes, 1)-1), RegionalWrites: rounds}
+}
+
+// IdleLog is what a commit log that nobody appends to issues in a month:
+// its writer's repair passes, every interval (zero: the log's default), each
+// listing each of its zones twice (its segments, and the epoch claims above
+// the writer's). Lists are billed as writes (Class A on GCS).
+func IdleLog(zones int, interval time.Duration) Requests {
+	if interval <= 0 {
+		interval = commitlog.DefaultRepairInterval
+	}
+	return Requests{ZonalWrites: float64(month) / float64(interval) * 2 * float64(max(zones, 1))}
 }
 
 // ManualPassLease is what a pass of a manual Store (CompactOnce) issues for

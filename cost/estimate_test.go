@@ -275,3 +275,17 @@ func TestCompactorLease(t *testing.T) {
 		t.Error("a negative number of processes was accepted")
 	}
 }
+
+func TestIdleLog(t *testing.T) {
+	r := cost.IdleLog(3, 0)
+	if !near(r.ZonalWrites, 6*43800) || r.ZonalReads != 0 || r.RegionalWrites != 0 || r.RegionalReads != 0 {
+		t.Fatalf("an idle log's requests a month over 3 zones: %+v", r)
+	}
+	if r10 := cost.IdleLog(3, 10*time.Minute); !near(r10.ZonalWrites, r.ZonalWrites/10) {
+		t.Fatalf("a 10-minute repair interval: %+v", r10)
+	}
+	for _, p := range cost.Pairs() {
+		t.Logf("%s: an idle log on 3 zones costs $%.2f a month in requests (repair every minute), $%.3f every 10 minutes",
+			p.Zonal.Name(), r.ZonalWrites*p.Zonal.WritePer1000/1000, r.ZonalWrites*p.Zonal.WritePer1000/10000)
+	}
+}
