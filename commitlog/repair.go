@@ -102,6 +102,11 @@ func (l *Log) repairPass(ctx context.Context) error {
 		case err != nil:
 			unchecked++
 			errs = append(errs, fmt.Errorf("commitlog: the epochs on zone %d: %w", i, err))
+		case m > l.epoch:
+			// A newer writer: it repairs now. This one's copies could land
+			// after that writer truncated them (see repairSegment).
+			cancel()
+			return fmt.Errorf("%w: epoch %d, zone %d holds a claim of %d", ErrFenced, l.epoch, i, m)
 		case m < l.epoch:
 			if err := z.createEpoch(c, l.epoch); err != nil && !errors.Is(err, blob.ErrExists) {
 				missing++
@@ -300,6 +305,16 @@ func (l *Log) repairSegment(ctx context.Context, k segKey, last int64, short map
 	}
 	if !moved && source == nil {
 		return 0, fmt.Errorf("no zone holds every record: %w", errors.Join(errs...))
+	}
+	// Only the current writer repairs: a newer one may have truncated the
+	// log since this pass listed it, and a copy written now would bring a
+	// truncated segment back below the start (readers opened there would
+	// be served it, and it would stay until the next truncation). The
+	// check is one listing of a majority, just before the writes; a writer
+	// paused between them can still land one, which the next truncation
+	// removes.
+	if err := checkEpoch(ctx, l.zones, l.epoch, l.opts.OpTimeout); err != nil {
+		return 0, err
 	}
 	wrote := 0
 	for zi, cp := range short {

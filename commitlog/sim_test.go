@@ -19,25 +19,29 @@ import (
 	"github.com/zonalblob/zonalblob/blob/latency"
 )
 
-// The simulation's size. The default run is short; the long one, with
-// segments moving to the regional store, is
+// The simulation's size. The default run is short; the long one is
 //
-//	go test ./commitlog -run TestSimulation -sim.appends 13000 -sim.seeds 4 -sim.backends append-s3express,stream-gcsrapid -timeout 55m
+//	go test ./commitlog -run TestSimulation -sim.appends 9000 -sim.seeds 4 -timeout 80m
 //
-// (104,000 appends; each takeover lists every segment, so several seeds of
-// a shorter log run faster than one long log).
+// (108,000 appends over the three layouts; add -sim.replace for zone
+// replacements).
 var (
 	simAppends = flag.Int("sim.appends", 600, "appends per seed and backend in TestSimulation")
 	simSeeds   = flag.Int("sim.seeds", 2, "seeds per backend in TestSimulation")
 	simOnly    = flag.String("sim.backends", "", "comma-separated backends of TestSimulation (default all)")
+	simReplace = flag.Bool("sim.replace", false, "replace zones by empty buckets in TestSimulation")
 )
 
 // TestSimulation runs writers, racing takeovers and restarting tailing
 // readers over three fault-wrapped zones (W=2) while zones go down, slow
-// down, fail commits before and after they take effect, and are replaced by
-// empty buckets (one at a time, the next once the writer's repair has put
-// back what the last one lost), while the log is truncated by hand and by
-// retention (by bytes in even seeds, by age in odd ones). It then checks the
+// down and fail commits before and after they take effect, while the log is
+// truncated by hand and by retention (by bytes in even seeds, by age in odd
+// ones) and the repairer runs every 10 ms. With -sim.replace, zones are
+// also replaced by empty buckets (one at a time, the next once the writer's
+// repair has put back what the last one lost, and never beside a down
+// zone). Each Open is checked as it returns: its epoch is above every
+// earlier writer's, and it recovered every record acknowledged or served
+// before it began. It then checks the
 // log against what was acknowledged: no acknowledged record at or after the
 // start lost or moved, no record twice, no gap, no record served before it
 // was committed (or served and later changed), no reader opened below a
@@ -256,6 +260,8 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 		rwg.Wait()
 	})
 	defer stopReading()
+	var maxServed atomic.Int64
+	maxServed.Store(-1)
 	var wipes atomic.Int64 // zone replacements begun and ended (odd: one under way)
 	servedBy := make([][]served, 2)
 	truncatedAt := make([][]int64, 2) // where each reader got ErrTruncated
@@ -325,6 +331,11 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 						}
 					}
 					servedBy[ri] = append(servedBy[ri], served{rec.Offset, string(rec.Data), c})
+					for {
+						if m := maxServed.Load(); rec.Offset <= m || maxServed.CompareAndSwap(m, rec.Offset) {
+							break
+						}
+					}
 				}
 				restarts.Add(1)
 				regionalReads.Add(r.Stats().RegionalReads)
@@ -462,7 +473,7 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	var replacements atomic.Int64
 	prng := rand.New(rand.NewPCG(seed, 9))
 	fwg.Go(func() {
-		for {
+		for *simReplace {
 			select {
 			case <-stopFaults:
 				return
@@ -532,6 +543,15 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	perRound := 100 + rng.IntN(200)
 	for seq.Load() < int64(appends) {
 		var l *Log
+		// Every record acknowledged before an Open begins is in the log it
+		// recovers, unless a truncation is the reason it is not.
+		servedBefore := maxServed.Load()
+		mu.Lock()
+		ackedBefore := int64(-1)
+		for _, off := range acked {
+			ackedBefore = max(ackedBefore, off)
+		}
+		mu.Unlock()
 		for attempt := 0; ; attempt++ {
 			octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			var err error
@@ -550,6 +570,34 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 				t.Fatalf("open: %v\n%s\nreplacements: %v", err, strings.Join(marks, "\n"), replacedLog)
 			}
 			time.Sleep(5 * time.Millisecond)
+		}
+		// Each writer's epoch is above every earlier writer's.
+		mu.Lock()
+		for _, w := range writers {
+			if w.Epoch() >= l.Epoch() {
+				var marks []string
+				for i, z := range inner {
+					zs, _ := zonesFor([]blob.Store{z}, name, Options{})
+					m, intact, err := zs[0].claims(ctx)
+					marks = append(marks, fmt.Sprintf("zone %d: claims to %d, intact %v, %v", i, m, intact, err))
+				}
+				t.Errorf("writer %d opened after writer %d (amnesic at its open %v)\n%s\nreplacements %v", l.Epoch(), w.Epoch(), amnesicFlags(l), strings.Join(marks, "\n"), replacedLog)
+				break
+			}
+		}
+		mu.Unlock()
+		// Nor is a record served to a reader before it began.
+		if got := l.Stats().RecoveredTo; servedBefore > got {
+			zmu.Lock()
+			t.Errorf("writer %d recovered to %d, but readers were served up to %d before it opened (replacements %v; amnesic at its open %v)",
+				l.Epoch(), got, servedBefore, replacedLog, amnesicFlags(l))
+			zmu.Unlock()
+		}
+		if got := l.Stats().RecoveredTo; got < ackedBefore {
+			zmu.Lock()
+			t.Errorf("writer %d recovered to %d, but %d was acknowledged before it opened (replacements %v; amnesic at its open %v)",
+				l.Epoch(), got, ackedBefore, replacedLog, amnesicFlags(l))
+			zmu.Unlock()
 		}
 		// Moves stop midway now and then, as if the writer crashed at that
 		// step; the next pass (or the next writer) finishes them.
@@ -644,7 +692,36 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	if err != nil {
 		t.Fatalf("final chain: %v", err)
 	}
-	start := chain[0].first
+	// A truncation cut off part way leaves the segment it was deleting on
+	// the zones it had not reached: below where it was going, not readable
+	// from every zone. The start is the first segment of the chain a reader
+	// can open; the final writer's truncation to it removes what is left
+	// below (a later call finishes a cut-off one).
+	start := int64(-1)
+	for _, k := range chain {
+		if k.first > end { // nothing to read there yet
+			start = k.first
+			break
+		}
+		probe, err := NewReader(stores, name, k.first, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err = probe.Next(pctx)
+		cancel()
+		probe.Close()
+		if !errors.Is(err, ErrTruncated) {
+			start = k.first
+			break
+		}
+	}
+	if start < 0 {
+		t.Fatalf("no segment of the final chain %v can be read", chain)
+	}
+	if got, err := final.TruncateBefore(ctx, start); err != nil || got != start {
+		t.Fatalf("final truncation to %d: %d, %v", start, got, err)
+	}
 	r, err := NewReader(stores, name, start, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -767,4 +844,15 @@ func waitAhead(l *Log, d time.Duration) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// amnesicFlags lists the zones l does not count.
+func amnesicFlags(l *Log) []int {
+	var out []int
+	for i, z := range l.zones {
+		if z.amnesic.Load() {
+			out = append(out, i)
+		}
+	}
+	return out
 }
