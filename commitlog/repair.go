@@ -309,11 +309,8 @@ func (l *Log) repairSegment(ctx context.Context, k segKey, last int64, short map
 	// Only the current writer repairs: a newer one may have truncated the
 	// log since this pass listed it, and a copy written now would bring a
 	// truncated segment back below the start (readers opened there would
-	// be served it, and it would stay until the next truncation). The
-	// check is one listing of a majority, just before the writes; a writer
-	// paused between them can still land one, which the next truncation
-	// removes.
-	if err := checkEpoch(ctx, l.zones, l.epoch, l.opts.OpTimeout); err != nil {
+	// be served it, and it would stay until the next truncation).
+	if err := l.stillCurrent(ctx); err != nil {
 		return 0, err
 	}
 	wrote := 0

@@ -175,6 +175,10 @@ func (l *Log) moveSealed(ctx context.Context) error {
 	}
 	now := time.Now()
 	errs := l.markPending(ctx)
+	if slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, ErrFenced) }) {
+		l.moverDone = true
+		return nil
+	}
 	for i, k := range chain[:len(chain)-1] {
 		if l.moved[k] {
 			continue
@@ -186,6 +190,12 @@ func (l *Log) moveSealed(ctx context.Context) error {
 		}
 		if now.Sub(seen) < l.opts.MoveAfter {
 			continue
+		}
+		if err := l.stillCurrent(ctx); errors.Is(err, ErrFenced) {
+			l.moverDone = true
+			return nil
+		} else if err != nil {
+			return errors.Join(append(errs, err)...)
 		}
 		pending, err := l.moveSegment(ctx, k, chain[i+1].first-1)
 		if err != nil {
@@ -215,6 +225,12 @@ func (l *Log) markPending(ctx context.Context) []error {
 		todo[z] = slices.Clone(ks)
 	}
 	l.mu.Unlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	if err := l.stillCurrent(ctx); err != nil {
+		return []error{err}
+	}
 	var errs []error
 	for zi, ks := range todo {
 		z := l.zones[zi]
@@ -234,6 +250,17 @@ func (l *Log) markPending(ctx context.Context) []error {
 		l.mu.Unlock()
 	}
 	return errs
+}
+
+// stillCurrent fails with ErrFenced once a newer writer has claimed an epoch
+// on a majority: the mover's and the repairer's writes (copies, markers)
+// are only the current writer's, or one could land after the newer writer
+// truncated the segment and bring it back (a marker naming a regional copy
+// that is gone). Checked just before the writes; a writer paused between
+// the check and a write can still land one, which the next truncation
+// removes.
+func (l *Log) stillCurrent(ctx context.Context) error {
+	return checkEpoch(ctx, l.zones, l.epoch, l.opts.OpTimeout)
 }
 
 // remark writes the marker of moved segment k on z, from its regional copy.

@@ -47,6 +47,9 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 		}
 		start = next
 	}
+	l.mu.Lock()
+	l.stats.TruncateTo = max(l.stats.TruncateTo, start)
+	l.mu.Unlock()
 	// Every name below the start, on any zone or in the regional store.
 	below := map[segKey]bool{}
 	stores := slices.Clone(l.zones)

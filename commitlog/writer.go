@@ -95,6 +95,10 @@ type Stats struct {
 	// offset the log still holds after the last truncation (0 before any).
 	Truncated int64
 	Start     int64
+	// TruncateTo is the start the last truncation set out to reach: above
+	// Start while one is under way or was cut off part way (the segment it
+	// was deleting may then be readable from some zones and not others).
+	TruncateTo int64
 	// RetainErrors counts repair passes whose retention (Options.RetainFor,
 	// RetainBytes) failed; the next pass tries again.
 	RetainErrors int64
