@@ -174,7 +174,10 @@ type zoneSeg struct {
 // been acknowledged is kept and copied to W zones, nothing is duplicated);
 // and starts a new segment after it. opts may be nil.
 //
-// Open needs a majority of zones to claim the epoch and N-W+1 to recover.
+// Open needs a majority of zones to claim the epoch and N-W+1 to recover,
+// counting only zones that hold the log's intact marker (see the package
+// doc's Layout): a zone replaced by an empty bucket is not counted until a
+// writer's repair has given it back what it held.
 func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) (*Log, error) {
 	o, err := opts.withDefaults(len(stores))
 	if err != nil {
