@@ -294,18 +294,24 @@ func quorumErr(what string, need int, errs []error) error {
 	return fmt.Errorf("%w: %s needs %d of %d zones, %d answered: %w", ErrNotEnoughZones, what, need, len(errs), countNil(errs), errors.Join(errs...))
 }
 
+// amnesicZones lists the zones without the intact marker.
+func amnesicZones(zones []*zone) []int {
+	var out []int
+	for i, z := range zones {
+		if z.amnesic.Load() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // intactErr says that too few of the zones that answered hold the intact
 // marker.
 func intactErr(what string, need int, zones []*zone, errs []error) error {
 	if countNil(errs) < need {
 		return quorumErr(what, need, errs)
 	}
-	var amnesic []int
-	for i, z := range zones {
-		if errs[i] == nil && z.amnesic.Load() {
-			amnesic = append(amnesic, i)
-		}
-	}
+	amnesic := slices.DeleteFunc(amnesicZones(zones), func(i int) bool { return errs[i] != nil })
 	return fmt.Errorf("%w: %s needs %d of %d zones holding the log intact, %d answered, of which zones %v lack its intact marker (replaced or emptied, or down when the log began, until a writer's repair has given them what they could have held): %w",
 		ErrNotEnoughZones, what, need, len(errs), countNil(errs), amnesic, errors.Join(errs...))
 }
@@ -320,12 +326,17 @@ func listChain(ctx context.Context, zones []*zone, need int, timeout time.Durati
 	if countIntact(zones, errs) < need {
 		return nil, intactErr("listing segments", need, zones, errs)
 	}
+	return union(lists), nil
+}
+
+// union returns the keys of lists, sorted, each once.
+func union(lists [][]segKey) []segKey {
 	var all []segKey
 	for _, l := range lists {
 		all = append(all, l...)
 	}
 	slices.SortFunc(all, segKey.compare)
-	return slices.Compact(all), nil
+	return slices.Compact(all)
 }
 
 // errNoSegment: a name under the segments' prefix whose header no zone

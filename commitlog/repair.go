@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -66,7 +65,6 @@ func (l *Log) repairPass(ctx context.Context) error {
 		return quorumErr("listing segments", need, errs)
 	}
 	listed := make([]map[segKey]bool, len(l.zones))
-	var keys []segKey
 	for i, ks := range lists {
 		if errs[i] != nil {
 			continue
@@ -75,10 +73,8 @@ func (l *Log) repairPass(ctx context.Context) error {
 		for _, k := range ks {
 			listed[i][k] = true
 		}
-		keys = append(keys, ks...)
 	}
-	slices.SortFunc(keys, segKey.compare)
-	chain, err := l.chainIn(ctx, cur, slices.Compact(keys))
+	chain, err := l.chainIn(ctx, cur, union(lists))
 	if err != nil {
 		return err
 	}
@@ -227,13 +223,7 @@ func (l *Log) repairPass(ctx context.Context) error {
 		}
 	}
 	l.mu.Lock()
-	var amnesic int64
-	for _, z := range l.zones {
-		if z.amnesic.Load() {
-			amnesic++
-		}
-	}
-	l.stats.Missing, l.stats.Unchecked, l.stats.Amnesic = missing, unchecked, amnesic
+	l.stats.Missing, l.stats.Unchecked, l.stats.Amnesic = missing, unchecked, int64(len(amnesicZones(l.zones)))
 	l.stats.RepairPasses++
 	l.mu.Unlock()
 	return errors.Join(errs...)

@@ -561,13 +561,7 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 				break
 			}
 			if attempt > 1000 { // a down zone comes back within a second or so
-				var marks []string
-				for i, z := range inner {
-					zs, _ := zonesFor([]blob.Store{z}, name, Options{})
-					m, intact, err := zs[0].claims(ctx)
-					marks = append(marks, fmt.Sprintf("zone %d: claims to %d, intact %v, %v", i, m, intact, err))
-				}
-				t.Fatalf("open: %v\n%s\nreplacements: %v", err, strings.Join(marks, "\n"), replacedLog)
+				t.Fatalf("open: %v\n%s\nreplacements: %v", err, markers(ctx, inner, name), replacedLog)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -575,13 +569,7 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 		mu.Lock()
 		for _, w := range writers {
 			if w.Epoch() >= l.Epoch() {
-				var marks []string
-				for i, z := range inner {
-					zs, _ := zonesFor([]blob.Store{z}, name, Options{})
-					m, intact, err := zs[0].claims(ctx)
-					marks = append(marks, fmt.Sprintf("zone %d: claims to %d, intact %v, %v", i, m, intact, err))
-				}
-				t.Errorf("writer %d opened after writer %d (amnesic at its open %v)\n%s\nreplacements %v", l.Epoch(), w.Epoch(), amnesicFlags(l), strings.Join(marks, "\n"), replacedLog)
+				t.Errorf("writer %d opened after writer %d (amnesic at its open %v)\n%s\nreplacements %v", l.Epoch(), w.Epoch(), amnesicZones(l.zones), markers(ctx, inner, name), replacedLog)
 				break
 			}
 		}
@@ -590,13 +578,13 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 		if got := l.Stats().RecoveredTo; servedBefore > got {
 			zmu.Lock()
 			t.Errorf("writer %d recovered to %d, but readers were served up to %d before it opened (replacements %v; amnesic at its open %v)",
-				l.Epoch(), got, servedBefore, replacedLog, amnesicFlags(l))
+				l.Epoch(), got, servedBefore, replacedLog, amnesicZones(l.zones))
 			zmu.Unlock()
 		}
 		if got := l.Stats().RecoveredTo; got < ackedBefore {
 			zmu.Lock()
 			t.Errorf("writer %d recovered to %d, but %d was acknowledged before it opened (replacements %v; amnesic at its open %v)",
-				l.Epoch(), got, ackedBefore, replacedLog, amnesicFlags(l))
+				l.Epoch(), got, ackedBefore, replacedLog, amnesicZones(l.zones))
 			zmu.Unlock()
 		}
 		// Moves stop midway now and then, as if the writer crashed at that
@@ -825,13 +813,13 @@ func waitAhead(l *Log, d time.Duration) {
 	}
 }
 
-// amnesicFlags lists the zones l does not count.
-func amnesicFlags(l *Log) []int {
-	var out []int
-	for i, z := range l.zones {
-		if z.amnesic.Load() {
-			out = append(out, i)
-		}
+// markers says what each zone holds of the log's claims, below the faults.
+func markers(ctx context.Context, inner []blob.Store, name string) string {
+	zones, _ := zonesFor(inner, name, Options{})
+	var out []string
+	for i, z := range zones {
+		m, intact, err := z.claims(ctx)
+		out = append(out, fmt.Sprintf("zone %d: claims to %d, intact %v, %v", i, m, intact, err))
 	}
-	return out
+	return strings.Join(out, "\n")
 }

@@ -380,10 +380,16 @@ const intactEpoch = 0
 // claims returns the highest epoch claimed on this zone and whether it holds
 // the intact marker.
 func (z *zone) claims(ctx context.Context) (uint64, bool, error) {
+	return z.claimsAfter(ctx, "")
+}
+
+// claimsAfter lists the claims named after startAfter: the highest, and
+// whether the intact marker is among them.
+func (z *zone) claimsAfter(ctx context.Context, startAfter string) (uint64, bool, error) {
 	prefix := z.log + "/epoch/"
 	var m uint64
 	intact := false
-	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix}) {
+	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix, StartAfter: startAfter}) {
 		if err != nil {
 			return 0, false, err
 		}
@@ -392,9 +398,7 @@ func (z *zone) claims(ctx context.Context) (uint64, bool, error) {
 			z.foreign.Add(1)
 			continue
 		}
-		if e == intactEpoch {
-			intact = true
-		}
+		intact = intact || e == intactEpoch
 		m = max(m, e)
 	}
 	return m, intact, nil
@@ -407,18 +411,6 @@ func (z *zone) createEpoch(ctx context.Context, e uint64) error {
 
 // maxEpoch returns the highest epoch claimed on this zone after "after".
 func (z *zone) maxEpoch(ctx context.Context, after uint64) (uint64, error) {
-	prefix := z.log + "/epoch/"
-	var m uint64
-	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix, StartAfter: z.epochKey(after)}) {
-		if err != nil {
-			return 0, err
-		}
-		e, ok := parseEpoch(strings.TrimPrefix(o.Key, prefix))
-		if !ok {
-			z.foreign.Add(1)
-			continue
-		}
-		m = max(m, e)
-	}
-	return m, nil
+	m, _, err := z.claimsAfter(ctx, z.epochKey(after))
+	return m, err
 }

@@ -54,11 +54,7 @@ func (*statGatedQuorum) Close() error { return nil }
 // acceptance test over tiered with after=0 saw "id1/obj_3.some" missing from
 // a listing of "id1/".)
 func TestListDuringFirstPackOverAQuorum(t *testing.T) {
-	var rs []blob.Store
-	for range 3 {
-		m, _ := memPair(t)
-		rs = append(rs, m)
-	}
+	rs := memReplicas(t, 3)
 	_, cold := memPair(t)
 	hot := &statGatedQuorum{quorumHot: newQuorum(t, rs).(quorumHot)}
 	s, err := tiered.New(hot, nopClose{cold}, tiered.Options{
@@ -138,11 +134,7 @@ func TestListDuringFirstPackOverAQuorum(t *testing.T) {
 // and the prefix is listed over and over meanwhile; every listing must show
 // every key.
 func TestListWhilePackingStress(t *testing.T) {
-	var rs []blob.Store
-	for range 3 {
-		m, _ := memPair(t)
-		rs = append(rs, m)
-	}
+	rs := memReplicas(t, 3)
 	_, cold := memPair(t)
 	s, err := tiered.New(newQuorum(t, rs), nopClose{cold}, tiered.Options{
 		After: time.Nanosecond, PackMaxObjects: 100,
@@ -186,4 +178,14 @@ func TestListWhilePackingStress(t *testing.T) {
 		}
 	}
 	t.Logf("%d listings, %d wrong", lists, bad)
+}
+
+// memReplicas returns n mem stores to stand for a quorum's replicas.
+func memReplicas(t *testing.T, n int) []blob.Store {
+	var rs []blob.Store
+	for range n {
+		m, _ := memPair(t)
+		rs = append(rs, m)
+	}
+	return rs
 }
