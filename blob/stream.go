@@ -53,3 +53,23 @@ func ServesAppendStreams(s Store) bool {
 	_, ok := s.(AppendStreamer)
 	return ok
 }
+
+// PipelinedAppendStream is an AppendStream that takes appends while earlier
+// ones are still in flight (GCS appendable objects: several flushes on one
+// stream), so that an append waits for its own round trip and not also for
+// the one before it.
+type PipelinedAppendStream interface {
+	AppendStream
+	// Send writes p after every byte sent before it and returns without
+	// waiting for p to be durable. done is called exactly once, in the
+	// order of the Sends, with nil once p is durable, or with the error
+	// that failed the stream: a failure fails every Send after it (and
+	// may fail those before it still in flight), and the bytes of a
+	// failed Send may or may not be in the object (the caller takes the
+	// object over again to learn what was persisted). If ctx ends before
+	// p is durable, the stream fails. done may run before Send returns
+	// and must not block; if Send returns an error, nothing was sent and
+	// done is never called. Size counts what was sent, durable or not. Send
+	// is safe for concurrent use; Close fails the Sends still in flight.
+	Send(ctx context.Context, p []byte, done func(error)) error
+}

@@ -454,7 +454,7 @@ func (s *TracedStore) CreateAppendStream(ctx context.Context, key string, data [
 	if err != nil {
 		return nil, err
 	}
-	return &tracedStream{s: s, key: key, st: st}, nil
+	return traceStream(s, key, st), nil
 }
 
 // TakeOverAppendStream implements AppendStreamer over an AppendStreamer.
@@ -474,7 +474,7 @@ func (s *TracedStore) TakeOverAppendStream(ctx context.Context, key string) (App
 	if err != nil {
 		return nil, err
 	}
-	return &tracedStream{s: s, key: key, st: st}, nil
+	return traceStream(s, key, st), nil
 }
 
 // tracedPlain is the wrapper without its optional methods, so that the blob
@@ -613,3 +613,33 @@ func (t *tracedStream) Append(ctx context.Context, p []byte) error {
 
 func (t *tracedStream) Size() int64  { return t.st.Size() }
 func (t *tracedStream) Close() error { return t.st.Close() }
+
+// traceStream traces st's appends; a pipelined stream stays pipelined.
+func traceStream(s *TracedStore, key string, st AppendStream) AppendStream {
+	t := &tracedStream{s: s, key: key, st: st}
+	if p, ok := st.(PipelinedAppendStream); ok {
+		return &tracedPipe{tracedStream: t, p: p}
+	}
+	return t
+}
+
+// tracedPipe gives each Send a span from the Send to its acknowledgement.
+type tracedPipe struct {
+	*tracedStream
+	p PipelinedAppendStream
+}
+
+func (t *tracedPipe) Send(ctx context.Context, p []byte, done func(error)) error {
+	ctx, span := t.s.start(ctx, opAppend, t.key)
+	if span.IsRecording() {
+		span.SetAttributes(AttrBytes.Int(len(p)))
+	}
+	err := t.p.Send(ctx, p, func(err error) {
+		end(span, err)
+		done(err)
+	})
+	if err != nil {
+		end(span, err)
+	}
+	return err
+}

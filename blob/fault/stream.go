@@ -3,9 +3,11 @@ package fault
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
+	"github.com/zonalblob/zonalblob/blob/latency"
 )
 
 var (
@@ -43,7 +45,7 @@ func (s *Store) CreateAppendStream(ctx context.Context, key string, data []byte)
 		st.Close()
 		return nil, after.report()
 	}
-	return &stream{s: s, key: key, st: st}, nil
+	return s.wrapStream(key, st), nil
 }
 
 // TakeOverAppendStream implements blob.AppendStreamer over an
@@ -65,7 +67,7 @@ func (s *Store) TakeOverAppendStream(ctx context.Context, key string) (blob.Appe
 		st.Close()
 		return nil, after.report()
 	}
-	return &stream{s: s, key: key, st: st}, nil
+	return s.wrapStream(key, st), nil
 }
 
 type stream struct {
@@ -94,4 +96,103 @@ func (w *stream) Append(ctx context.Context, p []byte) error {
 		w.st.Close()
 	}
 	return err
+}
+
+// wrapStream faults st's appends; a pipelined stream stays pipelined.
+func (s *Store) wrapStream(key string, st blob.AppendStream) blob.AppendStream {
+	w := &stream{s: s, key: key, st: st}
+	if p, ok := st.(blob.PipelinedAppendStream); ok {
+		done := make(chan struct{})
+		close(done)
+		return &pipeStream{stream: w, p: p, last: done}
+	}
+	return w
+}
+
+// pipeStream faults a pipelined stream's Sends as OpCommit, as Append's:
+// a failure before fails the stream before the bytes are sent; a delay or
+// a hang holds the Send's acknowledgement (not the Sends after it, which
+// go out at once); a FailAfter reports a failure once the bytes are
+// durable. Acknowledgements keep the order of the Sends.
+type pipeStream struct {
+	*stream
+	p    blob.PipelinedAppendStream
+	mu   sync.Mutex
+	last chan struct{} // closed once the last Send's done has run
+}
+
+func (w *pipeStream) Append(ctx context.Context, p []byte) error {
+	ch := make(chan error, 1)
+	if err := w.Send(ctx, p, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	return <-ch
+}
+
+func (w *pipeStream) Send(ctx context.Context, p []byte, done func(error)) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	d := w.s.decide(OpCommit, w.key)
+	prev, mine := w.last, make(chan struct{})
+	w.last = mine
+	var before error
+	switch {
+	case d.down:
+		before = w.s.injected(OpCommit, w.key, ErrDown)
+	case d.fail && !d.after:
+		before = w.s.injected(OpCommit, w.key, d.err)
+	}
+	var inner chan error
+	if before != nil {
+		w.failLocked(before)
+	} else {
+		inner = make(chan error, 1)
+		if err := w.p.Send(ctx, p, func(err error) { inner <- err }); err != nil {
+			w.failLocked(err)
+			w.last = prev
+			return err
+		}
+	}
+	go func() {
+		err := before
+		if inner != nil {
+			if d.delay > 0 {
+				if e := latency.Sleep(ctx, d.delay); e != nil {
+					err = w.s.injected(OpCommit, w.key, e)
+				}
+			}
+			if d.hang {
+				<-ctx.Done()
+				err = w.s.injected(OpCommit, w.key, ctx.Err())
+			}
+			if e := <-inner; err == nil {
+				err = e
+			}
+			if err == nil && d.fail && d.after {
+				err = (&pending{s: w.s, op: OpCommit, key: w.key, cause: d.err}).report()
+			}
+		}
+		<-prev
+		w.mu.Lock()
+		if err != nil {
+			w.failLocked(err)
+		} else if w.err != nil {
+			err = w.err // a Send before this one failed the stream
+		}
+		w.mu.Unlock()
+		done(err)
+		close(mine)
+	}()
+	return nil
+}
+
+// failLocked fails the stream: the Sends in flight below fail too.
+func (w *pipeStream) failLocked(err error) {
+	if w.err == nil {
+		w.err = err
+		w.st.Close()
+	}
 }

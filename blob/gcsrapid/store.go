@@ -15,6 +15,7 @@ import (
 	"cloud.google.com/go/storage"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/api/option"
+	gtransport "google.golang.org/api/transport/grpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -85,6 +86,13 @@ type Options struct {
 	// a commit changes, so it can fail a write slower than this but never
 	// lose one that committed.
 	LeftoverAge time.Duration
+	// StreamConn is the connection on which append streams (blob.AppendStreamer)
+	// are driven directly, pipelined: several appends in flight on one stream,
+	// each acknowledged by the service's persisted size as its reply arrives
+	// (see blob.PipelinedAppendStream). OpenURL dials one to the Store's
+	// endpoint unless the URL says pipeline=false. Nil: append streams are
+	// the client library's Writer, one flush at a time.
+	StreamConn grpc.ClientConnInterface
 	// MeterProvider receives the Store's OpenTelemetry metrics (pool hits,
 	// misses, loads, discards by reason, ready objects, write latency);
 	// nil means otel's global provider.
@@ -179,6 +187,7 @@ func (o Options) Validate() error {
 type Store struct {
 	client     *storage.Client
 	ownsClient bool
+	streamConn *grpc.ClientConn // dialed by OpenURL for pipelined append streams
 	bucket     *storage.BucketHandle
 	name       string
 	opts       Options
@@ -241,6 +250,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	}
 	endpoint := q.String("endpoint", "")
 	connPool := q.Int("grpc_conn_pool", 0)
+	pipeline := q.Bool("pipeline", true)
 	if err := q.Err(); err != nil {
 		return nil, err
 	}
@@ -274,12 +284,23 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if err != nil {
 		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("gcsrapid: %w", err)}
 	}
+	var conn *grpc.ClientConn
+	if pipeline {
+		if conn, err = dialStreams(ctx, endpoint); err != nil {
+			client.Close()
+			return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("gcsrapid: append stream connection: %w", err)}
+		}
+		opts.StreamConn = conn
+	}
 	s, err := New(ctx, client, u.Host, opts)
 	if err != nil {
 		client.Close()
+		if conn != nil {
+			conn.Close()
+		}
 		return nil, err
 	}
-	s.ownsClient = true
+	s.ownsClient, s.streamConn = true, conn
 	if err := s.openProbe(ctx, tr, endpoint); err != nil {
 		s.Close()
 		return nil, err
@@ -306,6 +327,16 @@ func checkEndpoint(endpoint string) error {
 		return errors.New("port must be a number from 1 to 65535")
 	}
 	return nil
+}
+
+// dialStreams dials the connection of pipelined append streams: plaintext
+// to an emulator's endpoint, else the service's, authenticated by the
+// application default credentials as the client is.
+func dialStreams(ctx context.Context, endpoint string) (*grpc.ClientConn, error) {
+	if endpoint != "" {
+		return grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	return gtransport.Dial(ctx, option.WithEndpoint("storage.googleapis.com:443"), option.WithScopes(storage.ScopeFullControl))
 }
 
 // EmulatorOptions are the client options for a plaintext, unauthenticated
@@ -584,6 +615,9 @@ func (s *Store) Close() error {
 	s.bg.Wait()
 	s.stop()
 	s.metrics.close()
+	if s.streamConn != nil {
+		s.streamConn.Close()
+	}
 	if s.ownsClient {
 		return s.client.Close()
 	}

@@ -29,6 +29,10 @@ func (s *Store) CreateAppendStream(ctx context.Context, key string, data []byte)
 	// it is written: the object declares "?" until all of it is flushed,
 	// then its size (see sizeKey), as a large Put does; later appends
 	// only add to what readers see.
+	if s.pipelines() && len(data) <= maxMessage {
+		// A first message holds the whole create, so it appears whole.
+		return s.createPipe(ctx, key, data)
+	}
 	var opts *blob.WriterOptions
 	if len(data) > maxMessage {
 		opts = withWriteID(nil, newWriteID(), "?")
@@ -60,6 +64,9 @@ func (s *Store) TakeOverAppendStream(ctx context.Context, key string) (blob.Appe
 	}
 	if !a.Finalized.IsZero() {
 		return nil, blob.Errorf(driver.OpAppend, key, blob.ErrPrecondition, "the object is finalized")
+	}
+	if s.pipelines() {
+		return s.takeOverPipe(ctx, key, a.Generation)
 	}
 	sctx, cancel := context.WithCancel(s.bgCtx)
 	sw, size, err := s.takeOver(ctx, sctx, cancel, key, a.Generation, &storage.AppendableWriterOpts{ChunkSize: googleapi.MinUploadChunkSize})

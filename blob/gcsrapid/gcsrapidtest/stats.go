@@ -54,6 +54,9 @@ type Stats struct {
 	// profile delayed nothing, without timing RPCs.
 	Delays  int64
 	Delayed time.Duration
+	// FlushesInFlight counts the flushes that arrived while the reply to
+	// an earlier flush of their stream was still due: pipelined flushes.
+	FlushesInFlight int64
 }
 
 type counters struct {
@@ -61,6 +64,7 @@ type counters struct {
 	refused, transient                                             atomic.Int64
 	breaks, readsEnded, msgRefused                                 atomic.Int64
 	delays, delayed                                                atomic.Int64
+	flushesInFlight                                                atomic.Int64
 
 	mu    sync.Mutex
 	calls map[string]*atomic.Int64
@@ -96,6 +100,7 @@ func (s *Server) Stats() Stats {
 		MessagesRefused:  c.msgRefused.Load(),
 		Delays:           c.delays.Load(),
 		Delayed:          time.Duration(c.delayed.Load()),
+		FlushesInFlight:  c.flushesInFlight.Load(),
 	}
 	s.redirects.mu.Lock()
 	st.Redirects, st.RedirectsFollowed = s.redirects.sent, s.redirects.followed

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/zonalblob/zonalblob/blob/latency"
 )
 
 type writeMode int
@@ -47,6 +50,11 @@ type writeSession struct {
 	persisted     int64
 	flushed       bool
 	created       bool // the stream created its object (not a takeover)
+	// bidi: replies come as flushes fall due (see replyQueue); arrived is
+	// when the stream's bytes received so far have all arrived, due when
+	// the reply to the message being handled is.
+	bidi         bool
+	arrived, due time.Time
 
 	// modeOneShot
 	spec      msg
@@ -90,7 +98,7 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 	if err := s.checkMessageSize(first); err != nil {
 		return err
 	}
-	w := &writeSession{s: s, ctx: ctx}
+	w := &writeSession{s: s, ctx: ctx, bidi: bidi}
 	defer func() {
 		if err != nil {
 			w.abort()
@@ -99,11 +107,20 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 	if err := w.open(first, bidi); err != nil {
 		return err
 	}
-	send := func(r msg) error {
-		if !bidi {
-			return nil
+	out := &replyQueue{s: s, stream: stream, bidi: bidi, w: w}
+	var next func() (msg, error)
+	if bidi {
+		// The stream goes on receiving while replies wait to fall due, so
+		// that a client may have several flushes in flight.
+		stop := make(chan struct{})
+		defer close(stop)
+		in := receive(stream, reqName, stop)
+		next = func() (msg, error) { return out.next(in) }
+	} else {
+		next = func() (msg, error) {
+			req := newMsg(reqName)
+			return req, stream.RecvMsg(req.proto())
 		}
-		return stream.SendMsg(r.proto())
 	}
 	req := first
 	for {
@@ -118,25 +135,27 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 				return err
 			}
 		}
+		w.due = time.Time{}
 		reply, err := w.handle(req)
 		if err != nil {
 			return err
 		}
 		if reply.valid() {
-			if err := send(reply); err != nil {
-				return err
+			flushN := 0
+			if w.mode == modeAppend && w.flushed {
+				flushN = w.flushes
 			}
-		}
-		if w.mode == modeAppend && w.flushed {
-			if err := s.breaks.fire(BreakAfterFlush, w.flushes, w); err != nil {
-				s.stats.breaks.Add(1)
+			if err := out.add(reply, w.due, flushN); err != nil {
 				return err
 			}
 		}
 		if w.finished {
+			if err := out.drain(); err != nil {
+				return err
+			}
 			// The client half-closes right after finish_write; anything
 			// else it sends is an error, as the service documents.
-			err := stream.RecvMsg(newMsg(reqName).proto())
+			_, err := next()
 			if err == nil {
 				return status.Error(codes.InvalidArgument, "message after finish_write")
 			}
@@ -148,9 +167,11 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 			}
 			return nil
 		}
-		req = newMsg(reqName)
-		err = stream.RecvMsg(req.proto())
+		req, err = next()
 		if errors.Is(err, io.EOF) {
+			if err := out.drain(); err != nil {
+				return err
+			}
 			return w.closeSend(bidi, stream, respName)
 		}
 		if err != nil {
@@ -160,6 +181,133 @@ func (s *Server) serveWrite(stream grpc.ServerStream, bidi bool) (err error) {
 			return status.Error(codes.InvalidArgument, "only the first message of a write stream may name the object")
 		}
 	}
+}
+
+type received struct {
+	req msg
+	err error
+}
+
+// receive reads a stream's messages in a goroutine of their own until one
+// fails (io.EOF at the client's half-close) or stop is closed.
+func receive(stream grpc.ServerStream, reqName string, stop <-chan struct{}) <-chan received {
+	ch := make(chan received)
+	go func() {
+		for {
+			req := newMsg(reqName)
+			err := stream.RecvMsg(req.proto())
+			select {
+			case ch <- received{req, err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// replyQueue sends a write stream's replies in order, each once it is due. A
+// flush is due when its bytes have arrived (a stream's bytes arrive one
+// after another at Profile.WritePerMiB) and its round trip (Profile.Flush)
+// has passed; the round trips of flushes in flight overlap, as the
+// service's do (it persists each flush while it receives the next), and
+// are answered in order.
+type replyQueue struct {
+	s      *Server
+	stream grpc.ServerStream
+	bidi   bool
+	w      *writeSession
+	queue  []pendingReply
+	last   time.Time // when the last reply queued is due
+}
+
+type pendingReply struct {
+	r      msg
+	due    time.Time
+	flushN int // the stream's flush this answers, 0 if none
+}
+
+// add queues r, due no earlier than due and than the replies before it.
+// A client-streaming write has no replies but the last; its delays were
+// charged as they came.
+func (o *replyQueue) add(r msg, due time.Time, flushN int) error {
+	if !o.bidi {
+		return nil
+	}
+	if err := o.sendDue(); err != nil {
+		return err
+	}
+	if flushN > 0 && slices.ContainsFunc(o.queue, func(p pendingReply) bool { return p.flushN > 0 }) {
+		o.s.stats.flushesInFlight.Add(1)
+	}
+	if due.Before(o.last) {
+		due = o.last
+	}
+	o.last = due
+	o.queue = append(o.queue, pendingReply{r, due, flushN})
+	return o.sendDue()
+}
+
+// sendDue sends the replies that have fallen due; after the Nth flush's
+// reply a BreakAfterFlush may fail the stream.
+func (o *replyQueue) sendDue() error {
+	now := time.Now()
+	for len(o.queue) > 0 && !o.queue[0].due.After(now) {
+		p := o.queue[0]
+		o.queue = o.queue[1:]
+		if err := o.stream.SendMsg(p.r.proto()); err != nil {
+			return err
+		}
+		if p.flushN > 0 {
+			if err := o.s.breaks.fire(BreakAfterFlush, p.flushN, o.w); err != nil {
+				o.s.stats.breaks.Add(1)
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// next returns the next message received, sending replies as they fall due
+// while it waits.
+func (o *replyQueue) next(in <-chan received) (msg, error) {
+	for {
+		if err := o.sendDue(); err != nil {
+			return msg{}, err
+		}
+		var timer <-chan time.Time
+		var t *time.Timer
+		if len(o.queue) > 0 {
+			t = time.NewTimer(time.Until(o.queue[0].due))
+			timer = t.C
+		}
+		select {
+		case r := <-in:
+			if t != nil {
+				t.Stop()
+			}
+			return r.req, r.err
+		case <-timer:
+		case <-o.stream.Context().Done():
+			return msg{}, status.FromContextError(o.stream.Context().Err()).Err()
+		}
+	}
+}
+
+// drain sends every reply queued, each when it falls due.
+func (o *replyQueue) drain() error {
+	for len(o.queue) > 0 {
+		if err := latency.Sleep(o.stream.Context(), time.Until(o.queue[0].due)); err != nil {
+			return status.FromContextError(err).Err()
+		}
+		if err := o.sendDue(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // open validates the first message and sets up the session.
@@ -437,7 +585,7 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 	case req.boolean("flush") || req.boolean("state_lookup") || !w.replied:
 		if req.boolean("flush") {
 			s.stats.flushes.Add(1)
-			if err := s.sleep(w.ctx, s.sampler.Sample(s.opts.Profile.Flush)+s.share(s.opts.Profile.WritePerMiB, w.unflushed)); err != nil {
+			if err := w.chargeFlush(); err != nil {
 				return msg{}, err
 			}
 			w.unflushed = 0
@@ -472,6 +620,29 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 		return w.reply(o, false), nil
 	}
 	return msg{}, nil
+}
+
+// chargeFlush charges a flush its delays. A bidi stream's reply waits for
+// them (w.due: see replyQueue) while the stream goes on receiving; a
+// client-streaming write has no replies to wait, so the handler sleeps.
+func (w *writeSession) chargeFlush() error {
+	s := w.s
+	transfer := s.share(s.opts.Profile.WritePerMiB, w.unflushed)
+	rtt := s.sampler.Sample(s.opts.Profile.Flush)
+	if !w.bidi {
+		return s.sleep(w.ctx, transfer+rtt)
+	}
+	if d := transfer + rtt; d > 0 {
+		s.stats.delays.Add(1)
+		s.stats.delayed.Add(int64(d))
+	}
+	now := time.Now()
+	if w.arrived.Before(now) {
+		w.arrived = now
+	}
+	w.arrived = w.arrived.Add(transfer)
+	w.due = w.arrived.Add(rtt)
+	return nil
 }
 
 // reply answers an appendable stream: the first reply (and the final one)
