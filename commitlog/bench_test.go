@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -35,10 +36,13 @@ func BenchmarkAppend(b *testing.B) {
 		n, w  int
 		opts  Options
 		slow  bool
+		size  int
 	}{
 		{name: "rapid-slots-1", zones: rapidZones(rapid), n: 1, w: 1, opts: Options{Slots: true}},
 		{name: "rapid-1", zones: rapidZones(rapid), n: 1, w: 1},
 		{name: "rapid-2of3", zones: rapidZones(rapid), n: 3, w: 2},
+		{name: "rapid-2of3-4KiB", zones: rapidZones(rapid), n: 3, w: 2, size: 4 << 10},
+		{name: "rapid-2of3-4KiB-unpipelined", zones: rapidZones(rapid), n: 3, w: 2, size: 4 << 10, opts: Options{MaxInFlight: 1}},
 		{name: "rapid-2of3-slowzone", zones: rapidZones(rapid), n: 3, w: 2, slow: true},
 		// Segments of 200 frames: a roll every ~5000 records, the next
 		// segment created ahead of each.
@@ -56,12 +60,12 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			opts := c.opts
 			opts.WriteQuorum = c.w
-			benchAppend(b, stores, &opts)
+			benchAppend(b, stores, &opts, cmp.Or(c.size, 100))
 		})
 	}
 }
 
-func benchAppend(b *testing.B, stores []blob.Store, opts *Options) {
+func benchAppend(b *testing.B, stores []blob.Store, opts *Options, size int) {
 	ctx := context.Background()
 	l, err := Open(ctx, stores, "bench", opts)
 	if err != nil {
@@ -98,7 +102,7 @@ func benchAppend(b *testing.B, stores []blob.Store, opts *Options) {
 	const workers = 64
 	var next atomic.Int64
 	lat := make([][]time.Duration, workers)
-	record := make([]byte, 100)
+	record := make([]byte, size)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup

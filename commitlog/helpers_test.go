@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -18,6 +19,8 @@ import (
 	"github.com/zonalblob/zonalblob/blob/regional"
 	"github.com/zonalblob/zonalblob/blob/s3express"
 	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // backend makes n fresh zonal stores.
@@ -63,11 +66,17 @@ func s3Zones(profile string) func(t testing.TB, n int) []blob.Store {
 	}
 }
 
+// rapidZones are gcsrapid zones with pipelined append streams, as OpenURL
+// opens them.
 func rapidZones(profile gcsrapidtest.Profile) func(t testing.TB, n int) []blob.Store {
+	return rapidZonesPiped(profile, true)
+}
+
+func rapidZonesPiped(profile gcsrapidtest.Profile, piped bool) func(t testing.TB, n int) []blob.Store {
 	return func(t testing.TB, n int) []blob.Store {
 		out := make([]blob.Store, n)
 		for i := range out {
-			out[i], _ = rapidZone(t, profile, i)
+			out[i], _ = rapidZoneOf(t, profile, i, piped)
 		}
 		return out
 	}
@@ -76,6 +85,12 @@ func rapidZones(profile gcsrapidtest.Profile) func(t testing.TB, n int) []blob.S
 // rapidZone is zone i: a gcsrapid store over a bucket of an emulator of its
 // own, which it returns for its counters.
 func rapidZone(t testing.TB, profile gcsrapidtest.Profile, i int) (blob.Store, *gcsrapidtest.Server) {
+	return rapidZoneOf(t, profile, i, true)
+}
+
+// rapidZoneOf is rapidZone with pipelined append streams or (piped false)
+// the client library's Writer, one flush at a time.
+func rapidZoneOf(t testing.TB, profile gcsrapidtest.Profile, i int, piped bool) (blob.Store, *gcsrapidtest.Server) {
 	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: profile, Seed: uint64(i + 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -89,13 +104,24 @@ func rapidZone(t testing.TB, profile gcsrapidtest.Profile, i int) (blob.Store, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := gcsrapid.New(context.Background(), client, name, gcsrapid.Options{})
+	var opts gcsrapid.Options
+	var conn *grpc.ClientConn
+	if piped {
+		if conn, err = grpc.NewClient(srv.Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			t.Fatal(err)
+		}
+		opts.StreamConn = conn
+	}
+	s, err := gcsrapid.New(context.Background(), client, name, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		s.Close()
 		client.Close()
+		if conn != nil {
+			conn.Close()
+		}
 	})
 	return s, srv
 }
@@ -107,8 +133,9 @@ var backends = []backend{
 }
 
 // simBackends are the backends of the simulation: the stream backend costs
-// a gRPC stream per segment and zone, so it runs with fewer appends.
-var simBackends = backends
+// a gRPC stream per segment and zone, so it runs with fewer appends. The
+// stream backend runs twice: pipelined, and one flush at a time.
+var simBackends = append(slices.Clone(backends), backend{"stream-gcsrapid-serial", modeStream, rapidZonesPiped(gcsrapidtest.Zero(), false)})
 
 func wrapAll(stores []blob.Store, seed uint64) ([]blob.Store, []*fault.Store) {
 	out := make([]blob.Store, len(stores))

@@ -67,6 +67,12 @@ type Options struct {
 	// RelistInterval is how often a reader at the tail lists segments, to
 	// notice a new writer or a new segment that no frame announced (default 200ms).
 	RelistInterval time.Duration
+	// MaxInFlight is how many appends may be in flight on one zone's
+	// segment at once where its stream pipelines them
+	// (blob.PipelinedAppendStream; default DefaultMaxInFlight, 1 for one at
+	// a time): a frame then waits for its own flush and not also for the
+	// one before it. Elsewhere each zone has one append in flight.
+	MaxInFlight int
 	// OpTimeout bounds each operation on one zone (default 10s), so that a
 	// zone that hangs is treated as down.
 	OpTimeout time.Duration
@@ -148,6 +154,9 @@ func (o *Options) withDefaults(n int) (Options, error) {
 	}
 	if r.OpTimeout <= 0 {
 		r.OpTimeout = 10 * time.Second
+	}
+	if r.MaxInFlight <= 0 {
+		r.MaxInFlight = DefaultMaxInFlight
 	}
 	if r.MoveAfter <= 0 {
 		r.MoveAfter = 10 * time.Minute
@@ -391,6 +400,9 @@ func segmentHeader(ctx context.Context, zones []*zone, regional *zone, k segKey,
 // Options.RepairInterval says otherwise. A pass over an idle log lists each
 // zone twice (its segments, and its epoch claims above the writer's).
 const DefaultRepairInterval = time.Minute
+
+// DefaultMaxInFlight is Options.MaxInFlight's default.
+const DefaultMaxInFlight = 8
 
 // acquireEpoch claims an epoch higher than any claimed before on a majority
 // of zones: the writer's fencing token. Two writers never hold the same epoch.

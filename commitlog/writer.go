@@ -162,10 +162,19 @@ type zoneSeg struct {
 	pos     int64 // where the next append goes
 	appends int
 	busy    bool
-	resync  bool // a call failed: read back what the zone holds before appending
-	broken  bool // the zone holds something else: it sits this segment out
-	fails   int
-	wakeAt  time.Time
+	// A pipelined stream's appends: queued frames were handed to it (up to
+	// qpos), inflight of its Sends are not acknowledged yet; sent and pos
+	// advance as they are.
+	queued   int
+	qpos     int64
+	inflight int
+	resync   bool // a call failed: read back what the zone holds before appending
+	broken   bool // the zone holds something else: it sits this segment out
+	// last: in the slot layout, the bytes of the slot before pos, as this
+	// writer put or read them there (see zone.appendAfter).
+	last   []byte
+	fails  int
+	wakeAt time.Time
 }
 
 // Open opens the log name over stores (one per zone; one store is fine) as
@@ -475,7 +484,7 @@ func (l *Log) createOn(ctx context.Context, z *zone, seg *openSeg, zs *zoneSeg) 
 		zs.sent, zs.resync = n, false
 		zs.pos = int64(len(content))
 		if z.mode == modeSlots {
-			zs.pos = 1
+			zs.pos, zs.last = 1, content
 		}
 		zs.appends++
 		l.stats.Appends++
@@ -491,20 +500,54 @@ func (l *Log) createOn(ctx context.Context, z *zone, seg *openSeg, zs *zoneSeg) 
 
 // resyncOn reads what z holds of seg after what it is known to hold, and
 // counts the frames that are ours. A frame of a newer epoch is a fence.
+//
+// In the slot layout it reads from the slot before pos, which must still
+// hold what this writer put or read there: a slot is created whether or
+// not the ones before it exist, so the frames after it count only if the
+// zone still holds this writer's copy (see zone.appendAfter).
 func (l *Log) resyncOn(ctx context.Context, z *zone, seg *openSeg, zs *zoneSeg) error {
-	frames, _, err := z.read(ctx, seg.key, zs.pos)
-	if err != nil {
+	l.mu.Lock()
+	pos, prev := zs.pos, zs.last
+	l.mu.Unlock()
+	from := pos
+	if z.mode == modeSlots && pos > 0 {
+		from--
+	}
+	frames, _, err := z.read(ctx, seg.key, from)
+	if err != nil && !(errors.Is(err, blob.ErrNotFound) && from < pos) {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if from < pos {
+		var got []byte
+		for len(frames) > 0 && frames[0].end == pos {
+			got = append(got, frames[0].raw...)
+			frames = frames[1:]
+		}
+		if !bytes.Equal(got, prev) {
+			if e := maxEpochIn(frames); e > l.epoch {
+				return fmt.Errorf("%w: epoch %d fenced segment %s on zone %d", ErrFenced, e, seg.key, z.idx)
+			}
+			zs.broken = true
+			return fmt.Errorf("%w: zone %d no longer holds slot %d of segment %s as written", errCopyLost, z.idx, pos-1, seg.key)
+		}
+	}
+	var slot []byte
 	for _, f := range frames {
 		if f.epoch > l.epoch {
 			return fmt.Errorf("%w: epoch %d fenced segment %s on zone %d", ErrFenced, f.epoch, seg.key, z.idx)
 		}
 		if zs.sent < len(seg.frames) && bytes.Equal(f.raw, seg.frames[zs.sent].data) {
+			if f.end != zs.pos {
+				slot = nil
+			}
+			slot = append(slot, f.raw...)
 			zs.sent++
 			zs.pos = f.end
+			if z.mode == modeSlots {
+				zs.last = slot
+			}
 			continue
 		}
 		zs.broken = true
@@ -521,6 +564,7 @@ func (l *Log) pump(i int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var last segKey
+	var prev *zoneSeg
 	for {
 		if l.err != nil {
 			return
@@ -529,7 +573,11 @@ func (l *Log) pump(i int) {
 		if seg.key != last {
 			// A zone's streams are used by its pump alone: end those of
 			// earlier segments here, not while an append may be on them.
-			last = seg.key
+			if prev != nil && prev.inflight > 0 {
+				l.cond.Wait()
+				continue
+			}
+			last, prev = seg.key, &seg.zs[i]
 			l.mu.Unlock()
 			z.closeStreams(&last)
 			l.mu.Lock()
@@ -537,7 +585,7 @@ func (l *Log) pump(i int) {
 		}
 		zs := &seg.zs[i]
 		now := time.Now()
-		if zs.broken || zs.busy || seg.frozen || now.Before(zs.wakeAt) {
+		if zs.broken || zs.busy || seg.frozen || now.Before(zs.wakeAt) || zs.resync && zs.inflight > 0 {
 			l.cond.Wait()
 			continue
 		}
@@ -551,6 +599,12 @@ func (l *Log) pump(i int) {
 			if len(l.pending) > 0 && !seg.full {
 				l.cutLocked(seg)
 			}
+			if st := l.pipeOf(z, seg); st != nil {
+				if !l.sendLocked(z, seg, zs, st) {
+					l.cond.Wait()
+				}
+				continue
+			}
 			if zs.sent == len(seg.frames) {
 				l.cond.Wait()
 				continue
@@ -560,16 +614,19 @@ func (l *Log) pump(i int) {
 			for _, f := range seg.frames[from:to] {
 				batch = append(batch, f.data...)
 			}
-			pos := zs.pos
+			pos, prev := zs.pos, zs.last
 			op = func(ctx context.Context) error {
 				start := time.Now()
-				newPos, err := z.append(ctx, seg.key, pos, batch)
+				newPos, err := z.appendAfter(ctx, seg.key, pos, prev, batch)
 				if err != nil {
 					return err
 				}
 				l.metrics.recordFlush(i, time.Since(start))
 				l.mu.Lock()
 				zs.sent, zs.pos = to, newPos
+				if z.mode == modeSlots {
+					zs.last = batch
+				}
 				zs.appends++
 				l.stats.Appends++
 				l.mu.Unlock()
@@ -587,46 +644,132 @@ func (l *Log) pump(i int) {
 			l.cond.Broadcast() // a cut short waits for the appends in flight
 		}
 		if err != nil {
-			if errors.Is(err, ErrFenced) {
-				l.stats.Fenced = true
-				l.setErrLocked(err)
+			if !l.zoneFailedLocked(seg, zs, err) {
 				return
 			}
-			l.stats.ZoneErrors++
-			if isPartLimit(err) {
-				// This zone takes no more appends to the segment; if too
-				// few zones can, end it where W zones hold it.
-				zs.broken = true
-				usable := 0
-				for _, o := range seg.zs {
-					if !o.broken {
-						usable++
-					}
-				}
-				if usable < l.opts.WriteQuorum {
-					l.cutShortLocked(seg)
-				}
-				l.cond.Broadcast()
-				continue
-			}
-			if zs.sent > 0 {
-				l.stats.Resyncs++
-			}
-			zs.resync = true
-			zs.fails++
-			d := min(l.opts.RetryBackoff<<min(zs.fails-1, 10), time.Second)
-			zs.wakeAt = time.Now().Add(d)
-			time.AfterFunc(d, func() {
-				l.mu.Lock()
-				l.cond.Broadcast()
-				l.mu.Unlock()
-			})
 			continue
 		}
 		zs.fails = 0
 		l.ackLocked(seg)
 		l.cond.Broadcast()
 	}
+}
+
+// zoneFailedLocked handles the failure of an operation on a zone's copy of
+// seg: it reports false if the writer is done (fenced).
+func (l *Log) zoneFailedLocked(seg *openSeg, zs *zoneSeg, err error) bool {
+	if errors.Is(err, ErrFenced) {
+		l.stats.Fenced = true
+		l.setErrLocked(err)
+		return false
+	}
+	l.stats.ZoneErrors++
+	if isPartLimit(err) {
+		// This zone takes no more appends to the segment; if too
+		// few zones can, end it where W zones hold it.
+		zs.broken = true
+		usable := 0
+		for _, o := range seg.zs {
+			if !o.broken {
+				usable++
+			}
+		}
+		if usable < l.opts.WriteQuorum {
+			l.cutShortLocked(seg)
+		}
+		l.cond.Broadcast()
+		return true
+	}
+	if zs.sent > 0 {
+		l.stats.Resyncs++
+	}
+	zs.resync = true
+	zs.fails++
+	d := min(l.opts.RetryBackoff<<min(zs.fails-1, 10), time.Second)
+	zs.wakeAt = time.Now().Add(d)
+	time.AfterFunc(d, func() {
+		l.mu.Lock()
+		l.cond.Broadcast()
+		l.mu.Unlock()
+	})
+	return true
+}
+
+// pipeOf returns the pipelined stream this process holds on z's copy of
+// seg, if it holds one and pipelining is on; it does no I/O (a stream is
+// taken over, when none is held, by the one-at-a-time path).
+func (l *Log) pipeOf(z *zone, seg *openSeg) blob.PipelinedAppendStream {
+	if z.mode != modeStream || l.opts.MaxInFlight < 2 {
+		return nil
+	}
+	st, _ := z.held(seg.key).(blob.PipelinedAppendStream)
+	return st
+}
+
+// sendLocked hands the frames of seg that z's stream has not been given to
+// it without waiting for those in flight, up to MaxInFlight Sends; each is
+// acknowledged as its reply comes, in order. It reports false if it had
+// nothing to send or no room.
+func (l *Log) sendLocked(z *zone, seg *openSeg, zs *zoneSeg, st blob.PipelinedAppendStream) bool {
+	if zs.inflight == 0 {
+		zs.queued, zs.qpos = zs.sent, zs.pos // every Send so far was answered
+	}
+	if zs.queued == len(seg.frames) || zs.inflight >= l.opts.MaxInFlight {
+		return false
+	}
+	from, to := zs.queued, len(seg.frames)
+	var batch []byte
+	for _, f := range seg.frames[from:to] {
+		batch = append(batch, f.data...)
+	}
+	pos := zs.qpos
+	end := pos + int64(len(batch))
+	if zs.inflight == 0 && st.Size() != pos {
+		// The stream holds something else: read back what the zone
+		// holds, and take the object over again.
+		z.forget(seg.key, st)
+		zs.resync = true
+		return true
+	}
+	zs.queued, zs.qpos = to, end
+	zs.inflight++
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(l.ctx, l.opts.OpTimeout)
+	done := func(err error) {
+		cancel()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		zs.inflight--
+		if err != nil {
+			// The stream failed (every later Send fails too): forget it
+			// and read back what the zone holds once none is in flight.
+			z.forget(seg.key, st)
+			if !zs.resync && l.err == nil {
+				l.zoneFailedLocked(seg, zs, err)
+			}
+			l.cond.Broadcast()
+			return
+		}
+		l.metrics.recordFlush(z.idx, time.Since(start))
+		zs.sent, zs.pos = to, end
+		zs.appends++
+		zs.fails = 0
+		l.stats.Appends++
+		l.ackLocked(seg)
+		l.cond.Broadcast()
+	}
+	l.mu.Unlock()
+	err := st.Send(ctx, batch, done)
+	l.mu.Lock()
+	if err != nil {
+		cancel()
+		zs.inflight--
+		z.forget(seg.key, st)
+		if !zs.resync {
+			l.zoneFailedLocked(seg, zs, err)
+		}
+	}
+	return true
 }
 
 // cutLocked moves waiting records into a new frame of seg.
@@ -711,7 +854,7 @@ func (l *Log) cutShortLocked(seg *openSeg) {
 	l.stats.CutShort++
 	l.wg.Go(func() {
 		l.mu.Lock()
-		for slices.ContainsFunc(seg.zs, func(zs zoneSeg) bool { return zs.busy }) && l.err == nil {
+		for slices.ContainsFunc(seg.zs, func(zs zoneSeg) bool { return zs.busy || zs.inflight > 0 }) && l.err == nil {
 			l.cond.Wait()
 		}
 		l.advanceLocked(seg)

@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -171,6 +172,39 @@ func (z *zone) append(ctx context.Context, k segKey, pos int64, content []byte) 
 	return pos + int64(len(content)), nil
 }
 
+// errCopyLost: a zone no longer holds the copy of a segment its writer was
+// appending to (replaced by an empty bucket, or the segment deleted), so
+// what the writer appends there is no part of that copy.
+var errCopyLost = errors.New("commitlog: the zone lost its copy of the segment")
+
+// appendAfter is append for the segment's writer, whose last append to k on
+// z put prev at pos-1 (or whose create put it at 0). In the slot layout a
+// slot is created whether or not the slots before it exist: on a zone
+// replaced by an empty bucket, or where the segment was deleted, the slot
+// a recovery's fence took is free again, and an old writer's append there
+// would succeed, and count toward W, in a copy no reader or recovery sees
+// (no header, no fence). So once the slot is written, the slot before it
+// must still hold prev: then the zone kept this writer's copy from the
+// slot before to now, and the slot is on it. Otherwise the append fails
+// (errCopyLost), and so does the resync after it (see resyncOn), and the
+// zone sits the segment out. The other layouts need no check: an append
+// conditional on an object that is gone fails on its own.
+func (z *zone) appendAfter(ctx context.Context, k segKey, pos int64, prev, content []byte) (int64, error) {
+	newPos, err := z.append(ctx, k, pos, content)
+	if err != nil || z.mode != modeSlots || pos == 0 {
+		return newPos, err
+	}
+	key := slotKey(z.segKey(k), pos-1)
+	p, err := blob.ReadAll(ctx, z.s, key)
+	if errors.Is(err, blob.ErrNotFound) || err == nil && !bytes.Equal(p, prev) {
+		return pos, fmt.Errorf("%w: slot %s is gone or not the one written", errCopyLost, key)
+	}
+	if err != nil {
+		return pos, err
+	}
+	return newPos, nil
+}
+
 func (z *zone) setStream(k segKey, st blob.AppendStream) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
@@ -204,6 +238,25 @@ func (z *zone) stream(ctx context.Context, k segKey) (blob.AppendStream, error) 
 	}
 	z.setStream(k, st)
 	return st, nil
+}
+
+// held returns the stream of segment k this process holds, if any.
+func (z *zone) held(k segKey) blob.AppendStream {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.streams[k]
+}
+
+// forget stops using st, a stream of segment k that failed, and ends it in
+// the background: its Sends in flight fail with it, and their callbacks
+// must not run under the caller's locks.
+func (z *zone) forget(k segKey, st blob.AppendStream) {
+	z.mu.Lock()
+	if z.streams[k] == st {
+		delete(z.streams, k)
+	}
+	z.mu.Unlock()
+	go st.Close()
 }
 
 // dropSegmentStream ends this process's stream of segment k, if any.

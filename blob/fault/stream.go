@@ -116,9 +116,12 @@ func (s *Store) wrapStream(key string, st blob.AppendStream) blob.AppendStream {
 // durable. Acknowledgements keep the order of the Sends.
 type pipeStream struct {
 	*stream
-	p    blob.PipelinedAppendStream
-	mu   sync.Mutex
-	last chan struct{} // closed once the last Send's done has run
+	p      blob.PipelinedAppendStream
+	mu     sync.Mutex
+	last   chan struct{} // closed once the last Send's done has run
+	closed bool          // the stream below was ended
+	// seq numbers the Sends; failedAt is the one that failed the stream.
+	seq, failedAt int
 }
 
 func (w *pipeStream) Append(ctx context.Context, p []byte) error {
@@ -138,6 +141,8 @@ func (w *pipeStream) Send(ctx context.Context, p []byte, done func(error)) error
 	d := w.s.decide(OpCommit, w.key)
 	prev, mine := w.last, make(chan struct{})
 	w.last = mine
+	w.seq++
+	seq := w.seq
 	var before error
 	switch {
 	case d.down:
@@ -147,11 +152,15 @@ func (w *pipeStream) Send(ctx context.Context, p []byte, done func(error)) error
 	}
 	var inner chan error
 	if before != nil {
-		w.failLocked(before)
+		// Later Sends are refused now; the stream below ends once the
+		// Sends before this one are answered (see the goroutine).
+		if w.err == nil {
+			w.err, w.failedAt = before, seq
+		}
 	} else {
 		inner = make(chan error, 1)
 		if err := w.p.Send(ctx, p, func(err error) { inner <- err }); err != nil {
-			w.failLocked(err)
+			w.failLocked(err, seq)
 			w.last = prev
 			return err
 		}
@@ -178,8 +187,8 @@ func (w *pipeStream) Send(ctx context.Context, p []byte, done func(error)) error
 		<-prev
 		w.mu.Lock()
 		if err != nil {
-			w.failLocked(err)
-		} else if w.err != nil {
+			w.failLocked(err, seq)
+		} else if w.err != nil && w.failedAt <= seq {
 			err = w.err // a Send before this one failed the stream
 		}
 		w.mu.Unlock()
@@ -190,9 +199,12 @@ func (w *pipeStream) Send(ctx context.Context, p []byte, done func(error)) error
 }
 
 // failLocked fails the stream: the Sends in flight below fail too.
-func (w *pipeStream) failLocked(err error) {
+func (w *pipeStream) failLocked(err error, seq int) {
 	if w.err == nil {
-		w.err = err
+		w.err, w.failedAt = err, seq
+	}
+	if !w.closed {
+		w.closed = true
 		w.st.Close()
 	}
 }

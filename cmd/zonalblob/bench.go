@@ -225,8 +225,8 @@ func writeBenchReport(w io.Writer, rep *bench.Report, live bool) error {
 		fmt.Fprintln(w, "```")
 	}
 	if bench.HasRows(rep.Results, true) {
-		fmt.Fprintf(w, "\nCommit log: %d appenders of %d-byte records back to back, each row for --duration or %d appends, whichever comes first; lag is from an append's acknowledgement to a tailing reader holding the record; req/append counts the reader's requests too.\n\n```\n",
-			rep.Load.Concurrency, bench.LogRecordBytes, bench.LogMaxAppends)
+		fmt.Fprintf(w, "\nCommit log: %d appenders of each row's record size back to back (an open-loop row starts appends at its offered rate instead, each timed from when it was due), each row for --duration or %d appends, whichever comes first; raw is one zone's append round trip of the same size, one at a time, in the same run; lag is from an append's acknowledgement to a tailing reader holding the record; req/append counts the reader's requests too.\n\n```\n",
+			rep.Load.Concurrency, bench.LogMaxAppends)
 		if err := bench.WriteLogTable(w, rep.Results); err != nil {
 			return err
 		}

@@ -101,7 +101,7 @@ func WriteTable(w io.Writer, results []Result) error {
 // flush and requests per append (the tailing reader's included).
 func WriteLogTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "log\tprofile\tappends\tappends/s\tp50\tp99\tlag p50\tlag p99\trecords/flush\treq/append\terrors\t")
+	fmt.Fprintln(tw, "log\trecord\tprofile\tload\tappends\tappends/s\tMiB/s\tp50\tp99\traw p50\traw p99\tp50/raw\tp99/raw\tlag p50\tlag p99\trecords/flush\treq/append\terrors\t")
 	for _, r := range results {
 		if r.Log == nil {
 			continue
@@ -110,8 +110,18 @@ func WriteLogTable(w io.Writer, results []Result) error {
 		if r.Log.RecordsPerFlush > 0 {
 			perFlush = fmt.Sprintf("%.1f", r.Log.RecordsPerFlush)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t\n", r.Scenario, r.Profile, r.Ops, r.Throughput,
-			ms(r.P50), ms(r.P99), ms(r.Log.LagP50), ms(r.Log.LagP99), perFlush, r.RequestsPerOp, r.Errors)
+		load := fmt.Sprintf("%d appenders", r.Workers)
+		if r.Mode == ModeOpen {
+			load = fmt.Sprintf("%.0f/s offered", r.Rate)
+		}
+		rawP50, rawP99, r50, r99 := "-", "-", "-", "-"
+		if r.Log.RawP50 > 0 {
+			rawP50, rawP99 = ms(r.Log.RawP50), ms(r.Log.RawP99)
+			r50 = fmt.Sprintf("%.2fx", float64(r.P50)/float64(r.Log.RawP50))
+			r99 = fmt.Sprintf("%.2fx", float64(r.P99)/float64(r.Log.RawP99))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t\n", r.Scenario, SizeString(r.Size), r.Profile, load, r.Ops, r.Throughput,
+			r.Throughput*float64(r.Size)/(1<<20), ms(r.P50), ms(r.P99), rawP50, rawP99, r50, r99, ms(r.Log.LagP50), ms(r.Log.LagP99), perFlush, r.RequestsPerOp, r.Errors)
 	}
 	return tw.Flush()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,9 +28,24 @@ import (
 // appender.
 const (
 	LogRecordBytes = 100
-	LogMaxAppends  = 5000
+	LogMaxAppends  = 20000
 	logWarmup      = 2
 )
+
+// LogSizes are the record sizes of the rows on a 2-of-3 Rapid quorum, each
+// beside the raw append round trip of the same size on one zone.
+var LogSizes = []int{100, 4 << 10, 64 << 10}
+
+// LogOpenRate is the offered load of the open-loop row: 4 KiB records at
+// 32 MiB/s, started on schedule whatever the log does.
+const (
+	LogOpenBytes     = 4 << 10
+	LogOpenBytesPerS = 32 << 20
+)
+
+// rawAppends is how many appends measure the raw round trip of a size (or
+// fewer if the row's duration ends first).
+const rawAppends = 500
 
 // LogFigures are what a commit-log row adds to a Result: its latencies are
 // those of Append, from the call to its acknowledgement.
@@ -47,6 +63,60 @@ type LogFigures struct {
 	// RecordsPerFlush is how many records shared one frame (0 for the
 	// slot protocol, one object per record).
 	RecordsPerFlush float64 `json:"records_per_flush"`
+	// RawP50 and RawP99, where measured, are one zone's append round trip
+	// of a record of the same size in the same run: AppendStream.Append,
+	// one at a time, on the stream of one object.
+	RawP50 time.Duration `json:"raw_p50_ns,omitempty"`
+	RawP99 time.Duration `json:"raw_p99_ns,omitempty"`
+}
+
+// logRow is one commit-log row to measure.
+type logRow struct {
+	name, profile string
+	stores        []blob.Store
+	opts          commitlog.Options
+	requests      func() int64
+	size          int // record bytes (LogRecordBytes if 0)
+	// raw is the single-zone round trip the row is compared with, if any.
+	raw *rawTrip
+	// rate, if set, makes the row open loop: appends start at this many a
+	// second on schedule, each timed from when it was due.
+	rate float64
+}
+
+// rawTrip is a single-zone append round trip.
+type rawTrip struct{ p50, p99 time.Duration }
+
+// measureRaw times one zone's AppendStream.Append of size bytes, one at a
+// time, on one object.
+func measureRaw(ctx context.Context, env *Env, s blob.Store, size int) (*rawTrip, error) {
+	as, ok := s.(blob.AppendStreamer)
+	if !ok {
+		return nil, fmt.Errorf("raw appends: %T has no append streams", s)
+	}
+	st, err := as.CreateAppendStream(ctx, fmt.Sprintf("raw/%d-%d", size, time.Now().UnixNano()), []byte("raw"))
+	if err != nil {
+		return nil, fmt.Errorf("raw appends: %w", err)
+	}
+	defer st.Close()
+	p := make([]byte, size)
+	var lat []time.Duration
+	deadline := time.Now().Add(env.Load.Duration)
+	for i := 0; i < rawAppends+logWarmup && time.Now().Before(deadline); i++ {
+		c, cancel := context.WithTimeout(ctx, env.Load.OpTimeout)
+		t0 := time.Now()
+		err := st.Append(c, p)
+		d := time.Since(t0)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("raw appends of %d bytes: %w", size, err)
+		}
+		if i >= logWarmup {
+			lat = append(lat, d)
+		}
+	}
+	slices.Sort(lat)
+	return &rawTrip{Quantile(lat, 0.5), Quantile(lat, 0.99)}, nil
 }
 
 // runLog measures the commit log: the bucket-log slot protocol (one object
@@ -68,7 +138,7 @@ func runLog(ctx context.Context, env *Env) error {
 	}
 	reg := regional.New(b, regional.Options{})
 	defer reg.Close()
-	if err := measureLog(ctx, env, "bucketlog-slots-regional", g.profile, []blob.Store{reg}, commitlog.Options{Slots: true}, g.Requests); err != nil {
+	if err := measureLog(ctx, env, logRow{name: "bucketlog-slots-regional", profile: g.profile, stores: []blob.Store{reg}, opts: commitlog.Options{Slots: true}, requests: g.Requests}); err != nil {
 		return err
 	}
 
@@ -78,19 +148,32 @@ func runLog(ctx context.Context, env *Env) error {
 	}
 	defer z.Close()
 	one := []blob.Store{z.stores[0]}
-	if err := measureLog(ctx, env, "bucketlog-slots-rapid", z.Profile, one, commitlog.Options{Slots: true}, z.servers[0].Requests); err != nil {
+	if err := measureLog(ctx, env, logRow{name: "bucketlog-slots-rapid", profile: z.Profile, stores: one, opts: commitlog.Options{Slots: true}, requests: z.servers[0].Requests}); err != nil {
 		return err
 	}
-	if err := measureLog(ctx, env, "commitlog-rapid", z.Profile, one, commitlog.Options{}, z.servers[0].Requests); err != nil {
+	if err := measureLog(ctx, env, logRow{name: "commitlog-rapid", profile: z.Profile, stores: one, requests: z.servers[0].Requests}); err != nil {
 		return err
 	}
-	for _, slow := range []bool{false, true} {
-		name := "commitlog-rapid-2of3"
-		if slow {
-			name += "-one-slow-zone"
-		}
-		if err := measureLog(ctx, env, name, z.ProfileLabel(slow), z.Stores(slow), commitlog.Options{WriteQuorum: 2}, z.Requests); err != nil {
+	// A 2-of-3 quorum at each size, each beside one zone's raw round trip
+	// of the same size; one zone slowed; one append at a time per zone
+	// (MaxInFlight 1, no pipelining) at 4 KiB; and an open-loop row.
+	for _, size := range LogSizes {
+		raw, err := measureRaw(ctx, env, z.stores[1], size)
+		if err != nil {
 			return err
+		}
+		rows := []logRow{{name: "commitlog-rapid-2of3"}, {name: "commitlog-rapid-2of3-one-slow-zone"}}
+		if size == LogOpenBytes {
+			rows = append(rows, logRow{name: "commitlog-rapid-2of3-unpipelined", opts: commitlog.Options{MaxInFlight: 1}},
+				logRow{name: "commitlog-rapid-2of3-open", rate: LogOpenBytesPerS / LogOpenBytes})
+		}
+		for _, row := range rows {
+			slow := strings.HasSuffix(row.name, "slow-zone")
+			row.profile, row.stores, row.requests = z.ProfileLabel(slow), z.Stores(slow), z.Requests
+			row.opts.WriteQuorum, row.size, row.raw = 2, size, raw
+			if err := measureLog(ctx, env, row); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -134,7 +217,7 @@ func logS3Express(ctx context.Context, env *Env) error {
 		}
 		return n
 	}
-	return measureLog(ctx, env, "commitlog-s3express-2of3", express.Name, stores, commitlog.Options{WriteQuorum: 2}, requests)
+	return measureLog(ctx, env, logRow{name: "commitlog-s3express-2of3", profile: express.Name, stores: stores, opts: commitlog.Options{WriteQuorum: 2}, requests: requests})
 }
 
 // logAzure measures commitlog on three Azure Premium containers of one
@@ -184,7 +267,7 @@ func logAzure(ctx context.Context, env *Env) error {
 		}
 		return n
 	}
-	return measureLog(ctx, env, "commitlog-azpremium-2of3", env.ProfileName(profile.Name), stores, commitlog.Options{WriteQuorum: 2}, requests)
+	return measureLog(ctx, env, logRow{name: "commitlog-azpremium-2of3", profile: env.ProfileName(profile.Name), stores: stores, opts: commitlog.Options{WriteQuorum: 2}, requests: requests})
 }
 
 // measureLog opens a log named after the row on stores, warms it up, then
@@ -193,8 +276,13 @@ func logAzure(ctx context.Context, env *Env) error {
 // append (the reader's polling included). A row whose appends fail is
 // recorded with its errors; only a log that cannot be opened or read ends
 // the scenario.
-func measureLog(ctx context.Context, env *Env, name, profile string, stores []blob.Store, opts commitlog.Options, requests func() int64) error {
-	label := name + " " + SizeString(LogRecordBytes)
+func measureLog(ctx context.Context, env *Env, row logRow) error {
+	name, stores, opts, requests := row.name, row.stores, row.opts, row.requests
+	size := row.size
+	if size == 0 {
+		size = LogRecordBytes
+	}
+	label := name + " " + SizeString(size)
 	if env.Progress != nil {
 		env.Progress(Step{Done: env.done, Total: max(env.total, env.done+1), Row: label, Expected: env.Load.Duration})
 	}
@@ -204,7 +292,7 @@ func measureLog(ctx context.Context, env *Env, name, profile string, stores []bl
 	}
 	defer l.Close()
 	workers := env.Load.Concurrency
-	record := make([]byte, LogRecordBytes)
+	record := make([]byte, size)
 	for i := range record {
 		record[i] = byte(i)
 	}
@@ -240,6 +328,9 @@ func measureLog(ctx context.Context, env *Env, name, profile string, stores []bl
 	defer r.Close()
 
 	n := LogMaxAppends
+	if row.rate > 0 {
+		n = max(n, int(row.rate*env.Load.Duration.Seconds()))
+	}
 	if env.Load.MaxOps > 0 {
 		n = min(n, env.Load.MaxOps)
 	}
@@ -288,29 +379,56 @@ func measureLog(ctx context.Context, env *Env, name, profile string, stores []bl
 	var firstErr atomic.Value
 	deadline := time.Now().Add(env.Load.Duration)
 	start := time.Now()
-	for w := range workers {
-		wg.Go(func() {
-			for started.Add(1) <= int64(n) && ctx.Err() == nil && time.Now().Before(deadline) {
-				t0 := time.Now()
-				off, err := appendOne()
-				t1 := time.Now()
-				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				lat[w] = append(lat[w], t1.Sub(t0))
-				if i := off - first; i >= 0 && i < int64(n) {
-					acks[i].Store(t1.UnixNano())
-				}
-				for {
-					cur := lastAck.Load()
-					if off <= cur || lastAck.CompareAndSwap(cur, off) {
-						break
-					}
-				}
+	var latMu sync.Mutex
+	// one appends and records the latency from t0, when it was due.
+	one := func(w int, t0 time.Time) {
+		off, err := appendOne()
+		t1 := time.Now()
+		if err != nil {
+			errs.Add(1)
+			firstErr.CompareAndSwap(nil, err.Error())
+			return
+		}
+		latMu.Lock()
+		lat[w] = append(lat[w], t1.Sub(t0))
+		latMu.Unlock()
+		if i := off - first; i >= 0 && i < int64(n) {
+			acks[i].Store(t1.UnixNano())
+		}
+		for {
+			cur := lastAck.Load()
+			if off <= cur || lastAck.CompareAndSwap(cur, off) {
+				break
 			}
-		})
+		}
+	}
+	if row.rate > 0 {
+		// Open loop: the k-th append is due at start + k/rate and starts
+		// then (timers are coarse, so each wakeup starts every append due
+		// by then), however many are still in flight.
+		workers = 0
+		for k := 0; k < n && ctx.Err() == nil; {
+			now := time.Now()
+			if !now.Before(deadline) {
+				break
+			}
+			for ; k < n; k++ {
+				due := start.Add(time.Duration(float64(k) / row.rate * float64(time.Second)))
+				if due.After(now) {
+					break
+				}
+				wg.Go(func() { one(k%len(lat), due) })
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	} else {
+		for w := range workers {
+			wg.Go(func() {
+				for started.Add(1) <= int64(n) && ctx.Err() == nil && time.Now().Before(deadline) {
+					one(w, time.Now())
+				}
+			})
+		}
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -327,8 +445,11 @@ func measureLog(ctx context.Context, env *Env, name, profile string, stores []bl
 	}
 
 	res := Result{
-		Scenario: name, Group: env.scenario, Profile: profile, Size: LogRecordBytes, Mode: ModeClosed,
+		Scenario: name, Group: env.scenario, Profile: row.profile, Size: size, Mode: ModeClosed,
 		Errors: int(errs.Load()), Workers: workers, Elapsed: elapsed,
+	}
+	if row.rate > 0 {
+		res.Mode, res.Rate = ModeOpen, row.rate
 	}
 	if s, ok := firstErr.Load().(string); ok {
 		res.FirstError = s
@@ -338,8 +459,11 @@ func measureLog(ctx context.Context, env *Env, name, profile string, stores []bl
 		res.RequestsPerOp = float64(reqs) / float64(res.Ops+res.Errors)
 	}
 	slices.Sort(lags)
-	lf := &LogFigures{Appenders: workers, RecordBytes: LogRecordBytes, Lags: lags,
+	lf := &LogFigures{Appenders: workers, RecordBytes: size, Lags: lags,
 		LagP50: Quantile(lags, 0.5), LagP90: Quantile(lags, 0.9), LagP99: Quantile(lags, 0.99)}
+	if row.raw != nil {
+		lf.RawP50, lf.RawP99 = row.raw.p50, row.raw.p99
+	}
 	if !opts.Slots {
 		st := l.Stats()
 		lf.RecordsPerFlush = float64(st.Records) / float64(max(st.Frames, 1))

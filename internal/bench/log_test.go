@@ -24,8 +24,12 @@ func TestLogScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	azure := !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "Azurite unavailable") })
-	want := []string{"bucketlog-slots-regional", "bucketlog-slots-rapid", "commitlog-rapid", "commitlog-rapid-2of3",
-		"commitlog-rapid-2of3-one-slow-zone", "commitlog-s3express-2of3"}
+	want := []string{"bucketlog-slots-regional", "bucketlog-slots-rapid", "commitlog-rapid",
+		"commitlog-rapid-2of3", "commitlog-rapid-2of3-one-slow-zone",
+		"commitlog-rapid-2of3", "commitlog-rapid-2of3-one-slow-zone", "commitlog-rapid-2of3-unpipelined", "commitlog-rapid-2of3-open",
+		"commitlog-rapid-2of3", "commitlog-rapid-2of3-one-slow-zone",
+		"commitlog-s3express-2of3"}
+	sizes := []int{100, 100, 100, 100, 100, 4 << 10, 4 << 10, 4 << 10, 4 << 10, 64 << 10, 64 << 10, 100}
 	if azure {
 		want = append(want, "commitlog-azpremium-2of3")
 	}
@@ -37,15 +41,25 @@ func TestLogScenario(t *testing.T) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
 	checkRows(t, rep.Results, len(want))
-	for _, r := range rep.Results {
+	for i, r := range rep.Results {
 		lf := r.Log
 		if lf == nil {
 			t.Errorf("%s: no commit-log figures", r.Label())
 			continue
 		}
-		if r.Ops != 40 || r.Size != LogRecordBytes || r.Mode != ModeClosed || r.Group != "log" || r.Workers != 4 || lf.Appenders != 4 {
-			t.Errorf("%s: ops %d size %d mode %q group %q workers %d/%d, want 40 appends of %d B, closed, by 4 appenders",
-				r.Label(), r.Ops, r.Size, r.Mode, r.Group, r.Workers, lf.Appenders, LogRecordBytes)
+		open := strings.HasSuffix(r.Scenario, "-open")
+		mode, workers, rate := ModeClosed, 4, 0.0
+		if open {
+			mode, workers, rate = ModeOpen, 0, LogOpenBytesPerS/LogOpenBytes
+		}
+		if r.Ops != 40 || r.Size != sizes[i] || lf.RecordBytes != sizes[i] || r.Mode != mode || r.Rate != rate || r.Group != "log" || r.Workers != workers || lf.Appenders != workers {
+			t.Errorf("%s: ops %d size %d/%d mode %q rate %v group %q workers %d/%d, want 40 appends of %d B, %s at %v/s, by %d appenders",
+				r.Label(), r.Ops, r.Size, lf.RecordBytes, r.Mode, r.Rate, r.Group, r.Workers, lf.Appenders, sizes[i], mode, rate, workers)
+		}
+		// The quorum rows are compared with one zone's round trip of the
+		// same size, measured in the same run.
+		if quorum := strings.HasPrefix(r.Scenario, "commitlog-rapid-2of3"); quorum != (lf.RawP50 > 0 && lf.RawP99 >= lf.RawP50) {
+			t.Errorf("%s: raw round trip p50 %v p99 %v", r.Label(), lf.RawP50, lf.RawP99)
 		}
 		if len(lf.Lags) != r.Ops || !slices.IsSorted(lf.Lags) ||
 			lf.LagP50 != Quantile(lf.Lags, 0.5) || lf.LagP90 != Quantile(lf.Lags, 0.9) || lf.LagP99 != Quantile(lf.Lags, 0.99) {
@@ -86,7 +100,7 @@ func TestLogScenario(t *testing.T) {
 func logScenario(t *testing.T) Scenario {
 	t.Helper()
 	s, err := SelectScenarios([]string{"log"})
-	if err != nil || len(s) != 1 || !s[0].Fixed || s[0].Rows(2) != 7 {
+	if err != nil || len(s) != 1 || !s[0].Fixed || s[0].Rows(2) != 12 {
 		t.Fatalf("log scenario: %+v, %v", s, err)
 	}
 	return s[0]

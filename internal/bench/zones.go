@@ -11,6 +11,8 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/blob/pool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // SlowZone is the extra delay of every write and commit in the slow zone of
@@ -28,6 +30,7 @@ type zones struct {
 	Profile string
 	servers []*gcsServer
 	stores  []*gcsrapid.Store
+	conns   []*grpc.ClientConn
 	seed    uint64
 }
 
@@ -44,7 +47,14 @@ func gcsRapidZones(ctx context.Context, env *Env, n int) (*zones, error) {
 		}
 		z.servers = append(z.servers, g)
 		z.Profile = g.profile
-		s, err := gcsrapid.New(ctx, g.client, "bench", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 512, MinIdle: 8, LoadConcurrency: 64}})
+		// Append streams are pipelined, as OpenURL opens them.
+		conn, err := grpc.NewClient(g.srv.Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			z.Close()
+			return nil, err
+		}
+		z.conns = append(z.conns, conn)
+		s, err := gcsrapid.New(ctx, g.client, "bench", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 512, MinIdle: 8, LoadConcurrency: 64}, StreamConn: conn})
 		if err != nil {
 			z.Close()
 			return nil, err
@@ -91,6 +101,9 @@ func (z *zones) ProfileLabel(slow bool) string {
 func (z *zones) Close() {
 	for _, s := range z.stores {
 		s.Close()
+	}
+	for _, c := range z.conns {
+		c.Close()
 	}
 	for _, g := range z.servers {
 		g.Close()

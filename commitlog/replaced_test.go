@@ -1,0 +1,161 @@
+package commitlog
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// gateStore holds the next write under an armed key prefix until released,
+// as a write in flight (a slow request, a paused process) that reaches the
+// store late.
+type gateStore struct {
+	blob.Store
+	mu      sync.Mutex
+	prefix  string
+	held    chan struct{} // closed when the held write arrives
+	release chan struct{} // close to let it through
+	done    chan struct{} // closed when it has returned
+}
+
+func (g *gateStore) arm(prefix string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.prefix = prefix
+	g.held, g.release, g.done = make(chan struct{}), make(chan struct{}), make(chan struct{})
+}
+
+func (g *gateStore) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	g.mu.Lock()
+	hold := g.prefix != "" && strings.HasPrefix(key, g.prefix)
+	if hold {
+		g.prefix = ""
+	}
+	held, release, done := g.held, g.release, g.done
+	g.mu.Unlock()
+	if !hold {
+		return g.Store.NewWriter(ctx, key, opts)
+	}
+	close(held)
+	select {
+	case <-release:
+	case <-ctx.Done():
+		close(done)
+		return nil, ctx.Err()
+	}
+	w, err := g.Store.NewWriter(ctx, key, opts)
+	if err != nil {
+		close(done)
+		return nil, err
+	}
+	return &doneWriter{Writer: w, done: done}, nil
+}
+
+// doneWriter closes done once its Close has returned.
+type doneWriter struct {
+	blob.Writer
+	done chan struct{}
+}
+
+func (w *doneWriter) Close() error {
+	defer close(w.done)
+	return w.Writer.Close()
+}
+
+// A recovery fences the old writer's segment on N-W+1 zones; one of them is
+// then replaced by an empty bucket, fence and all. In the slot layout the
+// old writer's next slot there is free again: its append, in flight since
+// before the takeover, lands on the empty zone, and with the one zone the
+// recovery did not reach it would make W and acknowledge a record at the
+// offset where the new writer's first record is. The old writer must not
+// count a slot written where its copy of the segment is gone.
+func TestSlotAppendToReplacedZone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inner := memZones(t, 3)
+	faulty, faults := wrapAll(inner, 1)
+	gates := make([]*gateStore, len(faulty))
+	stores := make([]blob.Store, len(faulty))
+	for i, s := range faulty {
+		gates[i] = &gateStore{Store: s}
+		stores[i] = gates[i]
+	}
+	opts := &Options{Slots: true, LACDelay: -1, RepairInterval: -1, OpTimeout: time.Minute}
+	a := mustOpen(t, stores, "L", opts)
+	if off, err := a.Append(ctx, []byte("a0")); err != nil || off != 0 {
+		t.Fatalf("append a0: %d, %v", off, err)
+	}
+	// a's next frame reaches zone 0 alone: its writes to zones 1 and 2
+	// are held on the way.
+	a.mu.Lock()
+	seg := a.seg
+	a.mu.Unlock()
+	prefix := "L/seg/" + seg.key.String() + "/"
+	gates[1].arm(prefix)
+	gates[2].arm(prefix)
+	type result struct {
+		off int64
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		off, err := a.Append(ctx, []byte("a1"))
+		res <- result{off, err}
+	}()
+	<-gates[1].held
+	<-gates[2].held
+	for {
+		a.mu.Lock()
+		sent := seg.zs[0].sent == len(seg.frames) && !seg.zs[0].busy
+		a.mu.Unlock()
+		if sent {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// b takes over while zone 0 does not answer: it fences zones 1 and 2,
+	// which hold a0 alone, and starts after it.
+	faults[0].SetDown(true)
+	b := mustOpen(t, stores, "L", opts)
+	faults[0].SetDown(false)
+	if got := b.Stats().RecoveredTo; got != 0 {
+		t.Fatalf("b recovered to %d, want 0", got)
+	}
+	// Zone 2 is replaced by an empty bucket; then a's held write lands there.
+	if err := wipe(ctx, inner[2], "L/"); err != nil {
+		t.Fatal(err)
+	}
+	close(gates[2].release)
+	<-gates[2].done
+	if off, err := b.Append(ctx, []byte("b1")); err != nil || off != 1 {
+		t.Fatalf("append b1: %d, %v", off, err)
+	}
+	// a holds a1 on zone 0 and on the replaced zone, in a slot of a copy
+	// that is gone: it must not acknowledge it.
+	for {
+		a.mu.Lock()
+		lac, broken := a.lac, seg.zs[2].broken
+		a.mu.Unlock()
+		if lac >= 1 {
+			r := <-res
+			t.Fatalf("a acknowledged a1 at %d (%v) after zone 2 was replaced; b acknowledged b1 there", r.off, r.err)
+		}
+		if broken {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("a neither acknowledged a1 nor gave zone 2 up")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	select {
+	case r := <-res:
+		t.Fatalf("append a1 returned %d, %v", r.off, r.err)
+	default:
+	}
+}
