@@ -105,12 +105,10 @@ func rapidZoneOf(t testing.TB, profile gcsrapidtest.Profile, i int, piped bool) 
 		t.Fatal(err)
 	}
 	var opts gcsrapid.Options
-	var conn *grpc.ClientConn
 	if piped {
-		if conn, err = grpc.NewClient(srv.Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-			t.Fatal(err)
+		opts.StreamDial = func() (*grpc.ClientConn, error) {
+			return grpc.NewClient(srv.Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		}
-		opts.StreamConn = conn
 	}
 	s, err := gcsrapid.New(context.Background(), client, name, opts)
 	if err != nil {
@@ -119,9 +117,6 @@ func rapidZoneOf(t testing.TB, profile gcsrapidtest.Profile, i int, piped bool) 
 	t.Cleanup(func() {
 		s.Close()
 		client.Close()
-		if conn != nil {
-			conn.Close()
-		}
 	})
 	return s, srv
 }

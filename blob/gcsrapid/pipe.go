@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net/url"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -30,7 +31,8 @@ import (
 //
 // The stream speaks google.storage.v2 through the message types the storage
 // package registers (its generated stubs are internal), on a connection of
-// the Store's own (Options.StreamConn).
+// the Store's own (Options.StreamDial), each holding at most
+// MaxStreamsPerConn streams, as the service's front ends allow.
 
 const bidiWriteMethod = "/google.storage.v2.Storage/BidiWriteObject"
 
@@ -147,12 +149,19 @@ func (s *Store) openPipe(ctx context.Context, op, key string, first pb, retry fu
 		if token != "" {
 			params += "&routing_token=" + token
 		}
-		sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(s.bgCtx, "x-goog-request-params", params))
+		conn, release, err := s.streamConns.acquire()
+		if err != nil {
+			return nil, nil, pb{}, &blob.Error{Op: op, Key: key, Err: fmt.Errorf("gcsrapid: append stream connection: %w", err)}
+		}
+		sctx, stop := context.WithCancel(metadata.AppendToOutgoingContext(s.bgCtx, "x-goog-request-params", params))
+		var once sync.Once
+		// Ending the stream gives its place on the connection back.
+		cancel := func() { once.Do(func() { stop(); release() }) }
 		var cs grpc.ClientStream
 		reply := newPB("BidiWriteObjectResponse")
-		err := untilDone(ctx, cancel, func() error {
+		err = untilDone(ctx, cancel, func() error {
 			var err error
-			if cs, err = s.opts.StreamConn.NewStream(sctx, bidiWriteDesc, bidiWriteMethod); err != nil {
+			if cs, err = conn.NewStream(sctx, bidiWriteDesc, bidiWriteMethod); err != nil {
 				return err
 			}
 			if err := cs.SendMsg(first.m.Interface()); err != nil && !errors.Is(err, io.EOF) {
@@ -371,4 +380,50 @@ func (a *pipeStream) Close() error {
 }
 
 // pipelines reports whether the Store's append streams are pipelined.
-func (s *Store) pipelines() bool { return s.opts.StreamConn != nil }
+func (s *Store) pipelines() bool { return s.opts.StreamDial != nil }
+
+// connPool holds the connections of pipelined append streams, dialing
+// another when those it has hold per streams each.
+type connPool struct {
+	dial func() (*grpc.ClientConn, error)
+	per  int
+
+	mu     sync.Mutex
+	conns  []*grpc.ClientConn
+	counts []int
+	closed bool
+}
+
+// acquire returns a connection with room for one more stream, and the
+// function that gives the room back.
+func (p *connPool) acquire() (grpc.ClientConnInterface, func(), error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, nil, errors.New("the store is closed")
+	}
+	i := slices.IndexFunc(p.counts, func(n int) bool { return n < p.per })
+	if i < 0 {
+		c, err := p.dial()
+		if err != nil {
+			return nil, nil, err
+		}
+		p.conns, p.counts = append(p.conns, c), append(p.counts, 0)
+		i = len(p.conns) - 1
+	}
+	p.counts[i]++
+	return p.conns[i], func() {
+		p.mu.Lock()
+		p.counts[i]--
+		p.mu.Unlock()
+	}, nil
+}
+
+func (p *connPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+}

@@ -243,3 +243,56 @@ func TestPipelinedStreamRedirectsAndContexts(t *testing.T) {
 		t.Error("a stream whose Send's context ended goes on")
 	}
 }
+
+// Pipelined streams spread over as many connections as the front end's cap
+// on streams per connection needs: none is refused, and a stream that ends
+// gives its place back.
+func TestPipelinedStreamsShareConnections(t *testing.T) {
+	ctx := context.Background()
+	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{MaxStreamsPerConn: 10, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	s := openPipelined(ctx, t, srv, "&max_streams_per_conn=10")
+	base := srv.Stats().Connections
+	var streams []blob.AppendStream
+	for i := range 25 {
+		st, err := s.CreateAppendStream(ctx, fmt.Sprintf("log%02d", i), []byte("head|"))
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		streams = append(streams, st)
+	}
+	for i, st := range streams {
+		if err := st.Append(ctx, []byte("x")); err != nil {
+			t.Fatalf("append on stream %d: %v", i, err)
+		}
+	}
+	st := srv.Stats()
+	if st.StreamsRefused != 0 || st.PeakStreamsPerConn > 10 || st.Connections-base != 3 {
+		t.Errorf("25 streams: %d refused, peak %d a connection, %d stream connections; want 0, at most 10, 3", st.StreamsRefused, st.PeakStreamsPerConn, st.Connections-base)
+	}
+	for _, st := range streams[:10] {
+		st.Close()
+	}
+	// The places of the closed streams are taken again, with no new
+	// connection, once the service has seen them end (it counts a stream
+	// until its handler returns).
+	for srv.Stats().StreamsOpen > 15 {
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 10 {
+		st, err := s.CreateAppendStream(ctx, fmt.Sprintf("again%02d", i), []byte("head|"))
+		if err != nil {
+			t.Fatalf("stream %d after closes: %v", i, err)
+		}
+		defer st.Close()
+	}
+	if got := srv.Stats(); got.StreamsRefused != 0 || got.Connections != st.Connections {
+		t.Errorf("after closes: %d refused, %d connections (was %d)", got.StreamsRefused, got.Connections, st.Connections)
+	}
+	for _, st := range streams[10:] {
+		st.Close()
+	}
+}

@@ -86,13 +86,15 @@ type Options struct {
 	// a commit changes, so it can fail a write slower than this but never
 	// lose one that committed.
 	LeftoverAge time.Duration
-	// StreamConn is the connection on which append streams (blob.AppendStreamer)
-	// are driven directly, pipelined: several appends in flight on one stream,
-	// each acknowledged by the service's persisted size as its reply arrives
-	// (see blob.PipelinedAppendStream). OpenURL dials one to the Store's
-	// endpoint unless the URL says pipeline=false. Nil: append streams are
-	// the client library's Writer, one flush at a time.
-	StreamConn grpc.ClientConnInterface
+	// StreamDial, if set, dials the connections on which append streams
+	// (blob.AppendStreamer) are driven directly, pipelined: several appends
+	// in flight on one stream, each acknowledged by the service's persisted
+	// size as its reply arrives (see blob.PipelinedAppendStream). The Store
+	// dials another connection whenever those it has hold
+	// MaxStreamsPerConn streams, and closes them at Close. OpenURL sets it
+	// unless the URL says pipeline=false. Nil: append streams are the
+	// client library's Writer, one flush at a time.
+	StreamDial func() (*grpc.ClientConn, error)
 	// MeterProvider receives the Store's OpenTelemetry metrics (pool hits,
 	// misses, loads, discards by reason, ready objects, write latency);
 	// nil means otel's global provider.
@@ -187,10 +189,11 @@ func (o Options) Validate() error {
 type Store struct {
 	client     *storage.Client
 	ownsClient bool
-	streamConn *grpc.ClientConn // dialed by OpenURL for pipelined append streams
-	bucket     *storage.BucketHandle
-	name       string
-	opts       Options
+	// streamConns are the connections of pipelined append streams.
+	streamConns connPool
+	bucket      *storage.BucketHandle
+	name        string
+	opts        Options
 
 	life driver.Lifecycle
 	bg   sync.WaitGroup // asynchronous closes and deletes
@@ -284,23 +287,15 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	if err != nil {
 		return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("gcsrapid: %w", err)}
 	}
-	var conn *grpc.ClientConn
 	if pipeline {
-		if conn, err = dialStreams(ctx, endpoint); err != nil {
-			client.Close()
-			return nil, &blob.Error{Op: driver.OpOpen, Err: fmt.Errorf("gcsrapid: append stream connection: %w", err)}
-		}
-		opts.StreamConn = conn
+		opts.StreamDial = func() (*grpc.ClientConn, error) { return dialStreams(endpoint) }
 	}
 	s, err := New(ctx, client, u.Host, opts)
 	if err != nil {
 		client.Close()
-		if conn != nil {
-			conn.Close()
-		}
 		return nil, err
 	}
-	s.ownsClient, s.streamConn = true, conn
+	s.ownsClient = true
 	if err := s.openProbe(ctx, tr, endpoint); err != nil {
 		s.Close()
 		return nil, err
@@ -332,11 +327,11 @@ func checkEndpoint(endpoint string) error {
 // dialStreams dials the connection of pipelined append streams: plaintext
 // to an emulator's endpoint, else the service's, authenticated by the
 // application default credentials as the client is.
-func dialStreams(ctx context.Context, endpoint string) (*grpc.ClientConn, error) {
+func dialStreams(endpoint string) (*grpc.ClientConn, error) {
 	if endpoint != "" {
 		return grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
-	return gtransport.Dial(ctx, option.WithEndpoint("storage.googleapis.com:443"), option.WithScopes(storage.ScopeFullControl))
+	return gtransport.Dial(context.Background(), option.WithEndpoint("storage.googleapis.com:443"), option.WithScopes(storage.ScopeFullControl))
 }
 
 // EmulatorOptions are the client options for a plaintext, unauthenticated
@@ -376,6 +371,7 @@ func New(ctx context.Context, client *storage.Client, bucket string, opts Option
 	s := &Store{
 		client: client, bucket: b, name: bucket, opts: opts,
 		bgCtx: bgCtx, stop: stop, connectivity: ConnectivityUnknown,
+		streamConns: connPool{dial: opts.StreamDial, per: opts.MaxStreamsPerConn},
 	}
 	if opts.Capacity > 0 {
 		c, err := newCreator(s)
@@ -615,9 +611,7 @@ func (s *Store) Close() error {
 	s.bg.Wait()
 	s.stop()
 	s.metrics.close()
-	if s.streamConn != nil {
-		s.streamConn.Close()
-	}
+	s.streamConns.close()
 	if s.ownsClient {
 		return s.client.Close()
 	}

@@ -30,7 +30,6 @@ type zones struct {
 	Profile string
 	servers []*gcsServer
 	stores  []*gcsrapid.Store
-	conns   []*grpc.ClientConn
 	seed    uint64
 }
 
@@ -48,13 +47,11 @@ func gcsRapidZones(ctx context.Context, env *Env, n int) (*zones, error) {
 		z.servers = append(z.servers, g)
 		z.Profile = g.profile
 		// Append streams are pipelined, as OpenURL opens them.
-		conn, err := grpc.NewClient(g.srv.Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			z.Close()
-			return nil, err
+		endpoint := g.srv.Endpoint()
+		dial := func() (*grpc.ClientConn, error) {
+			return grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		}
-		z.conns = append(z.conns, conn)
-		s, err := gcsrapid.New(ctx, g.client, "bench", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 512, MinIdle: 8, LoadConcurrency: 64}, StreamConn: conn})
+		s, err := gcsrapid.New(ctx, g.client, "bench", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 512, MinIdle: 8, LoadConcurrency: 64}, StreamDial: dial})
 		if err != nil {
 			z.Close()
 			return nil, err
@@ -101,9 +98,6 @@ func (z *zones) ProfileLabel(slow bool) string {
 func (z *zones) Close() {
 	for _, s := range z.stores {
 		s.Close()
-	}
-	for _, c := range z.conns {
-		c.Close()
 	}
 	for _, g := range z.servers {
 		g.Close()

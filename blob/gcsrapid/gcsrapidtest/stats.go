@@ -37,7 +37,9 @@ type Stats struct {
 	// the most RPCs ever in flight on one of them; StreamsRefused counts the
 	// RPCs refused for exceeding MaxStreamsPerConn.
 	Connections, PeakStreamsPerConn int
-	StreamsRefused                  int64
+	// StreamsOpen counts the RPCs in flight now, on every connection.
+	StreamsOpen    int
+	StreamsRefused int64
 	// TransientFaults counts the calls failed by Options.TransientFaults.
 	TransientFaults int64
 	// WriteBreaks counts the write streams a WriteBreak failed;
@@ -107,6 +109,9 @@ func (s *Server) Stats() Stats {
 	s.redirects.mu.Unlock()
 	s.conns.mu.Lock()
 	st.Connections, st.PeakStreamsPerConn = s.conns.seen, s.conns.peak
+	for _, n := range s.conns.active {
+		st.StreamsOpen += n
+	}
 	s.conns.mu.Unlock()
 	c.mu.Lock()
 	for k, v := range c.calls {

@@ -16,6 +16,7 @@ import (
 type connTable struct {
 	mu     sync.Mutex
 	active map[string]int
+	known  map[string]bool // every connection seen, by its client address
 	seen   int
 	peak   int
 }
@@ -28,8 +29,12 @@ func (t *connTable) enter(ctx context.Context, limit int) (func(), error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n, ok := t.active[key]
-	if !ok {
+	n := t.active[key]
+	if !t.known[key] {
+		if t.known == nil {
+			t.known = map[string]bool{}
+		}
+		t.known[key] = true
 		t.seen++
 	}
 	if limit > 0 && n >= limit {

@@ -1,0 +1,101 @@
+package commitlog
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+)
+
+// BenchmarkIdleLogs opens b.N logs at once (one goroutine each) over three
+// GCS Rapid zones at the rapid profile, W=2, appends one record to each,
+// and then measures what they cost while idle: heap and goroutines per log
+// (the process's own: the emulators run in it too, and their goroutines,
+// found by their stacks, are left out; their heap is not, so heap/log is an
+// upper bound) and requests per log per second over an idle second:
+//
+//	go test -run '^$' -bench IdleLogs -benchtime 1000x ./commitlog
+func BenchmarkIdleLogs(b *testing.B) {
+	var stores []blob.Store
+	var servers []*gcsrapidtest.Server
+	for i := range 3 {
+		s, srv := rapidZone(b, gcsrapidtest.Rapid(), i)
+		stores, servers = append(stores, s), append(servers, srv)
+	}
+	requests := func() int64 {
+		var n int64
+		for _, srv := range servers {
+			for _, c := range srv.Stats().Calls {
+				n += c
+			}
+		}
+		return n
+	}
+	ctx := context.Background()
+	opts := &Options{WriteQuorum: 2}
+	heap0, g0 := heapAndGoroutines()
+	logs := make([]*Log, b.N)
+	errs := make([]error, b.N)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range logs {
+		wg.Go(func() {
+			l, err := Open(ctx, stores, fmt.Sprintf("idle/%06d", i), opts)
+			if err == nil {
+				_, err = l.Append(ctx, []byte("first"))
+			}
+			logs[i], errs[i] = l, err
+		})
+	}
+	wg.Wait()
+	open := time.Since(start)
+	b.StopTimer()
+	defer func() {
+		for _, l := range logs {
+			if l != nil {
+				l.Close()
+			}
+		}
+	}()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // the LAC frames and prewarms settle
+	r0 := requests()
+	time.Sleep(time.Second)
+	idle := requests() - r0
+	heap1, g1 := heapAndGoroutines()
+	n := float64(b.N)
+	b.ReportMetric(float64(open.Milliseconds()), "open-all-ms")
+	b.ReportMetric(float64(heap1-heap0)/n/1024, "heap-KiB/log")
+	b.ReportMetric(float64(g1-g0)/n, "goroutines/log")
+	b.ReportMetric(float64(idle)/n, "idle-requests/log/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// heapAndGoroutines returns the live heap after a collection and the
+// goroutines that are not an emulator's (or the gRPC server's under it).
+func heapAndGoroutines() (uint64, int) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	buf := make([]byte, 64<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "gcsrapidtest.") || strings.Contains(g, "grpc.(*Server)") || strings.Contains(g, "transport.(*http2Server)") || strings.Contains(g, "transport.NewServerTransport") {
+			continue
+		}
+		n++
+	}
+	return ms.HeapAlloc, n
+}
