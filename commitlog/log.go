@@ -244,6 +244,11 @@ func onAll(ctx context.Context, zones []*zone, timeout time.Duration, f func(con
 // must not share state with the caller except through its result. A zone
 // that has not answered has a nil result and an errPending error.
 func onQuorum[T any](ctx context.Context, zones []*zone, need int, timeout time.Duration, f func(context.Context, *zone) (T, error)) ([]T, []error) {
+	return onQuorumOf(ctx, zones, need, timeout, f, func(z *zone, _ T) bool { return !z.amnesic.Load() })
+}
+
+// onQuorumOf is onQuorum counting the zones whose answer counts says count.
+func onQuorumOf[T any](ctx context.Context, zones []*zone, need int, timeout time.Duration, f func(context.Context, *zone) (T, error), counts func(*zone, T) bool) ([]T, []error) {
 	type result struct {
 		i   int
 		v   T
@@ -267,7 +272,7 @@ func onQuorum[T any](ctx context.Context, zones []*zone, need int, timeout time.
 	for range zones {
 		r := <-ch
 		vals[r.i], errs[r.i] = r.v, r.err
-		if r.err == nil && !zones[r.i].amnesic.Load() {
+		if r.err == nil && counts(zones[r.i], r.v) {
 			if ok++; ok >= need {
 				break
 			}
@@ -469,20 +474,50 @@ func acquireEpoch(ctx context.Context, zones []*zone, timeout time.Duration) (ui
 	}
 }
 
-// checkEpoch fails with ErrFenced if a majority of zones shows an epoch
-// above e. A writer calls it after creating a segment and before using it:
-// either the new writer's recovery lists the segment, or this check sees
-// the new epoch.
+// checkEpoch fails with ErrFenced if a zone shows an epoch above e, and
+// with ErrNotEnoughZones unless a majority of zones holding the intact
+// marker answered. A writer calls it after creating a segment and before
+// using it: either the new writer's recovery lists the segment, or this
+// check sees the new epoch (see createOn for a create that lands later).
+// Each zone's claims above e are listed first, then its marker looked for,
+// so that a zone replaced by an empty bucket (its claims gone with it) at
+// any time before its listing is not counted, however long ago this writer
+// last read the zone's marker.
 func checkEpoch(ctx context.Context, zones []*zone, e uint64, timeout time.Duration) error {
 	majority := len(zones)/2 + 1
-	maxes, errs := onQuorum(ctx, zones, majority, timeout, func(ctx context.Context, z *zone) (uint64, error) {
-		return z.maxEpoch(ctx, e)
-	})
-	if countIntact(zones, errs) < majority {
-		return intactErr("checking the epoch", majority, zones, errs)
+	type claims struct {
+		max    uint64
+		intact bool
 	}
-	if m := slices.Max(maxes); m > e {
-		return fmt.Errorf("%w: epoch %d, found %d", ErrFenced, e, m)
+	vals, errs := onQuorumOf(ctx, zones, majority, timeout, func(ctx context.Context, z *zone) (claims, error) {
+		m, err := z.maxEpoch(ctx, e)
+		if err != nil {
+			return claims{}, err
+		}
+		intact, err := blob.Exists(ctx, z.s, z.epochKey(intactEpoch))
+		return claims{m, intact}, err
+	}, func(_ *zone, c claims) bool { return c.intact })
+	intact := 0
+	var lacking []int
+	for i, c := range vals {
+		if errs[i] != nil {
+			continue
+		}
+		if c.max > e {
+			return fmt.Errorf("%w: epoch %d, found %d", ErrFenced, e, c.max)
+		}
+		if c.intact {
+			intact++
+		} else {
+			lacking = append(lacking, i)
+		}
+	}
+	if intact < majority {
+		if countNil(errs) < majority {
+			return quorumErr("checking the epoch", majority, errs)
+		}
+		return fmt.Errorf("%w: checking the epoch needs %d of %d zones holding the log intact, %d answered, of which zones %v lack its intact marker: %w",
+			ErrNotEnoughZones, majority, len(zones), countNil(errs), lacking, errors.Join(errs...))
 	}
 	return nil
 }

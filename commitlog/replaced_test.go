@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,11 @@ func (g *gateStore) arm(prefix string) {
 }
 
 func (g *gateStore) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	return g.gate(ctx, key, func() (blob.Writer, error) { return g.Store.NewWriter(ctx, key, opts) })
+}
+
+// gate opens a write with open, held first if key is under the armed prefix.
+func (g *gateStore) gate(ctx context.Context, key string, open func() (blob.Writer, error)) (blob.Writer, error) {
 	g.mu.Lock()
 	hold := g.prefix != "" && strings.HasPrefix(key, g.prefix)
 	if hold {
@@ -38,7 +44,7 @@ func (g *gateStore) NewWriter(ctx context.Context, key string, opts *blob.Writer
 	held, release, done := g.held, g.release, g.done
 	g.mu.Unlock()
 	if !hold {
-		return g.Store.NewWriter(ctx, key, opts)
+		return open()
 	}
 	close(held)
 	select {
@@ -47,7 +53,7 @@ func (g *gateStore) NewWriter(ctx context.Context, key string, opts *blob.Writer
 		close(done)
 		return nil, ctx.Err()
 	}
-	w, err := g.Store.NewWriter(ctx, key, opts)
+	w, err := open()
 	if err != nil {
 		close(done)
 		return nil, err
@@ -158,4 +164,80 @@ func TestSlotAppendToReplacedZone(t *testing.T) {
 		t.Fatalf("append a1 returned %d, %v", r.off, r.err)
 	default:
 	}
+}
+
+// A writer's create of its segment on one zone is in flight (held, or
+// failed and retried by the zone's pump) while W other zones acknowledge
+// the segment. A newer writer fences the segment on N-W+1 zones, creating
+// it with its fence on the zone that lacked it; that zone is then replaced
+// by an empty bucket. The old writer's create lands there late, and with
+// the one zone the recovery did not reach it would make W and acknowledge
+// a record at the offset where the new writer's first record is. A create
+// that lands after the writer checked its epoch must not count until the
+// epoch is checked again, on a majority of zones that hold the intact
+// marker when it is read.
+func TestLateCreateOnReplacedZone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inner := memZones(t, 3)
+	faulty, faults := wrapAll(inner, 1)
+	gates := make([]*gateStore, len(faulty))
+	stores := make([]blob.Store, len(faulty))
+	for i, s := range faulty {
+		gates[i] = &gateStore{Store: s}
+		stores[i] = gates[i]
+	}
+	opts := &Options{Slots: true, LACDelay: -1, RepairInterval: -1, OpTimeout: time.Minute}
+	// a's first segment is created on zones 0 and 1; its create on zone 2
+	// is held on the way.
+	gates[2].arm("L/seg/")
+	a := mustOpen(t, stores, "L", opts)
+	<-gates[2].held
+	if off, err := a.Append(ctx, []byte("a0")); err != nil || off != 0 {
+		t.Fatalf("append a0: %d, %v", off, err)
+	}
+	a.mu.Lock()
+	seg := a.seg
+	a.mu.Unlock()
+	// b takes over while zone 0 does not answer: it fences zones 1 and 2
+	// (creating the segment with its fence on zone 2) and starts after a0.
+	faults[0].SetDown(true)
+	b := mustOpen(t, stores, "L", opts)
+	faults[0].SetDown(false)
+	if got := b.Stats().RecoveredTo; got != 0 {
+		t.Fatalf("b recovered to %d, want 0", got)
+	}
+	// a's next writes to zone 1, where b's fence is, are held: a may not
+	// learn of b there.
+	gates[1].arm("L/seg/" + seg.key.String())
+	// Zone 2 is replaced by an empty bucket; then a's held create lands.
+	if err := wipe(ctx, inner[2], "L/"); err != nil {
+		t.Fatal(err)
+	}
+	close(gates[2].release)
+	<-gates[2].done
+	type result struct {
+		off int64
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		off, err := a.Append(ctx, []byte("a1"))
+		res <- result{off, err}
+	}()
+	if off, err := b.Append(ctx, []byte("b1")); err != nil || off != 1 {
+		t.Fatalf("append b1: %d, %v", off, err)
+	}
+	select {
+	case r := <-res:
+		if r.err == nil {
+			t.Fatalf("a acknowledged a1 at %d after zone 2 was replaced; b acknowledged b1 at 1", r.off)
+		}
+		if !errors.Is(r.err, ErrFenced) {
+			t.Fatalf("append a1: %d, %v; want ErrFenced", r.off, r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("append a1 neither acknowledged nor failed")
+	}
+	close(gates[1].release)
 }

@@ -139,6 +139,9 @@ type openSeg struct {
 	// on too many zones; the frames after acked never count, their records
 	// go to the next segment.
 	frozen bool
+	// checked: startSegment has begun checking the epoch; a create that
+	// lands after that checks it again (see createOn).
+	checked bool
 }
 
 // prewarm is a segment being created ahead of its roll.
@@ -458,6 +461,9 @@ func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg
 	if ok < l.opts.WriteQuorum {
 		return nil, quorumErr("creating segment "+k.String(), l.opts.WriteQuorum, errs)
 	}
+	l.mu.Lock()
+	seg.checked = true // creates that land from now on check for themselves
+	l.mu.Unlock()
 	if err := checkEpoch(ctx, l.zones, l.epoch, l.opts.OpTimeout); err != nil {
 		return nil, err
 	}
@@ -469,6 +475,17 @@ func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg
 
 // createOn creates seg on z with the frames cut so far, or, if it exists
 // (an earlier attempt took effect), reads back what z holds.
+//
+// A create that lands after startSegment began its epoch check (one left
+// running once W zones had the segment, or a pump's retry of a create that
+// failed) is not covered by that check, and may land on a zone that a newer
+// writer's recovery fenced and that was then replaced by an empty bucket:
+// the create succeeds there, and with the zones that recovery did not
+// reach the writer would make W and acknowledge records the recovery never
+// saw. So such a create checks the epoch again before z counts: the newer
+// writer claimed its epoch before fencing, so before the zone was replaced,
+// so before the create landed, and a majority of zones that hold the intact
+// marker after that shows it.
 func (l *Log) createOn(ctx context.Context, z *zone, seg *openSeg, zs *zoneSeg) error {
 	l.mu.Lock()
 	n := len(seg.frames)
@@ -478,6 +495,14 @@ func (l *Log) createOn(ctx context.Context, z *zone, seg *openSeg, zs *zoneSeg) 
 	}
 	l.mu.Unlock()
 	err := z.create(ctx, seg.key, content)
+	l.mu.Lock()
+	late := seg.checked
+	l.mu.Unlock()
+	if late && (err == nil || errors.Is(err, blob.ErrExists)) {
+		if err := checkEpoch(ctx, l.zones, l.epoch, l.opts.OpTimeout); err != nil {
+			return err // an ErrExists next time: read back, after a check
+		}
+	}
 	l.mu.Lock()
 	switch {
 	case err == nil:

@@ -207,19 +207,21 @@ func (z *zone) appendAfter(ctx context.Context, k segKey, pos int64, prev, conte
 
 func (z *zone) setStream(k segKey, st blob.AppendStream) {
 	z.mu.Lock()
-	defer z.mu.Unlock()
-	if old := z.streams[k]; old != nil && old != st {
+	old := z.streams[k]
+	z.streams[k] = st
+	z.mu.Unlock()
+	// Closed once z.mu is released (see closeStreams).
+	if old != nil && old != st {
 		old.Close()
 	}
-	z.streams[k] = st
 }
 
 func (z *zone) dropStream(k segKey, st blob.AppendStream) {
 	z.mu.Lock()
-	defer z.mu.Unlock()
 	if z.streams[k] == st {
 		delete(z.streams, k)
 	}
+	z.mu.Unlock()
 	st.Close()
 }
 
@@ -262,23 +264,33 @@ func (z *zone) forget(k segKey, st blob.AppendStream) {
 // dropSegmentStream ends this process's stream of segment k, if any.
 func (z *zone) dropSegmentStream(k segKey) {
 	z.mu.Lock()
-	defer z.mu.Unlock()
-	if st := z.streams[k]; st != nil {
-		st.Close()
-		delete(z.streams, k)
+	st := z.streams[k]
+	delete(z.streams, k)
+	z.mu.Unlock()
+	if st != nil {
+		st.Close() // once z.mu is released (see closeStreams)
 	}
 }
 
 // closeStreams ends the streams of every segment before keep (all of them
 // if keep is nil); those of later segments, created ahead of their roll, stay.
+//
+// The streams are closed once z.mu is released: closing a pipelined stream
+// fails its Sends in flight, whose callbacks take l.mu and then z.mu (see
+// forget), which deadlocked when a create that ran as the writer closed
+// ended its streams.
 func (z *zone) closeStreams(keep *segKey) {
+	var closing []blob.AppendStream
 	z.mu.Lock()
-	defer z.mu.Unlock()
 	for k, st := range z.streams {
 		if keep == nil || k.compare(*keep) < 0 {
-			st.Close()
+			closing = append(closing, st)
 			delete(z.streams, k)
 		}
+	}
+	z.mu.Unlock()
+	for _, st := range closing {
+		st.Close()
 	}
 }
 

@@ -41,6 +41,11 @@
 //	hierarchical      apply hierarchical namespace naming rules to keys before I/O (default false)
 //	max_buffer        bytes a writer buffers before it streams, with an optional KiB, MiB
 //	                  or GiB suffix (default 16MiB)
+//	pipeline          drive append streams (blob.AppendStreamer) directly on BidiWriteObject,
+//	                  several flushes in flight on one stream, each acknowledged by its reply's
+//	                  persisted size (default true; false: the client library's Writer, whose
+//	                  Flush waits for its reply before the next Write); the streams share
+//	                  connections of their own, max_streams_per_conn each
 //
 // Options has the same settings under Go names; its pool settings are the
 // embedded pool.CreatorOptions (pool_size is Capacity, pool_min_idle is
