@@ -417,7 +417,8 @@ func measureLog(ctx context.Context, env *Env, row logRow) error {
 				if due.After(now) {
 					break
 				}
-				wg.Go(func() { one(k%len(lat), due) })
+				w := k % len(lat)
+				wg.Go(func() { one(w, due) })
 			}
 			time.Sleep(200 * time.Microsecond)
 		}
