@@ -73,3 +73,13 @@ type PipelinedAppendStream interface {
 	// is safe for concurrent use; Close fails the Sends still in flight.
 	Send(ctx context.Context, p []byte, done func(error)) error
 }
+
+// SendAndWait is Append for a pipelined stream: it sends p and waits for
+// its acknowledgement (a Send whose ctx ends fails the stream).
+func SendAndWait(ctx context.Context, st PipelinedAppendStream, p []byte) error {
+	ch := make(chan error, 1)
+	if err := st.Send(ctx, p, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	return <-ch
+}

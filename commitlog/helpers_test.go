@@ -19,8 +19,6 @@ import (
 	"github.com/zonalblob/zonalblob/blob/regional"
 	"github.com/zonalblob/zonalblob/blob/s3express"
 	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // backend makes n fresh zonal stores.
@@ -106,9 +104,7 @@ func rapidZoneOf(t testing.TB, profile gcsrapidtest.Profile, i int, piped bool) 
 	}
 	var opts gcsrapid.Options
 	if piped {
-		opts.StreamDial = func() (*grpc.ClientConn, error) {
-			return grpc.NewClient(srv.Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		}
+		opts.StreamDial = gcsrapid.EmulatorStreamDial(srv.Endpoint())
 	}
 	s, err := gcsrapid.New(context.Background(), client, name, opts)
 	if err != nil {

@@ -322,10 +322,14 @@ func amnesicZones(zones []*zone) []int {
 // intactErr says that too few of the zones that answered hold the intact
 // marker.
 func intactErr(what string, need int, zones []*zone, errs []error) error {
+	return lackingErr(what, need, errs, slices.DeleteFunc(amnesicZones(zones), func(i int) bool { return errs[i] != nil }))
+}
+
+// lackingErr is intactErr given the answering zones that lack the marker.
+func lackingErr(what string, need int, errs []error, amnesic []int) error {
 	if countNil(errs) < need {
 		return quorumErr(what, need, errs)
 	}
-	amnesic := slices.DeleteFunc(amnesicZones(zones), func(i int) bool { return errs[i] != nil })
 	return fmt.Errorf("%w: %s needs %d of %d zones holding the log intact, %d answered, of which zones %v lack its intact marker (replaced or emptied, or down when the log began, until a writer's repair has given them what they could have held): %w",
 		ErrNotEnoughZones, what, need, len(errs), countNil(errs), amnesic, errors.Join(errs...))
 }
@@ -497,7 +501,6 @@ func checkEpoch(ctx context.Context, zones []*zone, e uint64, timeout time.Durat
 		intact, err := blob.Exists(ctx, z.s, z.epochKey(intactEpoch))
 		return claims{m, intact}, err
 	}, func(_ *zone, c claims) bool { return c.intact })
-	intact := 0
 	var lacking []int
 	for i, c := range vals {
 		if errs[i] != nil {
@@ -506,18 +509,12 @@ func checkEpoch(ctx context.Context, zones []*zone, e uint64, timeout time.Durat
 		if c.max > e {
 			return fmt.Errorf("%w: epoch %d, found %d", ErrFenced, e, c.max)
 		}
-		if c.intact {
-			intact++
-		} else {
+		if !c.intact {
 			lacking = append(lacking, i)
 		}
 	}
-	if intact < majority {
-		if countNil(errs) < majority {
-			return quorumErr("checking the epoch", majority, errs)
-		}
-		return fmt.Errorf("%w: checking the epoch needs %d of %d zones holding the log intact, %d answered, of which zones %v lack its intact marker: %w",
-			ErrNotEnoughZones, majority, len(zones), countNil(errs), lacking, errors.Join(errs...))
+	if countNil(errs)-len(lacking) < majority {
+		return lackingErr("checking the epoch", majority, errs, lacking)
 	}
 	return nil
 }

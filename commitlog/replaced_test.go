@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/fault"
 )
 
 // gateStore holds the next write under an armed key prefix until released,
@@ -82,14 +83,7 @@ func (w *doneWriter) Close() error {
 func TestSlotAppendToReplacedZone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	inner := memZones(t, 3)
-	faulty, faults := wrapAll(inner, 1)
-	gates := make([]*gateStore, len(faulty))
-	stores := make([]blob.Store, len(faulty))
-	for i, s := range faulty {
-		gates[i] = &gateStore{Store: s}
-		stores[i] = gates[i]
-	}
+	inner, faults, gates, stores := gatedZones(t)
 	opts := &Options{Slots: true, LACDelay: -1, RepairInterval: -1, OpTimeout: time.Minute}
 	a := mustOpen(t, stores, "L", opts)
 	if off, err := a.Append(ctx, []byte("a0")); err != nil || off != 0 {
@@ -179,14 +173,7 @@ func TestSlotAppendToReplacedZone(t *testing.T) {
 func TestLateCreateOnReplacedZone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	inner := memZones(t, 3)
-	faulty, faults := wrapAll(inner, 1)
-	gates := make([]*gateStore, len(faulty))
-	stores := make([]blob.Store, len(faulty))
-	for i, s := range faulty {
-		gates[i] = &gateStore{Store: s}
-		stores[i] = gates[i]
-	}
+	inner, faults, gates, stores := gatedZones(t)
 	opts := &Options{Slots: true, LACDelay: -1, RepairInterval: -1, OpTimeout: time.Minute}
 	// a's first segment is created on zones 0 and 1; its create on zone 2
 	// is held on the way.
@@ -240,4 +227,18 @@ func TestLateCreateOnReplacedZone(t *testing.T) {
 		t.Fatal("append a1 neither acknowledged nor failed")
 	}
 	close(gates[1].release)
+}
+
+// gatedZones are three mem zones, each behind a fault wrapper and then a
+// gate: the mem stores, the wrappers, the gates, and the gates as stores.
+func gatedZones(t *testing.T) ([]blob.Store, []*fault.Store, []*gateStore, []blob.Store) {
+	inner := memZones(t, 3)
+	faulty, faults := wrapAll(inner, 1)
+	gates := make([]*gateStore, len(faulty))
+	stores := make([]blob.Store, len(faulty))
+	for i, s := range faulty {
+		gates[i] = &gateStore{Store: s}
+		stores[i] = gates[i]
+	}
+	return inner, faults, gates, stores
 }

@@ -489,10 +489,7 @@ func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg
 func (l *Log) createOn(ctx context.Context, z *zone, seg *openSeg, zs *zoneSeg) error {
 	l.mu.Lock()
 	n := len(seg.frames)
-	var content []byte
-	for _, f := range seg.frames[:n] {
-		content = append(content, f.data...)
-	}
+	content := frameBytes(seg.frames)
 	l.mu.Unlock()
 	err := z.create(ctx, seg.key, content)
 	l.mu.Lock()
@@ -634,11 +631,8 @@ func (l *Log) pump(i int) {
 				l.cond.Wait()
 				continue
 			}
-			from, to := zs.sent, len(seg.frames)
-			var batch []byte
-			for _, f := range seg.frames[from:to] {
-				batch = append(batch, f.data...)
-			}
+			to := len(seg.frames)
+			batch := frameBytes(seg.frames[zs.sent:])
 			pos, prev := zs.pos, zs.last
 			op = func(ctx context.Context) error {
 				start := time.Now()
@@ -646,14 +640,8 @@ func (l *Log) pump(i int) {
 				if err != nil {
 					return err
 				}
-				l.metrics.recordFlush(i, time.Since(start))
 				l.mu.Lock()
-				zs.sent, zs.pos = to, newPos
-				if z.mode == modeSlots {
-					zs.last = batch
-				}
-				zs.appends++
-				l.stats.Appends++
+				l.appendedLocked(z, zs, to, newPos, batch, start)
 				l.mu.Unlock()
 				return nil
 			}
@@ -742,11 +730,8 @@ func (l *Log) sendLocked(z *zone, seg *openSeg, zs *zoneSeg, st blob.PipelinedAp
 	if zs.queued == len(seg.frames) || zs.inflight >= l.opts.MaxInFlight {
 		return false
 	}
-	from, to := zs.queued, len(seg.frames)
-	var batch []byte
-	for _, f := range seg.frames[from:to] {
-		batch = append(batch, f.data...)
-	}
+	to := len(seg.frames)
+	batch := frameBytes(seg.frames[zs.queued:])
 	pos := zs.qpos
 	end := pos + int64(len(batch))
 	if zs.inflight == 0 && st.Size() != pos {
@@ -766,20 +751,12 @@ func (l *Log) sendLocked(z *zone, seg *openSeg, zs *zoneSeg, st blob.PipelinedAp
 		defer l.mu.Unlock()
 		zs.inflight--
 		if err != nil {
-			// The stream failed (every later Send fails too): forget it
-			// and read back what the zone holds once none is in flight.
-			z.forget(seg.key, st)
-			if !zs.resync && l.err == nil {
-				l.zoneFailedLocked(seg, zs, err)
-			}
+			l.sendFailedLocked(z, seg, zs, st, err)
 			l.cond.Broadcast()
 			return
 		}
-		l.metrics.recordFlush(z.idx, time.Since(start))
-		zs.sent, zs.pos = to, end
-		zs.appends++
+		l.appendedLocked(z, zs, to, end, batch, start)
 		zs.fails = 0
-		l.stats.Appends++
 		l.ackLocked(seg)
 		l.cond.Broadcast()
 	}
@@ -789,12 +766,40 @@ func (l *Log) sendLocked(z *zone, seg *openSeg, zs *zoneSeg, st blob.PipelinedAp
 	if err != nil {
 		cancel()
 		zs.inflight--
-		z.forget(seg.key, st)
-		if !zs.resync {
-			l.zoneFailedLocked(seg, zs, err)
-		}
+		l.sendFailedLocked(z, seg, zs, st, err)
 	}
 	return true
+}
+
+// sendFailedLocked handles a pipelined stream's failure: every later Send
+// fails too, so the zone forgets the stream and, once none is in flight,
+// reads back what it holds; the first failure alone counts.
+func (l *Log) sendFailedLocked(z *zone, seg *openSeg, zs *zoneSeg, st blob.AppendStream, err error) {
+	z.forget(seg.key, st)
+	if !zs.resync && l.err == nil {
+		l.zoneFailedLocked(seg, zs, err)
+	}
+}
+
+// appendedLocked counts an append that made the zone hold the frames of
+// its segment up to to, ending at pos; batch is what it appended.
+func (l *Log) appendedLocked(z *zone, zs *zoneSeg, to int, pos int64, batch []byte, start time.Time) {
+	l.metrics.recordFlush(z.idx, time.Since(start))
+	zs.sent, zs.pos = to, pos
+	if z.mode == modeSlots {
+		zs.last = batch
+	}
+	zs.appends++
+	l.stats.Appends++
+}
+
+// frameBytes is frames as they are appended: one after another.
+func frameBytes(frames []outFrame) []byte {
+	var b []byte
+	for _, f := range frames {
+		b = append(b, f.data...)
+	}
+	return b
 }
 
 // cutLocked moves waiting records into a new frame of seg.

@@ -228,10 +228,7 @@ func (z *zone) dropStream(k segKey, st blob.AppendStream) {
 // stream returns the open stream of segment k, taking the object over if
 // this process holds none (which fences whoever held it).
 func (z *zone) stream(ctx context.Context, k segKey) (blob.AppendStream, error) {
-	z.mu.Lock()
-	st := z.streams[k]
-	z.mu.Unlock()
-	if st != nil {
+	if st := z.held(k); st != nil {
 		return st, nil
 	}
 	st, err := z.s.(blob.AppendStreamer).TakeOverAppendStream(ctx, z.segKey(k))

@@ -125,11 +125,7 @@ type pipeStream struct {
 }
 
 func (w *pipeStream) Append(ctx context.Context, p []byte) error {
-	ch := make(chan error, 1)
-	if err := w.Send(ctx, p, func(err error) { ch <- err }); err != nil {
-		return err
-	}
-	return <-ch
+	return blob.SendAndWait(ctx, w, p)
 }
 
 func (w *pipeStream) Send(ctx context.Context, p []byte, done func(error)) error {

@@ -353,11 +353,7 @@ func (a *pipeStream) Send(ctx context.Context, p []byte, done func(error)) error
 // Append sends p and waits for it; if ctx ends first the stream fails, as
 // storage.Writer's does.
 func (a *pipeStream) Append(ctx context.Context, p []byte) error {
-	ch := make(chan error, 1)
-	if err := a.Send(ctx, p, func(err error) { ch <- err }); err != nil {
-		return err
-	}
-	return <-ch
+	return blob.SendAndWait(ctx, a, p)
 }
 
 func (a *pipeStream) Size() int64 {

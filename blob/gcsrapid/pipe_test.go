@@ -76,9 +76,7 @@ func frames(n int, tag string) [][]byte {
 // while an earlier one's reply was still due.
 func TestPipelinedAppendStream(t *testing.T) {
 	ctx := context.Background()
-	p := gcsrapidtest.Zero()
-	p.Name = "slow flush"
-	p.Flush = latency.Dist{P50: 20 * time.Millisecond, P99: 20 * time.Millisecond, Source: "test"}
+	p := slowFlush(20 * time.Millisecond)
 	srv := newServer(t, p)
 	s := openPipelined(ctx, t, srv, "")
 	as, err := s.CreateAppendStream(ctx, "log", []byte("head|"))
@@ -160,9 +158,7 @@ func TestPipelinedAppendStream(t *testing.T) {
 // at least what was acknowledged, and nothing but a prefix of what was sent.
 func TestPipelinedStreamBreaks(t *testing.T) {
 	ctx := context.Background()
-	p := gcsrapidtest.Zero()
-	p.Name = "slow flush"
-	p.Flush = latency.Dist{P50: 5 * time.Millisecond, P99: 5 * time.Millisecond, Source: "test"}
+	p := slowFlush(5 * time.Millisecond)
 	for _, brk := range []gcsrapidtest.WriteBreak{
 		{At: gcsrapidtest.BreakAfterFlush, N: 4, Streams: 1},
 		{At: gcsrapidtest.BreakBeforeReply, N: 4, Streams: 1},
@@ -295,4 +291,12 @@ func TestPipelinedStreamsShareConnections(t *testing.T) {
 	for _, st := range streams[10:] {
 		st.Close()
 	}
+}
+
+// slowFlush is the zero profile with every flush taking d.
+func slowFlush(d time.Duration) gcsrapidtest.Profile {
+	p := gcsrapidtest.Zero()
+	p.Name = "slow flush"
+	p.Flush = latency.Fixed(d)
+	return p
 }

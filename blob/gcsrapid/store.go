@@ -329,9 +329,17 @@ func checkEndpoint(endpoint string) error {
 // application default credentials as the client is.
 func dialStreams(endpoint string) (*grpc.ClientConn, error) {
 	if endpoint != "" {
-		return grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		return EmulatorStreamDial(endpoint)()
 	}
 	return gtransport.Dial(context.Background(), option.WithEndpoint("storage.googleapis.com:443"), option.WithScopes(storage.ScopeFullControl))
+}
+
+// EmulatorStreamDial is the Options.StreamDial of a plaintext,
+// unauthenticated endpoint such as gcsrapidtest's.
+func EmulatorStreamDial(endpoint string) func() (*grpc.ClientConn, error) {
+	return func() (*grpc.ClientConn, error) {
+		return grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
 }
 
 // EmulatorOptions are the client options for a plaintext, unauthenticated

@@ -11,8 +11,6 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/blob/pool"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // SlowZone is the extra delay of every write and commit in the slow zone of
@@ -47,11 +45,8 @@ func gcsRapidZones(ctx context.Context, env *Env, n int) (*zones, error) {
 		z.servers = append(z.servers, g)
 		z.Profile = g.profile
 		// Append streams are pipelined, as OpenURL opens them.
-		endpoint := g.srv.Endpoint()
-		dial := func() (*grpc.ClientConn, error) {
-			return grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		}
-		s, err := gcsrapid.New(ctx, g.client, "bench", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 512, MinIdle: 8, LoadConcurrency: 64}, StreamDial: dial})
+		s, err := gcsrapid.New(ctx, g.client, "bench", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 512, MinIdle: 8, LoadConcurrency: 64},
+			StreamDial: gcsrapid.EmulatorStreamDial(g.srv.Endpoint())})
 		if err != nil {
 			z.Close()
 			return nil, err

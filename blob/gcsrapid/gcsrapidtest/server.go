@@ -321,14 +321,19 @@ func (s *Server) share(d latency.Dist, n int64) time.Duration {
 // (about 1 ms on a busy VM), so two short sleeps would cost far more than
 // one of their total.
 func (s *Server) sleep(ctx context.Context, d time.Duration) error {
-	if d > 0 {
-		s.stats.delays.Add(1)
-		s.stats.delayed.Add(int64(d))
-	}
+	s.countDelay(d)
 	if err := latency.Sleep(ctx, d); err != nil {
 		return status.FromContextError(err).Err()
 	}
 	return nil
+}
+
+// countDelay counts a delay the profile imposed (Stats.Delays, Delayed).
+func (s *Server) countDelay(d time.Duration) {
+	if d > 0 {
+		s.stats.delays.Add(1)
+		s.stats.delayed.Add(int64(d))
+	}
 }
 
 type unaryHandler struct {

@@ -632,10 +632,7 @@ func (w *writeSession) chargeFlush() error {
 	if !w.bidi {
 		return s.sleep(w.ctx, transfer+rtt)
 	}
-	if d := transfer + rtt; d > 0 {
-		s.stats.delays.Add(1)
-		s.stats.delayed.Add(int64(d))
-	}
+	s.countDelay(transfer + rtt)
 	now := time.Now()
 	if w.arrived.Before(now) {
 		w.arrived = now
