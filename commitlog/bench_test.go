@@ -42,6 +42,7 @@ func BenchmarkAppend(b *testing.B) {
 		{name: "rapid-1", zones: rapidZones(rapid), n: 1, w: 1},
 		{name: "rapid-2of3", zones: rapidZones(rapid), n: 3, w: 2},
 		{name: "rapid-2of3-4KiB", zones: rapidZones(rapid), n: 3, w: 2, size: 4 << 10},
+		{name: "rapid-2of3-64KiB", zones: rapidZones(rapid), n: 3, w: 2, size: 64 << 10},
 		{name: "rapid-2of3-4KiB-unpipelined", zones: rapidZones(rapid), n: 3, w: 2, size: 4 << 10, opts: Options{MaxInFlight: 1}},
 		{name: "rapid-2of3-slowzone", zones: rapidZones(rapid), n: 3, w: 2, slow: true},
 		// Segments of 200 frames: a roll every ~5000 records, the next
@@ -137,6 +138,9 @@ func benchAppend(b *testing.B, stores []blob.Store, opts *Options, size int) {
 	b.ReportMetric(float64(st.Records)/float64(max(st.Frames, 1)), "records/frame")
 	b.ReportMetric(float64(st.Segments), "segments")
 	b.ReportMetric(float64(st.RollWaits), "roll-waits")
+	// What the tailing reader read per byte appended: above 1 by the
+	// frames' headers and by overlapping reads of the tip.
+	b.ReportMetric(float64(r.Stats().BytesRead)/float64(n*size), "read/appended")
 	b.ReportMetric(0, "ns/op")
 	if testing.Verbose() {
 		fmt.Printf("%s: %+v\n", b.Name(), st)

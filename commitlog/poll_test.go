@@ -6,6 +6,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
 )
 
 // TestIdleReaderBacksOff: a reader idle at the tail reads the tip at
@@ -62,4 +65,60 @@ func TestIdleReaderBacksOff(t *testing.T) {
 		t.Errorf("backoff made %d reads, without it %d: want at least 10x fewer", backoff, steady)
 	}
 	t.Logf("reads in %v idle at the tail: %d with backoff to %v, %d at a flat %v", idle, backoff, base.MaxPollInterval, steady, flat.PollInterval)
+}
+
+// TestSlowTailReadsOfLargeRecords: reads of the tip that take longer than a
+// poll interval overlap, and each reads again what those in flight before
+// it are reading. With 64 KiB records and reads that take 16 poll
+// intervals, the reader reads each appended byte from about the W zones it
+// tails and the one it looks at every eighth time (W+1 copies, and the
+// reads that overlapped before the first returned): at most 3W bytes read
+// per byte appended, where maxTailReads overlapping reads read each up to 8
+// times from each zone (about 13 here). Small records keep their reads
+// overlapping, so that one that lands during a read is found a poll
+// interval later, not after that read: they read each byte more than 3W
+// times (about 25 here). Counted with the reader's byte count.
+func TestSlowTailReadsOfLargeRecords(t *testing.T) {
+	const n, w = 200, 2
+	run := func(t *testing.T, size int) float64 {
+		ctx := context.Background()
+		zones, faults := wrapAll(s3Zones("zero")(t, 3), 1)
+		for _, f := range faults {
+			f.AddLatency(fault.OpRead, latency.Fixed(32*time.Millisecond))
+		}
+		opts := Options{WriteQuorum: w, PollInterval: 2 * time.Millisecond, MaxPollInterval: 2 * time.Millisecond}
+		l := mustOpen(t, zones, "large", &opts)
+		if m := l.zones[0].mode; m != modeAppend {
+			t.Fatalf("zone mode %v, want %v: slots are read one object each", m, modeAppend)
+		}
+		r, err := l.NewReader(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			rec := make([]byte, size)
+			for range n {
+				if _, err := l.Append(ctx, rec); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		readN(t, ctx, r, n)
+		<-done
+		return float64(r.Stats().BytesRead) / float64(n*size)
+	}
+	large := run(t, 64<<10)
+	if large > 3*w {
+		t.Errorf("64 KiB records: read %.2f bytes per byte appended, want at most %d (3W)", large, 3*w)
+	}
+	small := run(t, 100)
+	if small <= 3*w {
+		t.Errorf("100 B records: read %.2f bytes per byte appended, want over %d: reads of the tip no longer overlap", small, 3*w)
+	}
+	t.Logf("bytes read per byte appended: %.2f at 64 KiB, %.2f at 100 B", large, small)
 }

@@ -51,6 +51,11 @@ type Reader struct {
 	inflight int
 	launched time.Time
 	launches int
+	// zoneInflight counts the reads of the tip in flight per zone, and
+	// readBytes the bytes a read of a zone's tip returns, the largest
+	// recent read decaying by an eighth a read: see zoneReadLimit.
+	zoneInflight []int
+	readBytes    []int64
 	// quietSince is when the reader last found a record (zero while it
 	// finds them): the poll interval grows with the time since.
 	quietSince time.Time
@@ -67,6 +72,10 @@ type ReaderStats struct {
 	Fallbacks int64 // reads sent to another zone because the preferred one lacked committed records or failed
 	Lists     int64 // segment listings
 	Polls     int64 // waits at the tail
+	// BytesRead counts the bytes of frames the reads of segments returned
+	// (regional reads aside), those read again by overlapping reads of the
+	// tip included.
+	BytesRead int64
 	// RegionalReads counts reads of segments moved to the regional store.
 	RegionalReads int64
 	// NotSegments counts names under the segments' prefix that no zone
@@ -122,6 +131,7 @@ func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Re
 	}
 	r := &Reader{zones: zones, regional: regionalZone(o.Regional, name), opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
 		headers: map[segKey]frame{}, notSegments: map[segKey]bool{}, lat: make([]time.Duration, len(zones)), zoneLAC: make([]int64, len(zones)),
+		zoneInflight: make([]int, len(zones)), readBytes: make([]int64, len(zones)),
 		results: make(chan tailRead, maxTailReads*o.WriteQuorum+1)}
 	if r.metrics, err = newReaderMetrics(o.MeterProvider); err != nil {
 		return nil, err
@@ -134,6 +144,31 @@ func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Re
 // the write quorum: enough to start a read every PollInterval while reads
 // take up to 8 PollIntervals.
 const maxTailReads = 8
+
+// tailReadBudget bounds the bytes that overlapping reads of one zone's tip
+// read again: each read starts where the zone's last returned read ended,
+// so a read started while another is in flight reads that one's bytes
+// again. With small records that costs little and finds a new record a poll
+// interval after it lands instead of a read's round trip; with large ones
+// it multiplies the bytes read (and the CPU both sides spend on them) by
+// the reads in flight, which a reader that is behind makes worse.
+const tailReadBudget = 64 << 10
+
+// zoneReadLimit is how many reads of zone z's tip may be in flight at once:
+// as many as keep the bytes read again within tailReadBudget, judged by
+// what its reads returned so far, at least one and at most maxTailReads.
+func (r *Reader) zoneReadLimit(z int) int {
+	return int(min(max(tailReadBudget/max(r.readBytes[z], 1), 1), maxTailReads))
+}
+
+// framesSize is the size of frames as read.
+func framesSize(frames []frame) int64 {
+	var n int64
+	for _, f := range frames {
+		n += int64(len(f.raw))
+	}
+	return n
+}
 
 // Close stops the reader's background reads.
 func (r *Reader) Close() error {
@@ -338,7 +373,7 @@ func (r *Reader) readCur(ctx context.Context) (bool, error) {
 		frames, pos, err := r.zones[i].read(c2, c.seg.key, c.zonePos[i])
 		cancel()
 		d := time.Since(start)
-		r.count(func(s *ReaderStats) { s.Reads++ })
+		r.count(func(s *ReaderStats) { s.Reads++; s.BytesRead += framesSize(frames) })
 		if err != nil {
 			d += time.Second // a failing zone goes to the back
 		}
@@ -439,36 +474,59 @@ type tailRead struct {
 	pos    int64
 	err    error
 	took   time.Duration
+	bytes  int64
 }
 
-// pollTail reads the tip: it starts a read if the last started a poll
-// interval ago (see pollInterval) and fewer than maxTailReads are in
-// flight, and takes what the reads return until one is due. It reports whether a
-// record became available.
+// pollTail reads the tip: it starts a read of each zone of tailZones if the
+// last started a poll interval ago (see pollInterval) and fewer than that
+// zone's zoneReadLimit are in flight, and takes what the reads return until
+// one is due. It reports whether a record became available.
 func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 	c := r.cur
 	every := r.pollInterval()
 	if r.inflight < r.maxInflight() && time.Since(r.launched) >= every {
-		r.launched = time.Now()
-		r.launches++
+		started := false
 		for _, z := range r.tailZones() {
+			if r.zoneInflight[z] >= r.zoneReadLimit(z) {
+				continue
+			}
+			started = true
 			key, pos := c.seg.key, c.zonePos[z]
 			r.inflight++
+			r.zoneInflight[z]++
 			r.count(func(s *ReaderStats) { s.Reads++ })
 			go func() {
 				rctx, cancel := context.WithTimeout(r.bg, r.opts.OpTimeout)
 				defer cancel()
 				start := time.Now()
 				frames, pos, err := r.zones[z].read(rctx, key, pos)
-				r.results <- tailRead{zone: z, key: key, frames: frames, pos: pos, err: err, took: time.Since(start)}
+				r.results <- tailRead{zone: z, key: key, frames: frames, pos: pos, err: err, took: time.Since(start), bytes: framesSize(frames)}
 			}()
 		}
+		if started {
+			r.launched = time.Now()
+			r.launches++
+		}
 	}
-	wait := time.NewTimer(max(every-time.Since(r.launched), 0))
-	defer wait.Stop()
+	// A read was due and none could start (as many in flight as allowed):
+	// wait for one to return, not for a timer that has already fired,
+	// which would spin.
+	var due <-chan time.Time
+	if wait := every - time.Since(r.launched); wait > 0 || r.inflight == 0 {
+		t := time.NewTimer(max(wait, 0))
+		defer t.Stop()
+		due = t.C
+	} else {
+		r.count(func(s *ReaderStats) { s.Polls++ })
+	}
 	select {
 	case res := <-r.results:
 		r.inflight--
+		r.zoneInflight[res.zone]--
+		r.count(func(s *ReaderStats) { s.BytesRead += res.bytes })
+		// Up at once, down slowly: reads that grow stop overlapping now,
+		// and a few small ones do not start the overlap again.
+		r.readBytes[res.zone] = max(res.bytes, r.readBytes[res.zone]*7/8)
 		if res.key != c.seg.key {
 			return false, nil
 		}
@@ -483,7 +541,7 @@ func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 			return true, nil
 		}
 		return false, nil
-	case <-wait.C:
+	case <-due:
 		if r.inflight >= r.maxInflight() {
 			r.count(func(s *ReaderStats) { s.Polls++ })
 		}
