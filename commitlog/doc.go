@@ -31,7 +31,9 @@
 // amnesic: its answers are used, but the quorums that read absence (the
 // epochs at Open, the segments of the chain, the records of the tip a
 // recovery fences) do not count it, since a record acknowledged on it and
-// one other zone may be gone from it. Open then needs N-W+1 intact zones
+// one other zone may be gone from it. Open reads each zone's marker with
+// its epochs and again after listing and after fencing it, so that a zone
+// replaced in between counts as amnesic. Open then needs N-W+1 intact zones
 // (and a majority for the epoch); with fewer it fails with
 // ErrNotEnoughZones naming the amnesic zones rather than recover a log
 // that lacks acknowledged records. A writer's repair gives the marker back

@@ -336,10 +336,16 @@ func lackingErr(what string, need int, errs []error, amnesic []int) error {
 
 // listChain lists the segments of the log from key from on (all if nil) on
 // every zone and returns their union, in key order. It needs answers from
-// need zones.
-func listChain(ctx context.Context, zones []*zone, need int, timeout time.Duration, from *segKey) ([]segKey, error) {
+// need zones. With recheck (an Open's listing, whose union must hold every
+// segment a writer may have acknowledged records in) a zone counts only if
+// it holds the intact marker after its listing (see zone.recheckIntact).
+func listChain(ctx context.Context, zones []*zone, need int, timeout time.Duration, from *segKey, recheck bool) ([]segKey, error) {
 	lists, errs := onQuorum(ctx, zones, need, timeout, func(ctx context.Context, z *zone) ([]segKey, error) {
-		return z.listSegments(ctx, from)
+		ks, err := z.listSegments(ctx, from)
+		if err == nil && recheck {
+			err = z.recheckIntact(ctx)
+		}
+		return ks, err
 	})
 	if countIntact(zones, errs) < need {
 		return nil, intactErr("listing segments", need, zones, errs)

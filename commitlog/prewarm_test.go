@@ -194,7 +194,7 @@ func TestRecoverPrewarmedSegment(t *testing.T) {
 			if int64(n-1) >= end {
 				t.Fatalf("%d records reach the planned end %d already", n, end)
 			}
-			keys, err := listChain(ctx, l.zones, 3, time.Second, nil)
+			keys, err := listChain(ctx, l.zones, 3, time.Second, nil, false)
 			if err != nil || keys[len(keys)-1] != next {
 				t.Fatalf("segments %v (%v), want the unused %v last", keys, err, next)
 			}

@@ -690,7 +690,7 @@ var errListShort = errors.New("commitlog: the chain goes back past the listing")
 // segment holding pos to the tip (nil if the log has no segment).
 func (r *Reader) walk(ctx context.Context, from *segKey) ([]segKey, error) {
 	r.count(func(s *ReaderStats) { s.Lists++ })
-	keys, err := listChain(ctx, r.zones, r.need, r.opts.OpTimeout, from)
+	keys, err := listChain(ctx, r.zones, r.need, r.opts.OpTimeout, from, false)
 	if err != nil {
 		return nil, err
 	}

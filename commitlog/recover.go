@@ -60,7 +60,12 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (recovered, error)
 	errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
 		c, err := l.fenceZone(ctx, z, tip, header, fence)
 		copies[z.idx] = c
-		return err
+		if err != nil || c.moved != nil {
+			return err
+		}
+		// What it held counts only if it holds the marker still (see
+		// zone.recheckIntact).
+		return z.recheckIntact(ctx)
 	})
 	for _, err := range errs {
 		if errors.Is(err, ErrFenced) {

@@ -3,6 +3,7 @@ package commitlog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -241,4 +242,213 @@ func gatedZones(t *testing.T) ([]blob.Store, []*fault.Store, []*gateStore, []blo
 		stores[i] = gates[i]
 	}
 	return inner, faults, gates, stores
+}
+
+// A writer's first segment is created, and a record acknowledged in it, on
+// zones 1 and 2 alone (its create on zone 0 is held on the way). A newer
+// writer's Open reads the epochs while every zone holds the intact marker;
+// then zone 2 is replaced by an empty bucket and zone 1 goes down before
+// that Open lists the segments. Zones 0 and 2 list none: were zone 2 still
+// counted as intact, as it was when its epochs were read, the Open would
+// take the log for empty and start its segment at offset 0, where the
+// acknowledged record is (it fails its epoch check, zone 2 lacking the
+// marker, but its segment stays, and the next Open follows it). A zone
+// counts toward the listing only if it holds the marker after it listed.
+func TestReplacedBeforeOpenLists(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inner, faults, gates, stores := gatedZones(t)
+	opts := &Options{Slots: true, LACDelay: -1, RepairInterval: -1, OpTimeout: time.Minute}
+	gates[0].arm("L/seg/")
+	defer close(gates[0].release) // a's create, released at the end
+	a := mustOpen(t, stores, "L", opts)
+	<-gates[0].held
+	if off, err := a.Append(ctx, []byte("a0")); err != nil || off != 0 {
+		t.Fatalf("append a0: %d, %v", off, err)
+	}
+	b, err := openReplacingZone2(ctx, t, inner, gates, stores, opts, func() { faults[1].SetDown(true) })
+	if err == nil {
+		defer b.Close()
+		if got := b.Stats().RecoveredTo; got < 0 {
+			t.Fatalf("b recovered to %d, listing zones 0 and 2 (replaced after its epochs were read, zone 1 down); a acknowledged a0 at 0", got)
+		}
+	} else if !errors.Is(err, ErrNotEnoughZones) {
+		t.Fatalf("open b: %v; want ErrNotEnoughZones", err)
+	}
+	// Once zone 1 is back, an Open recovers a0 from it.
+	faults[1].SetDown(false)
+	c := mustOpen(t, stores, "L", opts)
+	if got := c.Stats().RecoveredTo; got != 0 {
+		t.Fatalf("c recovered to %d, want 0", got)
+	}
+}
+
+// A writer acknowledges a record on zones 1 and 2 alone (its write to zone
+// 0 is held on the way). A newer writer's Open reads the epochs and lists
+// the segments while every zone holds the intact marker; zone 1 then
+// takes no writes, and zone 2 is replaced by an empty bucket just before
+// the recovery reads its copy. The recovery fences zones 0 and 2, neither
+// of which holds the record: were zone 2 still counted as intact, two
+// fenced zones would make N-W+1, the recovery would end before the
+// acknowledged record, and the new writer (whose epoch check zones 0 and 1
+// pass) would append its own at that offset. A fenced copy counts only if
+// its zone holds the marker after it was read.
+func TestReplacedBeforeRecoveryReads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inner, faults, gates, stores := gatedZones(t)
+	reads := &readGateStore{Store: stores[2]}
+	stores[2] = reads
+	opts := &Options{Slots: true, LACDelay: -1, RepairInterval: -1, OpTimeout: time.Minute}
+	a := mustOpen(t, stores, "L", opts)
+	if off, err := a.Append(ctx, []byte("a0")); err != nil || off != 0 {
+		t.Fatalf("append a0: %d, %v", off, err)
+	}
+	a.mu.Lock()
+	seg := a.seg
+	a.mu.Unlock()
+	// Every zone holds a0, so that a's next write to zone 0 is a1's.
+	waitIdle(a, seg)
+	gates[0].arm("L/seg/" + seg.key.String() + "/")
+	defer close(gates[0].release) // a's held write; b's fence took its slot
+	if off, err := a.Append(ctx, []byte("a1")); err != nil || off != 1 {
+		t.Fatalf("append a1: %d, %v", off, err)
+	}
+	<-gates[0].held
+	// a is done reading zone 2 (an append reads back the slot before it).
+	waitZoneIdle(a, seg, 2)
+	// Zone 1 takes no writes (b's fence there fails); b's first read of a
+	// segment on zone 2 (its recovery's) is held while zone 2 is replaced.
+	rule := faults[1].Add(fault.Rule{Op: fault.OpCommit, Probability: 1})
+	reads.arm("L/seg/")
+	type result struct {
+		l   *Log
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		l, err := Open(ctx, stores, "L", opts)
+		res <- result{l, err}
+	}()
+	<-reads.held
+	if err := wipe(ctx, inner[2], "L/"); err != nil {
+		t.Fatal(err)
+	}
+	close(reads.release)
+	r := <-res
+	if r.err == nil {
+		defer r.l.Close()
+		if got := r.l.Stats().RecoveredTo; got < 1 {
+			t.Fatalf("b recovered to %d from the copies of zones 0 and 2 (replaced before its copy was read, zone 1 refusing writes); a acknowledged a1 at 1", got)
+		}
+	} else if !errors.Is(r.err, ErrNotEnoughZones) {
+		t.Fatalf("open b: %v; want ErrNotEnoughZones", r.err)
+	}
+	// Once zone 1 takes writes again, an Open recovers a1 from it.
+	faults[1].Remove(rule)
+	c := mustOpen(t, stores, "L", opts)
+	if got := c.Stats().RecoveredTo; got != 1 {
+		t.Fatalf("c recovered to %d, want 1", got)
+	}
+}
+
+// openReplacingZone2 opens a writer whose claim on zone 2 is held until it
+// has read every zone's epochs and claimed on zones 0 and 1; then it runs
+// fail, replaces zone 2 by an empty bucket, and lets the claim land.
+func openReplacingZone2(ctx context.Context, t *testing.T, inner []blob.Store, gates []*gateStore, stores []blob.Store, opts *Options, fail func()) (*Log, error) {
+	t.Helper()
+	// The epoch it claims: one above the highest on zone 0.
+	m, _, err := (&zone{s: inner[0], log: "L"}).claims(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := fmt.Sprintf("L/epoch/%020d", m+1)
+	gates[2].arm("L/epoch/")
+	type result struct {
+		l   *Log
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		l, err := Open(ctx, stores, "L", opts)
+		res <- result{l, err}
+	}()
+	<-gates[2].held
+	for _, s := range inner[:2] {
+		for {
+			ok, err := blob.Exists(ctx, s, claim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	fail()
+	if err := wipe(ctx, inner[2], "L/"); err != nil {
+		t.Fatal(err)
+	}
+	close(gates[2].release)
+	<-gates[2].done
+	r := <-res
+	return r.l, r.err
+}
+
+// waitIdle waits until every zone holds every frame of seg cut so far.
+func waitIdle(l *Log, seg *openSeg) {
+	for i := range seg.zs {
+		waitZoneIdle(l, seg, i)
+	}
+}
+
+// waitZoneIdle waits until zone i holds every frame of seg cut so far and
+// has no operation on it in flight.
+func waitZoneIdle(l *Log, seg *openSeg, i int) {
+	for {
+		l.mu.Lock()
+		idle := seg.zs[i].sent == len(seg.frames) && !seg.zs[i].busy
+		l.mu.Unlock()
+		if idle {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// readGateStore holds the next read under an armed key prefix until
+// released, as a read that reaches the store late.
+type readGateStore struct {
+	blob.Store
+	mu      sync.Mutex
+	prefix  string
+	held    chan struct{} // closed when the held read arrives
+	release chan struct{} // close to let it through
+}
+
+func (g *readGateStore) arm(prefix string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.prefix = prefix
+	g.held, g.release = make(chan struct{}), make(chan struct{})
+}
+
+func (g *readGateStore) NewRangeReader(ctx context.Context, key string, offset, length int64) (blob.Reader, error) {
+	g.mu.Lock()
+	hold := g.prefix != "" && strings.HasPrefix(key, g.prefix)
+	if hold {
+		g.prefix = ""
+	}
+	held, release := g.held, g.release
+	g.mu.Unlock()
+	if hold {
+		close(held)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Store.NewRangeReader(ctx, key, offset, length)
 }

@@ -287,7 +287,7 @@ func (l *Log) remark(ctx context.Context, z *zone, k segKey) error {
 // chainTo returns the chain of segments that ends at cur, oldest first, as
 // far back as the zones list it.
 func (l *Log) chainTo(ctx context.Context, cur segKey) ([]segKey, error) {
-	keys, err := listChain(ctx, l.zones, len(l.zones)-l.opts.WriteQuorum+1, l.opts.OpTimeout, nil)
+	keys, err := listChain(ctx, l.zones, len(l.zones)-l.opts.WriteQuorum+1, l.opts.OpTimeout, nil, false)
 	if err != nil {
 		return nil, err
 	}

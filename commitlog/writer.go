@@ -211,7 +211,7 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 		l.cancel()
 		return nil, err
 	}
-	segs, err := listChain(ctx, zones, len(zones)-o.WriteQuorum+1, o.OpTimeout, nil)
+	segs, err := listChain(ctx, zones, len(zones)-o.WriteQuorum+1, o.OpTimeout, nil, true)
 	if err != nil {
 		return fail(err)
 	}

@@ -466,6 +466,27 @@ func (z *zone) claimsAfter(ctx context.Context, startAfter string) (uint64, bool
 	return m, intact, nil
 }
 
+// recheckIntact looks for the intact marker again after a read whose
+// answer counts toward a quorum that reads absence (an Open's listing of
+// the segments, a recovery's fenced copy), and makes the zone amnesic if
+// the marker is gone. An Open reads each zone's marker with its epochs,
+// before it lists and fences: a zone replaced by an empty bucket after
+// that and before the read answers from the empty bucket, and counted
+// as intact it would hide records acknowledged on it and one zone that
+// does not answer (the recovery would end before them, and the new
+// writer's records would take their offsets). A marker found after the
+// read was there before it: the read was of the zone as it was.
+func (z *zone) recheckIntact(ctx context.Context) error {
+	intact, err := blob.Exists(ctx, z.s, z.epochKey(intactEpoch))
+	if err != nil {
+		return err
+	}
+	if !intact {
+		z.amnesic.Store(true)
+	}
+	return nil
+}
+
 // createEpoch claims epoch e on this zone (blob.ErrExists if taken).
 func (z *zone) createEpoch(ctx context.Context, e uint64) error {
 	return blob.Put(ctx, z.s, z.epochKey(e), nil, &blob.WriterOptions{If: blob.IfNotExist()})
