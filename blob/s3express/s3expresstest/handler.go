@@ -135,7 +135,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.observe(req.op, r)
-		if e := s.seeOp(req.op); e != nil {
+		if e := s.seeOp(req.op, false); e != nil {
 			s.writeError(w, r, e)
 			return
 		}
@@ -162,7 +162,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.observe(req.op, r)
-	if e := s.seeOp(req.op); e != nil {
+	if e := s.seeOp(req.op, req.op == OpPutObject && r.Header.Get("x-amz-write-offset-bytes") != ""); e != nil {
 		s.writeError(w, r, e)
 		return
 	}

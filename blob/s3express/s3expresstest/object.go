@@ -199,7 +199,6 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, req *request)
 	appending := offsetHeader != ""
 	var offset int64
 	if appending {
-		s.count(func(st *Stats) { st.Appends++ })
 		if !req.directory {
 			return errorf(http.StatusNotImplemented, "NotImplemented",
 				"x-amz-write-offset-bytes is only supported on directory buckets")

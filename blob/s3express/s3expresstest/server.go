@@ -332,11 +332,16 @@ func (s *Server) InjectFault(f Fault) {
 	s.statMu.Unlock()
 }
 
-// seeOp counts one routed request of op and returns the fault it must
-// answer with, if any.
-func (s *Server) seeOp(op Op) *s3Error {
+// seeOp counts one routed request of op (an append, if appending: a
+// PutObject with x-amz-write-offset-bytes) and returns the fault it must
+// answer with, if any. Both counts move under one lock, so that PutObject
+// less Appends (the creates) never counts an append in flight.
+func (s *Server) seeOp(op Op, appending bool) *s3Error {
 	s.statMu.Lock()
 	defer s.statMu.Unlock()
+	if appending {
+		s.stats.Appends++
+	}
 	s.opSeen[op]++
 	n := s.opSeen[op]
 	st := &s.stats
