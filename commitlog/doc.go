@@ -135,7 +135,9 @@
 // (zonal copies or markers on every zone, then regional copies), with the
 // segments created ahead and never used below it, and the epoch claims
 // below the writer's; it returns the start, the first offset kept (segments
-// are whole: at most offset). Readers below the start get ErrTruncated. A
+// are whole: at most offset). Readers below the start get ErrTruncated; a
+// writer that a newer one overtook while it truncated returns no start
+// (ErrFenced), as the newer one's repair may have brought a segment back. A
 // truncation cut off part way leaves every record from the start on
 // readable, and the next call, which lists every zone and the regional store
 // again, finishes it. What an idle, truncated log keeps is its tip: the

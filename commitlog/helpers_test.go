@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -208,4 +209,43 @@ func wipe(ctx context.Context, s blob.Store, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// opGate holds the first call that matches its armed prefix until
+// released: a request that reaches the store late. The gate stores of the
+// tests wrap a Store's method with it.
+type opGate struct {
+	mu      sync.Mutex
+	prefix  string
+	held    chan struct{} // closed when the held call arrives
+	release chan struct{} // close to let it through
+}
+
+func (g *opGate) arm(prefix string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.prefix = prefix
+	g.held, g.release = make(chan struct{}), make(chan struct{})
+}
+
+// wait holds the call if it is the first since arm that match, given the
+// armed prefix, accepts, until release is closed or ctx ends.
+func (g *opGate) wait(ctx context.Context, match func(prefix string) bool) error {
+	g.mu.Lock()
+	hold := g.prefix != "" && match(g.prefix)
+	if hold {
+		g.prefix = ""
+	}
+	held, release := g.held, g.release
+	g.mu.Unlock()
+	if !hold {
+		return nil
+	}
+	close(held)
+	select {
+	case <-release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

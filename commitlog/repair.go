@@ -119,7 +119,14 @@ func (l *Log) repairPass(ctx context.Context) error {
 			if !intact {
 				if _, ok := l.amnesicAt[i]; !ok {
 					// What it held may be gone: read every copy again.
-					l.amnesicAt[i] = cur
+					// The segment being written now, after the listing
+					// that found the marker gone, not cur: the writer
+					// may have rolled since the pass began, and acknowledged
+					// records in the segment after cur before the zone was
+					// replaced.
+					l.mu.Lock()
+					l.amnesicAt[i] = l.seg.key
+					l.mu.Unlock()
 					for _, ok := range l.repairOK {
 						delete(ok, i)
 					}

@@ -25,7 +25,10 @@ import (
 // finishes it (it lists every zone and the regional store again, so nothing
 // a cut-off call left behind is forgotten). The segment being written, and
 // the records a recovery fences, are never touched: fencing needs only the
-// tip.
+// tip. A truncation that a newer writer overtook (its claim is found once
+// the deletes are done) fails with ErrFenced and returns no start: that
+// writer's repair may have copied back a segment it had listed before the
+// deletes reached every zone.
 func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 	l.mu.Lock()
 	cur, lac, err := l.seg.key, l.lac, l.err
@@ -92,6 +95,14 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 	})
 	if err := errors.Join(errs...); err != nil {
 		return start, fmt.Errorf("commitlog: truncating: old epochs: %w", err)
+	}
+	// A newer writer that listed a segment before it went from every zone
+	// may have copied it back since (its repair found it on one zone and
+	// not the others): the start is this writer's only if no newer one
+	// exists now. A newer writer claims its epoch before it lists, so one
+	// that could have seen a deleted segment shows here.
+	if err := l.stillCurrent(ctx); err != nil {
+		return 0, fmt.Errorf("commitlog: truncating: %w", err)
 	}
 	l.mu.Lock()
 	l.stats.Start = max(l.stats.Start, start)
