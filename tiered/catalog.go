@@ -484,8 +484,64 @@ func (c *catalog) lock(ctx context.Context) error {
 
 func (c *catalog) unlock() { <-c.turn }
 
+// refreshLocked lists the log: the whole of it if full, else from a window
+// before the last refresh began.
+//
+// A refresh that ends too long after the one before it began is followed by
+// a full one. A tombstone is removed once no pack holds a version it kills
+// (the packs that did were rewritten and removed before it), four windows
+// after the time in its name (maintainPacks). A catalog that lists nothing
+// for longer than that (an idle process, or one paused) can miss a
+// tombstone's whole life, and a listing of the names since its last one
+// says nothing of the packs it holds that were removed meanwhile: it would
+// go on serving the entries the missed tombstone killed (a Stat, a listing,
+// a Delete that succeeds after one that returned, as its index is cached;
+// a read finds the pack gone and relists all). A tombstone named a window
+// before the last refresh began or later is removed no sooner than three
+// windows less MaxClockSkew after it began, so a refresh that ends within
+// two windows of it found every such tombstone that the catalog had not;
+// one that ends later (an incremental one begun that late is made full
+// at once) is followed by a full refresh, which drops the packs removed
+// meanwhile (their tombstones were removed after them), and is itself
+// held to the same bound from its own start. So after an idle spell a
+// catalog lists the whole log twice.
 func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
-	start := time.Now()
+	// Each further listing goes faster (what the last loaded stays), so a
+	// few suffice unless listing the log takes longer than two windows
+	// every time; the last then stands, rather than fail every operation.
+	for attempt := 0; ; attempt++ {
+		prev := c.lastRefresh()
+		start := time.Now()
+		if !full && start.Sub(prev) >= c.staleAfter() {
+			full = true // a listing since the last one could not do
+		}
+		if err := c.refreshOnce(ctx, full, start); err != nil {
+			return err
+		}
+		if prev.IsZero() || time.Since(prev) < c.staleAfter() || attempt == 3 {
+			return nil
+		}
+		if _, inPass := ctx.Value(passKey{}).(*passHold); full && inPass && c.s.fence(ctx) == nil {
+			// Listed by the lease's holder, which still holds it: log
+			// objects are removed only by passes, which do not overlap
+			// (see the lease), so none was removed while this one listed.
+			return nil
+		}
+		// Even a full listing that ends that late may have listed a pack
+		// before its removal and reached the tombstone that let it go only
+		// after that one's: the next one, held to the bound from this
+		// one's start, finds the pack gone.
+		full = true
+	}
+}
+
+// staleAfter is how long after a refresh began the next must end for a
+// listing of the names since it to be complete: two windows (see
+// refreshLocked).
+func (c *catalog) staleAfter() time.Duration { return 2 * c.window() }
+
+// refreshOnce is one listing of refreshLocked, begun at start.
+func (c *catalog) refreshOnce(ctx context.Context, full bool, start time.Time) error {
 	if c.full.IsZero() {
 		full = true
 	}

@@ -269,7 +269,10 @@
 // Tombstones and kills stay in memory until no pack holds their versions.
 // A process's first read lists the whole log (and reads each index once);
 // packs removed by rewrites stay in the catalog until a full listing (each
-// pass's maintenance, or a read that finds its pack gone).
+// pass's maintenance, a read that finds its pack gone, or a catalog's first
+// listing after two log windows without one: a tombstone may have been
+// written and removed meanwhile, unlisted, after the packs whose entries it
+// killed).
 //
 // # Compactors
 //

@@ -135,14 +135,18 @@ func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.W
 
 // filterStale removes from a page of hot's listing the keys whose version
 // there is stale. Only keys a pack may hold are asked about (their Bloom
-// filters say so), one Stat each.
+// filters say so), one Stat each. A directory (a listing with a delimiter)
+// is no version and stays: its name can be in a pack's range and pass its
+// filter, and dropped here it would be listed from the packs' page alone,
+// without the check of hot's directories (dirLive) that leaves out one
+// holding only graves.
 func (s *Store) filterStale(ctx context.Context, objs []blob.ListObject) ([]blob.ListObject, error) {
 	if s.ret == nil || !s.packing() {
 		return objs, nil
 	}
 	out := objs[:0:0]
 	for _, o := range objs {
-		if isMarker(o.Key) || len(s.cat.holders(o.Key)) == 0 {
+		if o.IsDir || isMarker(o.Key) || len(s.cat.holders(o.Key)) == 0 {
 			out = append(out, o)
 			continue
 		}
