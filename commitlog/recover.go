@@ -16,6 +16,11 @@ type fencedCopy struct {
 	frames []frame
 	end    int64  // position after the fence frame
 	moved  *frame // the segment moved to the regional store: this is its marker, not fenced
+	// last: in the slot layout, the bytes of the slot before end as the
+	// recovery put them there (its fence, or the header and fence it
+	// created the segment with), for the check of its copies (see
+	// zone.appendAfter).
+	last []byte
 }
 
 // recovered is what recoverSegment found: the segment ends at last on W
@@ -109,14 +114,21 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (recovered, error)
 		}
 		last++
 	}
-	// Copy what each fenced zone lacks after its fence frame.
+	// Copy what each fenced zone lacks after its fence frame. A copy counts
+	// toward W only if the zone still holds the fenced copy it goes after:
+	// in the slot layout a slot is created whether or not the ones before
+	// it exist, so on a zone replaced by an empty bucket since it was
+	// fenced the copy would land, and count, in a segment with no header
+	// that no reader or later recovery finds; the new writer would then
+	// start its segment, and readers serve these records as committed,
+	// with fewer than W zones holding them (TestRecoveryCopyToReplacedZone).
 	reached := slices.Clone(held)
 	errs = onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
 		c := copies[z.idx]
 		if c == nil {
 			return errors.New("not fenced")
 		}
-		pos := c.end
+		pos, prev := c.end, c.last
 		for from := held[z.idx] + 1; from <= last; {
 			var batch [][]byte
 			size := 0
@@ -124,8 +136,10 @@ func (l *Log) recoverSegment(ctx context.Context, tip segKey) (recovered, error)
 				batch = append(batch, recs[o])
 				size += len(recs[o])
 			}
+			content := encodeFrame(frameData, l.epoch, from, -1, batch)
 			var err error
-			pos, err = z.append(ctx, tip, pos, encodeFrame(frameData, l.epoch, from, -1, batch))
+			pos, err = z.appendAfter(ctx, tip, pos, prev, content)
+			prev = content
 			if err != nil {
 				if errors.Is(err, blob.ErrPrecondition) {
 					return l.fencedOrLost(ctx, z, tip, pos, err)
@@ -214,7 +228,7 @@ func (l *Log) fenceZone(ctx context.Context, z *zone, tip segKey, header, fence 
 				if z.mode == modeSlots {
 					end = 1
 				}
-				return &fencedCopy{frames: fr, end: end}, nil
+				return &fencedCopy{frames: fr, end: end, last: content}, nil
 			}
 			if errors.Is(err, blob.ErrExists) {
 				continue
@@ -245,7 +259,7 @@ func (l *Log) fenceZone(ctx context.Context, z *zone, tip segKey, header, fence 
 		if err != nil {
 			return nil, err
 		}
-		return &fencedCopy{frames: frames, end: newEnd}, nil
+		return &fencedCopy{frames: frames, end: newEnd, last: fence}, nil
 	}
 }
 

@@ -560,3 +560,86 @@ func replacedWhileRepairPassRuns(t *testing.T) bool {
 	}
 	return true
 }
+
+// A writer's record reaches one zone alone (its writes to the others are
+// held on the way). A newer writer's recovery fences zones 0 and 2 (zone 1
+// takes no writes) and copies the record to zone 2, which is replaced by an
+// empty bucket just before that copy lands. In the slot layout the copy's
+// slot is free on the empty zone: the append succeeds, in a copy with no
+// header that no reader or later recovery finds. Counted toward W, it let
+// the recovery start its segment, and readers serve every record before
+// that segment as committed, with the record on one zone. A recovery must
+// count a slot it copied only if the slot before it still holds what the
+// recovery put or read there.
+func TestRecoveryCopyToReplacedZone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inner, faults, gates, stores := gatedZones(t)
+	opts := &Options{Slots: true, LACDelay: -1, RepairInterval: -1, OpTimeout: time.Minute}
+	a := mustOpen(t, stores, "L", opts)
+	if off, err := a.Append(ctx, []byte("a0")); err != nil || off != 0 {
+		t.Fatalf("append a0: %d, %v", off, err)
+	}
+	a.mu.Lock()
+	seg := a.seg
+	a.mu.Unlock()
+	waitIdle(a, seg)
+	// a1 reaches zone 0 alone: a's writes to zones 1 and 2 are held, and
+	// stay held (b's fences take their slots).
+	dir := "L/seg/" + seg.key.String() + "/"
+	gates[1].arm(dir)
+	gates[2].arm(dir)
+	defer close(gates[1].release)
+	defer close(gates[2].release)
+	go a.Append(ctx, []byte("a1")) // never acknowledged: fenced
+	<-gates[1].held
+	<-gates[2].held
+	waitZoneIdle(a, seg, 0)
+	// b's recovery: zone 1 takes no writes, so it fences zones 0 (after
+	// a1, at slot 3) and 2 (after a0, at slot 2), and copies a1 to zone 2
+	// at slot 3; that copy is held while zone 2 is replaced and zone 1
+	// takes writes again.
+	rule := faults[1].Add(fault.Rule{Op: fault.OpCommit, Probability: 1})
+	gates[2].arm(slotKey(dir, 3))
+	type result struct {
+		l   *Log
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		l, err := Open(ctx, stores, "L", opts)
+		res <- result{l, err}
+	}()
+	<-gates[2].held
+	if err := wipe(ctx, inner[2], "L/"); err != nil {
+		t.Fatal(err)
+	}
+	faults[1].Remove(rule)
+	close(gates[2].release)
+	a1 := Record{Offset: 1, Data: []byte("a1")}
+	if r := <-res; r.err == nil {
+		defer r.l.Close()
+		// b started its segment after a1: readers serve a1 as committed.
+		rd, err := NewReader(stores, "L", 0, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		if got := readN(t, ctx, rd, 2); string(got[1].Data) != "a1" {
+			t.Fatalf("served %q at 1, want a1", got[1].Data)
+		}
+		if n := zonesHolding(ctx, inner, "L", a1); n < 2 {
+			t.Fatalf("b recovered to %d and started its segment after a1, which %d zone(s) hold (its copy to zone 2 landed on the empty bucket)", r.l.Stats().RecoveredTo, n)
+		}
+		return
+	}
+	// b failed, its copy to zone 2 not counted; with zone 1 taking writes
+	// again, an Open recovers a1 onto W zones.
+	c := mustOpen(t, stores, "L", opts)
+	if got := c.Stats().RecoveredTo; got != 1 {
+		t.Fatalf("c recovered to %d, want 1", got)
+	}
+	if n := zonesHolding(ctx, inner, "L", a1); n < 2 {
+		t.Fatalf("c recovered a1 onto %d zone(s)", n)
+	}
+}

@@ -178,16 +178,18 @@ func (z *zone) append(ctx context.Context, k segKey, pos int64, content []byte) 
 var errCopyLost = errors.New("commitlog: the zone lost its copy of the segment")
 
 // appendAfter is append for the segment's writer, whose last append to k on
-// z put prev at pos-1 (or whose create put it at 0). In the slot layout a
-// slot is created whether or not the slots before it exist: on a zone
-// replaced by an empty bucket, or where the segment was deleted, the slot
-// a recovery's fence took is free again, and an old writer's append there
-// would succeed, and count toward W, in a copy no reader or recovery sees
-// (no header, no fence). So once the slot is written, the slot before it
-// must still hold prev: then the zone kept this writer's copy from the
-// slot before to now, and the slot is on it. Otherwise the append fails
-// (errCopyLost), and so does the resync after it (see resyncOn), and the
-// zone sits the segment out. The other layouts need no check: an append
+// z put prev at pos-1 (or whose create put it at 0), and for a recovery's
+// copies after its fence (prev: the fence's slot, or its last copy's). In
+// the slot layout a slot is created whether or not the slots before it
+// exist: on a zone replaced by an empty bucket, or where the segment was
+// deleted, the slot a recovery's fence took is free again, and an old
+// writer's append (or the recovery's copy) there would succeed, and count
+// toward W, in a copy no reader or recovery sees (no header, no fence).
+// So once the slot is written, the slot before it must still hold prev:
+// then the zone kept this copy from the slot before to now, and the slot
+// is on it. Otherwise the append fails (errCopyLost): the writer's resync
+// after it fails too (see resyncOn), and the zone sits the segment out;
+// the recovery does not count the zone. The other layouts need no check: an append
 // conditional on an object that is gone fails on its own.
 func (z *zone) appendAfter(ctx context.Context, k segKey, pos int64, prev, content []byte) (int64, error) {
 	newPos, err := z.append(ctx, k, pos, content)
