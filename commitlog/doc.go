@@ -24,6 +24,7 @@
 //	name/epoch/000...0           the intact marker (epoch 0, never claimed)
 //	name/seg/<epoch>-<first>     a segment: frames appended by its writer
 //	                             (on the regional store too, once moved: tier.go)
+//	name/seg/start-<offset>      the start a truncation recorded (empty)
 //
 // The intact marker says a zone holds everything of the log it was given.
 // The first Open writes it on every zone that answers. A zone without it
@@ -137,13 +138,20 @@
 // below the writer's; it returns the start, the first offset kept (segments
 // are whole: at most offset). Readers below the start get ErrTruncated; a
 // writer that a newer one overtook while it truncated returns no start
-// (ErrFenced), as the newer one's repair may have brought a segment back. A
+// (ErrFenced), as the newer one's repair may have brought a segment back.
+// Before it deletes anything a truncation records its start on every zone
+// (name/seg/start-<offset>, which every listing of the segments reads at no
+// extra request), and every chain drops the segments below the highest
+// start a zone records: a copy of a deleted segment that lands late (a
+// create or repair write still on the wire, an older writer's repair) is
+// garbage, never the log's first segment, and the next truncation deletes
+// it. A repair gives a replaced zone the start before its marker. A
 // truncation cut off part way leaves every record from the start on
 // readable, and the next call, which lists every zone and the regional store
 // again, finishes it. What an idle, truncated log keeps is its tip: the
 // segment being written and the one created ahead of its roll on each zone
 // (a header frame each, plus the records since the start), and one epoch
-// claim (an empty object) per zone; it makes no request while idle but
+// claim and the start (empty objects) per zone; it makes no request while idle but
 // those of the repair passes, two listings of each zone a pass
 // (TestIdleTruncatedLog counts them; cost.IdleLog prices them).
 //

@@ -340,17 +340,29 @@ func lackingErr(what string, need int, errs []error, amnesic []int) error {
 // segment a writer may have acknowledged records in) a zone counts only if
 // it holds the intact marker after its listing (see zone.recheckIntact).
 func listChain(ctx context.Context, zones []*zone, need int, timeout time.Duration, from *segKey, recheck bool) ([]segKey, error) {
-	lists, errs := onQuorum(ctx, zones, need, timeout, func(ctx context.Context, z *zone) ([]segKey, error) {
-		ks, err := z.listSegments(ctx, from)
+	type listing struct {
+		keys  []segKey
+		start int64
+	}
+	lists, errs := onQuorum(ctx, zones, need, timeout, func(ctx context.Context, z *zone) (listing, error) {
+		ks, start, err := z.listLog(ctx, from)
 		if err == nil && recheck {
 			err = z.recheckIntact(ctx)
 		}
-		return ks, err
+		return listing{ks, start}, err
 	})
 	if countIntact(zones, errs) < need {
 		return nil, intactErr("listing segments", need, zones, errs)
 	}
-	return union(lists), nil
+	var keys [][]segKey
+	var start int64
+	for i, l := range lists {
+		if errs[i] == nil {
+			keys = append(keys, l.keys)
+			start = max(start, l.start)
+		}
+	}
+	return fromStart(union(keys), start), nil
 }
 
 // union returns the keys of lists, sorted, each once.

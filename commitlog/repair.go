@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -56,9 +57,10 @@ func (l *Log) repairPass(ctx context.Context) error {
 	// holds; a zone that does not answer is not known: not counted, not
 	// written.
 	lists := make([][]segKey, len(l.zones))
+	starts := make([]int64, len(l.zones))
 	errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
 		var err error
-		lists[z.idx], err = z.listSegments(ctx, nil)
+		lists[z.idx], starts[z.idx], err = z.listLog(ctx, nil)
 		return err
 	})
 	if need := len(l.zones) - l.opts.WriteQuorum + 1; countNil(errs) < need {
@@ -73,6 +75,12 @@ func (l *Log) repairPass(ctx context.Context) error {
 		for _, k := range ks {
 			listed[i][k] = true
 		}
+	}
+	// Segments below the log's start are garbage (see startPrefix): not
+	// repaired, not counted.
+	start := slices.Max(starts)
+	for i := range lists {
+		lists[i] = fromStart(lists[i], start)
 	}
 	chain, err := l.chainIn(ctx, cur, union(lists))
 	if err != nil {
@@ -204,8 +212,13 @@ func (l *Log) repairPass(ctx context.Context) error {
 			missing++
 			continue
 		}
+		// The start first: counted again, the zone must not show a
+		// segment below it as the log's first.
 		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
-		err := l.zones[zi].createEpoch(c, intactEpoch)
+		err := l.zones[zi].raiseStart(c, start)
+		if err == nil {
+			err = l.zones[zi].createEpoch(c, intactEpoch)
+		}
 		cancel()
 		if err != nil && !errors.Is(err, blob.ErrExists) {
 			missing++

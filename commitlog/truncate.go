@@ -74,6 +74,16 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 			}
 		}
 	}
+	// The start on every zone before any deletion (see startPrefix); with
+	// nothing below it, an earlier truncation recorded one at least as high.
+	if len(below) > 0 {
+		errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
+			return z.raiseStart(ctx, start)
+		})
+		if err := errors.Join(errs...); err != nil {
+			return 0, fmt.Errorf("commitlog: truncating: recording the start %d: %w", start, err)
+		}
+	}
 	for _, k := range slices.SortedFunc(maps.Keys(below), segKey.compare) {
 		if err := l.deleteSegment(ctx, k); err != nil {
 			return 0, fmt.Errorf("commitlog: truncating segment %s: %w", k, err)

@@ -411,13 +411,15 @@ func (g *deleteGateStore) Delete(ctx context.Context, key string, opts *blob.Del
 
 // A writer's truncation deletes its oldest segment on two zones, while its
 // delete on the third is on the way; meanwhile a newer writer opens, and
-// its repair, finding the segment on that zone alone (it is on its chain),
-// copies it back to the other two. The old writer's truncation then ends:
-// were it to return the start, a reader opened below it would be served
-// the segment's records, not ErrTruncated. A truncation that a newer
-// writer overtook fails with ErrFenced: the start it would return is not
-// the log's (the newer writer, which claimed its epoch before it listed
-// anything it could repair, truncates again if it must).
+// its repair finds the segment on that zone alone. Were the segment on its
+// chain, the repair would copy it back to the other two, and a reader
+// opened below the start the old writer's truncation returns would be
+// served its records, not ErrTruncated. The start the truncation recorded
+// before deleting keeps the segment off every chain: the repair leaves it,
+// and readers below get ErrTruncated. The truncation that a newer writer
+// overtook still fails with ErrFenced (the newer writer, which claimed its
+// epoch before it listed anything it could repair, truncates again if it
+// must).
 func TestTruncateOvertakenByNewerRepair(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -495,35 +497,180 @@ func TestTruncateOvertakenByNewerRepair(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	b := mustOpen(t, stores, "L", &Options{Slots: true, MaxSegmentAppends: 5, RepairInterval: time.Millisecond, OpTimeout: time.Minute})
-	for i := 0; !others(true); i++ {
-		if i > 10000 {
-			t.Fatalf("b did not repair segment %s: %+v", oldest, b.Stats())
+	for i := 0; b.Stats().RepairPasses < 5; i++ {
+		if i > 60000 {
+			t.Fatalf("b ran no repair passes: %+v", b.Stats())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	// b stops repairing before the truncation ends, so that what a reader
-	// finds below is what the truncation left.
+	if !others(false) {
+		t.Fatalf("b's repair copied segment %s back, below the start a recorded: %+v", oldest, b.Stats())
+	}
 	b.Close()
 	close(gate.release)
 	res := <-done
-	if res.err == nil {
-		r, err := NewReader(stores, "L", oldest.first, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-		defer rcancel()
-		rec, err := r.Next(rctx)
-		if oldest.first < res.start && !errors.Is(err, ErrTruncated) {
-			t.Fatalf("a's truncation returned the start %d; a reader at %d got %q at %d, err %v; want ErrTruncated", res.start, oldest.first, rec.Data, rec.Offset, err)
-		}
-		return
-	}
 	if !errors.Is(res.err, ErrFenced) {
-		t.Fatalf("a's truncation: %v; want ErrFenced", res.err)
+		t.Fatalf("a's truncation: %v, start %d; want ErrFenced", res.err, res.start)
+	}
+	r, err := NewReader(stores, "L", oldest.first, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if rec, err := r.Next(ctx); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("a reader at %d, below the start a recorded, got %q at %d, err %v; want ErrTruncated", oldest.first, rec.Data, rec.Offset, err)
 	}
 	if st := a.Stats().Start; st > oldest.first {
 		t.Fatalf("a's Stats().Start is %d after its truncation failed, above segment %s, which b brought back", st, oldest)
+	}
+}
+
+// A copy of a truncated segment lands on one zone after the truncation
+// deleted it: a create or a repair copy that was on the wire when the
+// truncation listed (a service applies a request after its client gave
+// up), or an older writer's repair made before it learned of a newer
+// writer. The copy must be garbage: readers opened below the start get
+// ErrTruncated rather than its records (or a wait for the rest of them),
+// the writer's view of the chain (its start, its moves, its repair) does
+// not reach below the start, and the next truncation deletes the copy.
+func TestLateCopyBelowStart(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			inner := be.zones(t, 3)
+			opts := &Options{MaxSegmentAppends: 5, RepairInterval: time.Millisecond}
+			l := mustOpen(t, inner, "L", opts)
+			defer func() { l.Close() }()
+			const n, cut = 40, 23
+			for i := range n {
+				if off, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil || off != int64(i) {
+					t.Fatalf("append %d: %d, %v", i, off, err)
+				}
+			}
+			// What zone 2 holds of the first segment, as a late copy
+			// would put it back.
+			first := l.zones[2].segKey(segKey{l.epoch, 0})
+			saved := map[string][]byte{}
+			for o, err := range blob.All(ctx, inner[2], &blob.ListOptions{Prefix: first}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := blob.ReadAll(ctx, inner[2], o.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				saved[o.Key] = p
+			}
+			if len(saved) == 0 {
+				t.Fatalf("zone 2 holds nothing under %s", first)
+			}
+			start, err := l.TruncateBefore(ctx, cut)
+			if err != nil || start == 0 || start > cut {
+				t.Fatalf("TruncateBefore(%d) = %d, %v", cut, start, err)
+			}
+			for k, p := range saved {
+				if err := blob.Put(ctx, inner[2], k, p, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, from := range []int64{0, start - 1} {
+				r, err := NewReader(inner, "L", from, opts)
+				if err == nil {
+					var rec Record
+					rec, err = r.Next(ctx)
+					if err == nil {
+						err = fmt.Errorf("served offset %d, %q", rec.Offset, rec.Data)
+					}
+					r.Close()
+				}
+				if !errors.Is(err, ErrTruncated) {
+					t.Errorf("reader from %d, below the start %d, with a late copy of the first segment on zone 2: %v, want ErrTruncated", from, start, err)
+				}
+			}
+			// Repair passes run meanwhile: they copied nothing below the
+			// start back to the other zones.
+			for i := 0; l.Stats().RepairPasses < 3; i++ {
+				if i > 60000 {
+					t.Fatalf("no repair pass: %+v", l.Stats())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			for i := range 2 {
+				if ks, err := l.zones[i].listSegments(ctx, nil); err != nil {
+					t.Fatal(err)
+				} else if ks[0].first < start {
+					t.Errorf("zone %d holds segment %s, below the start %d", i, ks[0], start)
+				}
+			}
+			// The next truncation (to the same start) deletes the copy.
+			if again, err := l.TruncateBefore(ctx, cut); err != nil || again != start {
+				t.Fatalf("TruncateBefore(%d) again = %d, %v, want %d", cut, again, err, start)
+			}
+			if ks, err := l.zones[2].listSegments(ctx, nil); err != nil {
+				t.Fatal(err)
+			} else if ks[0].first < start {
+				t.Errorf("zone 2 keeps segment %s, below the start %d, after a second truncation", ks[0], start)
+			}
+			// And a new writer recovers the log, which reads from the start.
+			l.Close()
+			l = mustOpen(t, inner, "L", opts)
+			if got := l.Stats().RecoveredTo; got != n-1 {
+				t.Fatalf("recovered to %d, want %d", got, n-1)
+			}
+			r, err := NewReader(inner, "L", start, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			for i, rec := range readN(t, ctx, r, int(n-start)) {
+				if want := fmt.Sprintf("r%d", start+int64(i)); string(rec.Data) != want {
+					t.Fatalf("record %d = %q, want %q", start+int64(i), rec.Data, want)
+				}
+			}
+		})
+	}
+}
+
+// A zone replaced by an empty bucket after a truncation gets the start
+// back from the repair before its intact marker: counted again, it must
+// not show a late copy of a truncated segment as the log's first.
+func TestRepairedZoneGetsTheStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inner := memZones(t, 3)
+	opts := &Options{Slots: true, MaxSegmentAppends: 4, RepairInterval: time.Millisecond}
+	l := mustOpen(t, inner, "L", opts)
+	defer l.Close()
+	const n, cut = 30, 17
+	for i := range n {
+		if _, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start, err := l.TruncateBefore(ctx, cut)
+	if err != nil || start == 0 {
+		t.Fatalf("TruncateBefore(%d) = %d, %v", cut, start, err)
+	}
+	if err := wipe(ctx, inner[2], "L/"); err != nil {
+		t.Fatal(err)
+	}
+	found := false // a repair pass found zone 2 without its marker
+	for i := n; ; i++ {
+		st := l.Stats()
+		found = found || st.Amnesic > 0
+		if found && st.Amnesic == 0 && st.Missing == 0 && st.Unchecked == 0 && !l.zones[2].amnesic.Load() {
+			break
+		}
+		if i > n+4000 {
+			t.Fatalf("zone 2 was never counted again: %+v", st)
+		}
+		if _, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, got, err := l.zones[2].listLog(ctx, nil); err != nil || got < start {
+		t.Fatalf("zone 2, counted again, records the start %d (%v), want at least %d", got, err, start)
 	}
 }

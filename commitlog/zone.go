@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -405,7 +406,15 @@ var errMovedSegment = errors.New("commitlog: segment moved to the regional store
 // listSegments returns the segments this zone holds from key from on (all
 // of them if from is nil), in order.
 func (z *zone) listSegments(ctx context.Context, from *segKey) ([]segKey, error) {
+	ks, _, err := z.listLog(ctx, from)
+	return ks, err
+}
+
+// listLog is listSegments that also returns the highest start a truncation
+// recorded on z (0 if none).
+func (z *zone) listLog(ctx context.Context, from *segKey) ([]segKey, int64, error) {
 	var out []segKey
+	var start int64
 	prefix := z.segPrefix()
 	opts := &blob.ListOptions{Prefix: prefix, Delimiter: "/"}
 	if from != nil {
@@ -416,16 +425,80 @@ func (z *zone) listSegments(ctx context.Context, from *segKey) ([]segKey, error)
 	}
 	for o, err := range blob.All(ctx, z.s, opts) {
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		name := strings.TrimSuffix(strings.TrimPrefix(o.Key, prefix), "/")
 		if k, ok := parseSegKey(name); ok {
 			out = append(out, k)
+		} else if s, ok := parseStart(name); ok {
+			start = max(start, s)
 		} else {
 			z.foreign.Add(1)
 		}
 	}
-	return out, nil
+	return out, start, nil
+}
+
+// The start of the log. A truncation records the start it sets out to
+// reach on every zone, as an empty object name/seg/start-<offset>, before
+// it deletes anything; listings of the chain (readers, Open, the mover,
+// the repair) drop every segment below the highest start any zone they
+// read records. A segment deleted by a truncation can come back: a create
+// or repair copy that was on the wire when the truncation listed, landing
+// late (the services apply a request after its client gave up), or an
+// older writer's repair made before it learned of a newer writer. Without
+// the record such a copy, on one zone, would be taken for the log's first
+// segment, and readers opened below the start would be served records
+// from it (or wait for the rest of them) instead of ErrTruncated. With it
+// the copy is garbage, which the next truncation deletes with the names
+// below its start. The name sorts after every segment's (a letter after
+// digits), so each listing of the segments reads it, at no extra request.
+const startPrefix = "start-"
+
+func (z *zone) startKey(start int64) string {
+	return fmt.Sprintf("%s%s%020d", z.segPrefix(), startPrefix, start)
+}
+
+func parseStart(name string) (int64, bool) {
+	d, ok := strings.CutPrefix(name, startPrefix)
+	if !ok || len(d) != 20 || !digits(d) {
+		return 0, false
+	}
+	s, err := strconv.ParseInt(d, 10, 64)
+	return s, err == nil
+}
+
+// raiseStart records start on z, and removes the lower starts recorded
+// there (the highest is the one that counts).
+func (z *zone) raiseStart(ctx context.Context, start int64) error {
+	if start <= 0 {
+		return nil
+	}
+	err := blob.Put(ctx, z.s, z.startKey(start), nil, &blob.WriterOptions{If: blob.IfNotExist()})
+	if err != nil && !errors.Is(err, blob.ErrExists) {
+		return err
+	}
+	prefix := z.segPrefix() + startPrefix
+	var old []string
+	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix}) {
+		if err != nil {
+			return err
+		}
+		if s, ok := parseStart(strings.TrimPrefix(o.Key, z.segPrefix())); ok && s < start {
+			old = append(old, o.Key)
+		}
+	}
+	for _, k := range old {
+		if err := z.s.Delete(ctx, k, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// fromStart drops the keys of segments below start.
+func fromStart(keys []segKey, start int64) []segKey {
+	return slices.DeleteFunc(keys, func(k segKey) bool { return k.first < start })
 }
 
 func (z *zone) epochKey(e uint64) string { return fmt.Sprintf("%s/epoch/%020d", z.log, e) }
