@@ -361,11 +361,11 @@ func TestIdleTruncatedLog(t *testing.T) {
 				t.Errorf("%d lists in %d passes over 3 zones, want 2 a zone a pass", lists, passes)
 			}
 			// What it keeps: the segments at or after the start (the one
-			// being written and the one created ahead), one epoch claim and
-			// the intact marker.
+			// being written and the one created ahead), one epoch claim,
+			// the intact marker and the start.
 			var objects, bytes int64
 			for z, s := range inner {
-				var segs, epochs, intact int
+				var segs, epochs, intact, starts int
 				for o, err := range blob.All(ctx, s, &blob.ListOptions{Prefix: "L/"}) {
 					if err != nil {
 						t.Fatal(err)
@@ -377,9 +377,14 @@ func TestIdleTruncatedLog(t *testing.T) {
 						intact++
 					case strings.HasPrefix(o.Key, "L/epoch/"):
 						epochs++
+					case strings.HasPrefix(o.Key, "L/seg/"+startPrefix):
+						starts++
 					case strings.HasPrefix(o.Key, "L/seg/"):
 						segs++
 					}
+				}
+				if starts != 1 {
+					t.Errorf("zone %d keeps %d starts, want 1", z, starts)
 				}
 				if epochs != 1 {
 					t.Errorf("zone %d keeps %d epoch claims, want 1", z, epochs)
