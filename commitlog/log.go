@@ -73,6 +73,13 @@ type Options struct {
 	// a time): a frame then waits for its own flush and not also for the
 	// one before it. Elsewhere each zone has one append in flight.
 	MaxInFlight int
+	// StreamIdle is how long a zone's append stream stays open with
+	// nothing to append (default 30s; negative: open while the writer
+	// lives). An open stream costs a goroutine of its own in the gRPC
+	// client and state on the service; the next append after it is
+	// closed takes the object over again, one round trip more. Where
+	// appends are requests (S3 Express, Azure, slots) there is no stream.
+	StreamIdle time.Duration
 	// OpTimeout bounds each operation on one zone (default 10s), so that a
 	// zone that hangs is treated as down.
 	OpTimeout time.Duration
@@ -157,6 +164,9 @@ func (o *Options) withDefaults(n int) (Options, error) {
 	}
 	if r.MaxInFlight <= 0 {
 		r.MaxInFlight = DefaultMaxInFlight
+	}
+	if r.StreamIdle == 0 {
+		r.StreamIdle = 30 * time.Second
 	}
 	if r.MoveAfter <= 0 {
 		r.MoveAfter = 10 * time.Minute

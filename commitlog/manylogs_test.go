@@ -15,10 +15,11 @@ import (
 
 // BenchmarkIdleLogs opens b.N logs at once (one goroutine each) over three
 // GCS Rapid zones at the rapid profile, W=2, appends one record to each,
-// and then measures what they cost while idle: heap and goroutines per log
-// (the process's own: the emulators run in it too, and their goroutines,
-// found by their stacks, are left out; their heap is not, so heap/log is an
-// upper bound) and requests per log per second over an idle second:
+// and then measures what they cost while idle (with StreamIdle at 1s): heap
+// and goroutines per log (the process's own: the emulators run in it too,
+// and their goroutines, found by their stacks, are left out; their heap is
+// not, so heap/log is an upper bound) and requests per log per second over
+// an idle second:
 //
 //	go test -run '^$' -bench IdleLogs -benchtime 1000x ./commitlog
 func BenchmarkIdleLogs(b *testing.B) {
@@ -38,7 +39,9 @@ func BenchmarkIdleLogs(b *testing.B) {
 		return n
 	}
 	ctx := context.Background()
-	opts := &Options{WriteQuorum: 2}
+	// Streams close after a second idle (the default is 30s), within the
+	// settling time below.
+	opts := &Options{WriteQuorum: 2, StreamIdle: time.Second}
 	heap0, g0 := heapAndGoroutines()
 	logs := make([]*Log, b.N)
 	errs := make([]error, b.N)
@@ -69,7 +72,7 @@ func BenchmarkIdleLogs(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	time.Sleep(time.Second) // the LAC frames and prewarms settle
+	time.Sleep(2 * time.Second) // the LAC frames and prewarms settle, the streams close
 	r0 := requests()
 	time.Sleep(time.Second)
 	idle := requests() - r0
@@ -98,4 +101,59 @@ func heapAndGoroutines() (uint64, int) {
 		n++
 	}
 	return ms.HeapAlloc, n
+}
+
+// An idle log holds no goroutine of its own and, after StreamIdle, no
+// stream: its pumps return once their zone has nothing to append and
+// nothing in flight, its mover and repairer run on timers, and its streams
+// close. The next append starts the pumps again and takes the segments
+// over; what it appends reads back.
+func TestIdleLogHoldsNothing(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			opts := &Options{StreamIdle: 20 * time.Millisecond, RepairInterval: 5 * time.Millisecond, MaxSegmentAppends: 6}
+			stores := be.zones(t, 3)
+			l := mustOpen(t, stores, "L", opts)
+			defer l.Close()
+			idle := func() bool {
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				for i, z := range l.zones {
+					if l.pumping[i] || z.holdsStreams() {
+						return false
+					}
+				}
+				return true
+			}
+			const n = 20
+			for i := range n {
+				if off, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil || off != int64(i) {
+					t.Fatalf("append %d: %d, %v", i, off, err)
+				}
+				if i%5 == 4 {
+					for j := 0; !idle(); j++ {
+						if j > 60000 {
+							t.Fatalf("after append %d the log never went idle: pumping %v", i, l.pumping)
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}
+			}
+			r, err := NewReader(stores, "L", 0, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			for i, rec := range readN(t, ctx, r, n) {
+				if want := fmt.Sprintf("r%d", i); string(rec.Data) != want {
+					t.Fatalf("record %d = %q, want %q", i, rec.Data, want)
+				}
+			}
+			if st := l.Stats(); st.RepairPasses == 0 || st.Segments < 2 || st.ZoneErrors != 0 {
+				t.Errorf("stats %+v: want repair passes, a roll, and no zone error (a closed stream is taken over again, not failed)", st)
+			}
+		})
+	}
 }

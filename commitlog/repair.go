@@ -10,24 +10,16 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 )
 
-// repairer copies sealed segments back to the zones that lack them, every
-// RepairInterval, while the writer lives.
-func (l *Log) repairer() {
-	for sleep(l.ctx, l.opts.RepairInterval) == nil {
+// repairOnce copies sealed segments back to the zones that lack them; the
+// writer runs it every RepairInterval while it lives.
+func (l *Log) repairOnce() {
+	c, cancel := context.WithTimeout(l.ctx, 4*l.opts.OpTimeout+l.opts.RepairInterval)
+	defer cancel()
+	_ = l.repairPass(c) // counted in Stats; the next pass tries again
+	if err := l.retain(c); err != nil {
 		l.mu.Lock()
-		err := l.err
+		l.stats.RetainErrors++
 		l.mu.Unlock()
-		if err != nil {
-			return
-		}
-		c, cancel := context.WithTimeout(l.ctx, 4*l.opts.OpTimeout+l.opts.RepairInterval)
-		_ = l.repairPass(c) // counted in Stats; the next pass tries again
-		if err := l.retain(c); err != nil {
-			l.mu.Lock()
-			l.stats.RetainErrors++
-			l.mu.Unlock()
-		}
-		cancel()
 	}
 }
 

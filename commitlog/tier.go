@@ -127,23 +127,18 @@ const (
 	moveStepDone            // after the markers
 )
 
-// mover moves sealed segments in the background while the writer lives.
-func (l *Log) mover() {
-	every := max(l.opts.MoveAfter/4, time.Millisecond)
-	for sleep(l.ctx, every) == nil && !l.moverDone {
+// moveOnce moves the segments sealed long enough; the writer runs it every
+// MoveAfter/4 while it lives.
+func (l *Log) moveOnce() {
+	if l.moverDone {
+		return
+	}
+	c, cancel := context.WithTimeout(l.ctx, 4*l.opts.OpTimeout)
+	defer cancel()
+	if err := l.moveSealed(c); err != nil {
 		l.mu.Lock()
-		err := l.err
+		l.moves.Errors++
 		l.mu.Unlock()
-		if err != nil {
-			return
-		}
-		c, cancel := context.WithTimeout(l.ctx, 4*l.opts.OpTimeout)
-		if err := l.moveSealed(c); err != nil {
-			l.mu.Lock()
-			l.moves.Errors++
-			l.mu.Unlock()
-		}
-		cancel()
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -24,8 +26,17 @@ type Log struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu           sync.Mutex
-	cond         *sync.Cond    // pumps wait on it for work
+	mu   sync.Mutex
+	cond *sync.Cond // pumps wait on it for work
+	// pumping: the zone's pump runs. An idle pump returns (a process
+	// holds thousands of idle logs); kickLocked starts it again.
+	pumping []bool
+	// idleTimers close a zone's streams once its pump has been idle for
+	// StreamIdle; idleSpell counts the pump's idle spells, so that a
+	// timer set for one that has ended does nothing.
+	idleTimers   []*time.Timer
+	idleSpell    []int
+	timers       []*time.Timer // the mover's and the repairer's (see every)
 	changed      chan struct{} // closed (and replaced) when lac or err changes
 	next         int64         // offset of the next record appended
 	pending      [][]byte      // records not yet in a frame, ending at next-1
@@ -252,14 +263,16 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	if l.metrics, err = newWriterMetrics(l); err != nil {
 		return fail(err)
 	}
-	for i := range zones {
-		l.wg.Go(func() { l.pump(i) })
-	}
+	l.mu.Lock()
+	l.pumping, l.idleSpell = make([]bool, len(zones)), make([]int, len(zones))
+	l.idleTimers = make([]*time.Timer, len(zones))
+	l.kickLocked()
+	l.mu.Unlock()
 	if l.regional != nil {
-		l.wg.Go(l.mover)
+		l.every(max(o.MoveAfter/4, time.Millisecond), l.moveOnce)
 	}
 	if o.RepairInterval > 0 {
-		l.wg.Go(l.repairer)
+		l.every(o.RepairInterval, l.repairOnce)
 	}
 	if len(carry) > 0 {
 		// Records the old segment could not give W zones: they are the new
@@ -326,7 +339,7 @@ func (l *Log) Append(ctx context.Context, records ...[]byte) (int64, error) {
 	}
 	l.next += int64(len(records))
 	last := l.next - 1
-	l.cond.Broadcast()
+	l.kickLocked()
 	for l.lac < last {
 		if l.err != nil {
 			err := l.err
@@ -360,6 +373,13 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	l.cancel()
 	l.wg.Wait()
+	l.mu.Lock()
+	for _, t := range append(l.idleTimers, l.timers...) {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	l.mu.Unlock()
 	for _, z := range l.zones {
 		z.closeStreams(nil)
 	}
@@ -418,7 +438,7 @@ func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg
 			// other change may come to (a lost wakeup hung an Append).
 			time.AfterFunc(l.opts.RetryBackoff, func() {
 				l.mu.Lock()
-				l.cond.Broadcast()
+				l.kickLocked()
 				l.mu.Unlock()
 			})
 		} else if zs.sent > 1 {
@@ -427,7 +447,7 @@ func (l *Log) startSegment(ctx context.Context, k segKey, prev segKey) (*openSeg
 			// as a pump's append would (else no one acknowledges them).
 			l.ackLocked(seg)
 		}
-		l.cond.Broadcast()
+		l.kickLocked()
 		l.mu.Unlock()
 		ch <- result{z.idx, err}
 	}
@@ -585,6 +605,7 @@ func (l *Log) pump(i int) {
 	z := l.zones[i]
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.idleSpell[i]++ // the spell before this run, if any, is over
 	var last segKey
 	var prev *zoneSeg
 	for {
@@ -623,13 +644,17 @@ func (l *Log) pump(i int) {
 			}
 			if st := l.pipeOf(z, seg); st != nil {
 				if !l.sendLocked(z, seg, zs, st) {
+					if zs.inflight == 0 {
+						l.idleLocked(i)
+						return
+					}
 					l.cond.Wait()
 				}
 				continue
 			}
 			if zs.sent == len(seg.frames) {
-				l.cond.Wait()
-				continue
+				l.idleLocked(i)
+				return
 			}
 			to := len(seg.frames)
 			batch := frameBytes(seg.frames[zs.sent:])
@@ -654,7 +679,7 @@ func (l *Log) pump(i int) {
 		l.mu.Lock()
 		zs.busy = false
 		if seg.frozen {
-			l.cond.Broadcast() // a cut short waits for the appends in flight
+			l.kickLocked() // a cut short waits for the appends in flight
 		}
 		if err != nil {
 			if !l.zoneFailedLocked(seg, zs, err) {
@@ -664,8 +689,96 @@ func (l *Log) pump(i int) {
 		}
 		zs.fails = 0
 		l.ackLocked(seg)
-		l.cond.Broadcast()
+		l.kickLocked()
 	}
+}
+
+// kickLocked wakes the pumps for work: those waiting, and those that
+// returned idle, started again.
+func (l *Log) kickLocked() {
+	l.cond.Broadcast()
+	if l.err != nil || l.pumping == nil {
+		return // closing or fenced (Close waits for l.wg), or still opening
+	}
+	for i := range l.zones {
+		if !l.pumping[i] {
+			l.pumping[i] = true
+			l.wg.Go(func() { l.pump(i) })
+		}
+	}
+}
+
+// idleLocked ends zone i's pump, which has nothing to append and nothing
+// in flight: anything that gives it work kicks it again. Its streams close
+// once it has stayed idle for StreamIdle.
+func (l *Log) idleLocked(i int) {
+	l.pumping[i] = false
+	if l.opts.StreamIdle < 0 || !l.zones[i].holdsStreams() {
+		return
+	}
+	spell := l.idleSpell[i]
+	fire := func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.err != nil || l.pumping[i] || l.idleSpell[i] != spell || !l.quietLocked(i) {
+			return
+		}
+		// This goroutine stands for the pump while it closes the streams,
+		// so that no append starts on one being closed; it then runs the
+		// pump, which finds the work that came meanwhile, if any.
+		l.pumping[i] = true
+		l.wg.Go(func() {
+			l.zones[i].closeStreams(nil)
+			l.pump(i)
+		})
+	}
+	if t := l.idleTimers[i]; t != nil {
+		t.Stop()
+	}
+	l.idleTimers[i] = time.AfterFunc(l.opts.StreamIdle, fire)
+}
+
+// quietLocked reports that no create or append is under way on zone i, on
+// the open segment or on the one created ahead of its roll.
+func (l *Log) quietLocked(i int) bool {
+	seg := l.seg
+	if zs := seg.zs[i]; zs.busy || zs.inflight > 0 {
+		return false
+	}
+	if p := seg.next; p != nil {
+		select {
+		case <-p.done:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// every runs f every d while the writer lives, on a timer: no goroutine
+// waits between runs.
+func (l *Log) every(d time.Duration, f func()) {
+	var t atomic.Pointer[time.Timer]
+	run := func() {
+		l.mu.Lock()
+		live := l.err == nil
+		if live {
+			l.wg.Add(1) // before Close waits: it sets l.err first
+		}
+		l.mu.Unlock()
+		if !live {
+			return
+		}
+		defer l.wg.Done()
+		f()
+		t.Load().Reset(d)
+	}
+	// Armed only once stored, so run always finds it.
+	t.Store(time.AfterFunc(time.Duration(math.MaxInt64), run))
+	l.mu.Lock()
+	l.timers = append(l.timers, t.Load())
+	l.mu.Unlock()
+	t.Load().Reset(d)
 }
 
 // zoneFailedLocked handles the failure of an operation on a zone's copy of
@@ -690,7 +803,7 @@ func (l *Log) zoneFailedLocked(seg *openSeg, zs *zoneSeg, err error) bool {
 		if usable < l.opts.WriteQuorum {
 			l.cutShortLocked(seg)
 		}
-		l.cond.Broadcast()
+		l.kickLocked()
 		return true
 	}
 	if zs.sent > 0 {
@@ -702,7 +815,7 @@ func (l *Log) zoneFailedLocked(seg *openSeg, zs *zoneSeg, err error) bool {
 	zs.wakeAt = time.Now().Add(d)
 	time.AfterFunc(d, func() {
 		l.mu.Lock()
-		l.cond.Broadcast()
+		l.kickLocked()
 		l.mu.Unlock()
 	})
 	return true
@@ -752,13 +865,13 @@ func (l *Log) sendLocked(z *zone, seg *openSeg, zs *zoneSeg, st blob.PipelinedAp
 		zs.inflight--
 		if err != nil {
 			l.sendFailedLocked(z, seg, zs, st, err)
-			l.cond.Broadcast()
+			l.kickLocked()
 			return
 		}
 		l.appendedLocked(z, zs, to, end, batch, start)
 		zs.fails = 0
 		l.ackLocked(seg)
-		l.cond.Broadcast()
+		l.kickLocked()
 	}
 	l.mu.Unlock()
 	err := st.Send(ctx, batch, done)
@@ -973,7 +1086,7 @@ func (l *Log) scheduleLACLocked() {
 			l.appendFrameLocked(seg, encodeFrame(frameData, l.epoch, l.lac+1, l.lac, nil), seg.frames[len(seg.frames)-1].last)
 			l.stats.LACFrames++
 		}
-		l.cond.Broadcast()
+		l.kickLocked()
 	})
 }
 
@@ -1035,7 +1148,7 @@ func (l *Log) roll(seg *openSeg) {
 			if l.lacCut < l.lac {
 				l.scheduleLACLocked()
 			}
-			l.cond.Broadcast()
+			l.kickLocked()
 			l.mu.Unlock()
 			return
 		}

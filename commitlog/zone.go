@@ -272,6 +272,13 @@ func (z *zone) dropSegmentStream(k segKey) {
 	}
 }
 
+// holdsStreams reports that this process holds a stream on z.
+func (z *zone) holdsStreams() bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return len(z.streams) > 0
+}
+
 // closeStreams ends the streams of every segment before keep (all of them
 // if keep is nil); those of later segments, created ahead of their roll, stay.
 //
