@@ -340,8 +340,12 @@ func lackingErr(what string, need int, errs []error, amnesic []int) error {
 	if countNil(errs) < need {
 		return quorumErr(what, need, errs)
 	}
-	return fmt.Errorf("%w: %s needs %d of %d zones holding the log intact, %d answered, of which zones %v lack its intact marker (replaced or emptied, or down when the log began, until a writer's repair has given them what they could have held): %w",
-		ErrNotEnoughZones, what, need, len(errs), countNil(errs), amnesic, errors.Join(errs...))
+	err := fmt.Errorf("%w: %s needs %d of %d zones holding the log intact, %d answered, of which zones %v lack its intact marker (replaced or emptied, or down when the log began, until a writer's repair has given them what they could have held)",
+		ErrNotEnoughZones, what, need, len(errs), countNil(errs), amnesic)
+	if e := errors.Join(errs...); e != nil {
+		err = fmt.Errorf("%w: %w", err, e)
+	}
+	return err
 }
 
 // listChain lists the segments of the log from key from on (all if nil) on
@@ -472,12 +476,21 @@ func acquireEpoch(ctx context.Context, zones []*zone, timeout time.Duration) (ui
 			// One that did not answer is not known intact: not counted.
 			z.amnesic.Store(errs[i] != nil || !intact[i] && !fresh)
 		}
-		if countIntact(zones, errs) < majority {
-			return 0, intactErr("reading epochs", majority, zones, errs)
-		}
 		e := max(slices.Max(maxes), floor) + 1
 		if e > maxSegEpoch {
 			return 0, fmt.Errorf("commitlog: no epoch left to claim: %d is past the %d a segment name holds", e, uint64(maxSegEpoch))
+		}
+		if countIntact(zones, errs) < majority {
+			if countNil(errs) == len(zones) {
+				ok, err := neverWritten(ctx, zones, timeout, e)
+				if err != nil {
+					return 0, err
+				}
+				if ok {
+					return e, nil
+				}
+			}
+			return 0, intactErr("reading epochs", majority, zones, errs)
 		}
 		errs = onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
 			if err := z.createEpoch(ctx, e); err != nil {
@@ -504,6 +517,51 @@ func acquireEpoch(ctx context.Context, zones []*zone, timeout time.Duration) (ui
 			return 0, quorumErr("claiming an epoch", majority, errs)
 		}
 	}
+}
+
+// neverWritten handles a log whose first Opens all failed part way: one
+// wrote the marker on some zones and not on a majority (a write timed out),
+// so that no later Open counts the others intact, and the log could never
+// be opened. Such a log never held a record: a successful Open creates its
+// first segment on W zones before it returns. So neverWritten claims e on a
+// majority (every Open that has not yet checked its epoch is fenced from
+// then on, and never acknowledges a record), then lists every zone: if none
+// holds a segment, no record was ever acknowledged, and every zone holds
+// the log intact; it gets the marker. It reports whether e is claimed and a
+// majority holds the marker; false (and no error) if the log has segments,
+// whose zones without the marker stay amnesic.
+func neverWritten(ctx context.Context, zones []*zone, timeout time.Duration, e uint64) (bool, error) {
+	majority := len(zones)/2 + 1
+	errs := onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
+		return z.createEpoch(ctx, e)
+	})
+	if countNil(errs) < majority {
+		return false, quorumErr("claiming an epoch", majority, errs)
+	}
+	segs := make([]int, len(zones))
+	errs = onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
+		ks, err := z.listSegments(ctx, nil)
+		segs[z.idx] = len(ks)
+		return err
+	})
+	if countNil(errs) < len(zones) {
+		return false, quorumErr("listing the segments of a log without its intact marker", len(zones), errs)
+	}
+	if slices.Max(segs) > 0 {
+		return false, nil
+	}
+	errs = onAll(ctx, zones, timeout, func(ctx context.Context, z *zone) error {
+		err := z.createEpoch(ctx, intactEpoch)
+		if errors.Is(err, blob.ErrExists) {
+			err = nil
+		}
+		z.amnesic.Store(err != nil)
+		return err
+	})
+	if countNil(errs) < majority {
+		return false, quorumErr("writing the intact marker", majority, errs)
+	}
+	return true, nil
 }
 
 // checkEpoch fails with ErrFenced if a zone shows an epoch above e, and

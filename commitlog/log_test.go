@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
@@ -288,5 +289,59 @@ func TestAzurePremium(t *testing.T) {
 		if string(rec.Data) != fmt.Sprint(i) {
 			t.Fatalf("record %d = %q", i, rec.Data)
 		}
+	}
+}
+
+// The first Open of a log writes the intact marker on every zone; when that
+// write fails on a majority (a timeout under load), the Open fails, and a
+// zone without the marker is amnesic to every later Open. Such a log never
+// held a record (a successful Open creates its first segment on W zones
+// before it returns), so the next Open, finding no segment on any zone
+// after it claimed its epoch, gives every zone the marker and opens it. A
+// log that has a segment does not: its zones without the marker stay
+// amnesic.
+func TestFirstOpenFailsAtTheMarker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inner := memZones(t, 3)
+	stores, faults := wrapAll(inner, 5)
+	opts := &Options{Slots: true, OpTimeout: 5 * time.Second}
+	var ids []fault.RuleID
+	for i := range 2 {
+		ids = append(ids, faults[i].Add(fault.Rule{Op: fault.OpCommit, KeyPrefix: "L/epoch/00000000000000000000"}))
+	}
+	if _, err := Open(ctx, stores, "L", opts); err == nil {
+		t.Fatal("an Open whose marker writes failed on zones 0 and 1 succeeded")
+	}
+	for i, id := range ids {
+		faults[i].Remove(id)
+	}
+	for i, s := range inner {
+		ok, err := blob.Exists(ctx, s, "L/epoch/00000000000000000000")
+		if err != nil || ok != (i == 2) {
+			t.Fatalf("zone %d holds the marker: %v, %v; want it on zone 2 alone", i, ok, err)
+		}
+	}
+	l, err := Open(ctx, stores, "L", opts)
+	if err != nil {
+		t.Fatalf("an Open after a first Open that failed at the marker: %v", err)
+	}
+	if off, err := l.Append(ctx, []byte("r0")); err != nil || off != 0 {
+		t.Fatalf("append: %d, %v", off, err)
+	}
+	l.Close()
+	for i, s := range inner {
+		if ok, err := blob.Exists(ctx, s, "L/epoch/00000000000000000000"); err != nil || !ok {
+			t.Fatalf("zone %d holds the marker: %v, %v", i, ok, err)
+		}
+	}
+	// With a segment, zones without the marker stay amnesic.
+	for i := range 2 {
+		if err := inner[i].Delete(ctx, "L/epoch/00000000000000000000", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(ctx, stores, "L", opts); !errors.Is(err, ErrNotEnoughZones) {
+		t.Fatalf("an Open of a log with a segment and the marker on one zone of three: %v, want ErrNotEnoughZones", err)
 	}
 }
