@@ -113,9 +113,17 @@ type Retirer interface {
 }
 
 // Holding is what a Retirer's Survey found: opaque but for the attributes
-// of the version a majority holds (nil when none).
+// of the version a majority holds (nil when none), and whether a replica
+// may hold an older one.
 type Holding interface {
 	Attributes() *Attributes
+	// OlderLeft reports whether a replica may hold a version older than
+	// the one found: it does not answer (replicas the survey did not hear
+	// from are asked now), or it missed the version found. A retirement
+	// of the version found leaves that older one, which the store may then
+	// show again: a caller that keeps nothing elsewhere of what the version
+	// meant retires it only when this is false.
+	OlderLeft(ctx context.Context) bool
 }
 
 // Retired is what a Retire did.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -49,6 +50,7 @@ type Holding struct {
 	key    string
 	cur    *rstate
 	states []rstate
+	s      *Store
 }
 
 // Attributes returns the attributes of the key's chosen version, or nil if
@@ -58,6 +60,35 @@ func (h *Holding) Attributes() *blob.Attributes {
 		return nil
 	}
 	return publicAttrs(h.cur)
+}
+
+// OlderLeft reports whether a replica may hold a version older than the
+// chosen one: one that does not answer, or holds an older version (a write
+// it missed) or an older round's promise (whose accept may still land).
+// Once the chosen version's copies are retired, a majority read that hears
+// such a replica settles its version back. Each replica the survey did not
+// hear from is stat'ed now (one Stat each).
+func (h *Holding) OlderLeft(ctx context.Context) bool {
+	xs := slices.Clip(h.states)
+	for _, r := range h.s.reps {
+		if !slices.ContainsFunc(h.states, func(x rstate) bool { return x.r == r }) {
+			xs = append(xs, h.s.statReplica(ctx, r, h.key))
+		}
+	}
+	for _, x := range xs {
+		switch {
+		case !x.ok():
+			return true
+		case x.kind == absent:
+		case x.kind == empty:
+			if x.prom < h.cur.acc {
+				return true
+			}
+		case x.acc < h.cur.acc:
+			return true
+		}
+	}
+	return false
 }
 
 // Survey stats key on every replica that answers within a moment of a
@@ -75,7 +106,7 @@ func (s *Store) Survey(ctx context.Context, key string) (blob.Holding, error) {
 		}
 		cur := highest(xs)
 		if countAcc(xs, cur.acc) >= s.maj || cur.acc == "" {
-			return &Holding{key: key, cur: cur, states: xs}, nil
+			return &Holding{key: key, cur: cur, states: xs, s: s}, nil
 		}
 		if attempt == roundAttempts-1 {
 			return nil, blob.Errorf("survey", key, nil, "%w: the key's replicas keep changing", ErrNoQuorum)

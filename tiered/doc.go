@@ -124,7 +124,9 @@
 // of its generation (Stats.Graves, Stats.GravesRetired). Over a
 // quorum the grave is a consensus write like any other, so a Delete whose
 // write fails with its outcome unknown may take effect later, as any
-// quorum write may. Without packs, a Delete of a version too young for
+// quorum write may; and it is retired only once no replica may still hold
+// the version it deleted (Holding.OlderLeft: a replica that missed the
+// grave keeps it until repair brings the grave there). Without packs, a Delete of a version too young for
 // any move removes it from hot, after the cold object it shadows.
 //
 // # Packs

@@ -164,13 +164,21 @@ func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
 	if s.ret != nil {
 		// Over a quorum, a grave's conditional Delete would be a consensus
 		// round; a retirement deletes each replica's copy, for free, and
-		// never a newer version. A copy it leaves, or one a read settles
-		// back, is harmless: it reads as no object, which is what the key
-		// is, and once a newer version is packed it is at or below it
-		// (staleHot sets it aside).
+		// never a newer version. A copy of the grave it leaves, or one a
+		// read settles back, is harmless: it reads as no object, which is
+		// what the key is, and once a newer version is packed it is at or
+		// below it (staleHot sets it aside). Not so the version the grave
+		// deleted, on a replica that missed the grave: nothing but the
+		// grave says it is dead, so once the grave's copies are gone a
+		// majority read that hears that replica settles it back. The
+		// grave is retired only when no replica may hold an older version;
+		// until repair brings it to such a replica, a later pass retries.
 		h, err := s.ret.Survey(ctx, g.key)
 		if err != nil {
 			return err
+		}
+		if h.OlderLeft(ctx) {
+			return nil
 		}
 		if err := s.fence(ctx); err != nil {
 			return err
