@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"hash/crc32"
-	"sort"
 	"strings"
 	"time"
 
@@ -74,7 +73,7 @@ func (s *Server) deleteObject(ctx context.Context, req msg) (msg, error) {
 	if err := condsFrom(req).check(o); err != nil {
 		return msg{}, err
 	}
-	delete(b.objects, o.name)
+	b.deleteLocked(o.name)
 	s.store.release(int64(len(o.data)))
 	s.stats.deleted.Add(1)
 	return newMsg("google.protobuf.Empty"), nil
@@ -116,13 +115,13 @@ func (s *Server) listObjects(ctx context.Context, req msg) (msg, error) {
 	if err != nil {
 		return msg{}, err
 	}
-	names := make([]string, 0, len(b.objects))
-	for n := range b.objects {
-		if strings.HasPrefix(n, prefix) && n >= start && (end == "" || n < end) {
-			names = append(names, n)
+	var names []string
+	for _, n := range b.namesFrom(max(prefix, start)) {
+		if !strings.HasPrefix(n, prefix) || end != "" && n >= end {
+			break
 		}
+		names = append(names, n)
 	}
-	sort.Strings(names)
 
 	resp := newMsg("ListObjectsResponse")
 	now := time.Now()
@@ -375,11 +374,11 @@ func (s *Server) moveObject(ctx context.Context, req msg) (msg, error) {
 	if old, ok := b.objects[dstName]; ok && old != src {
 		s.store.release(int64(len(old.data)))
 	}
-	delete(b.objects, src.name)
+	b.deleteLocked(src.name)
 	src.name = dstName
 	src.generation = s.store.nextGen()
 	src.updated = time.Now().UTC()
-	b.objects[dstName] = src
+	b.putLocked(dstName, src)
 	return src.toProto(), nil
 }
 

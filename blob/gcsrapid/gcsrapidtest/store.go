@@ -4,6 +4,7 @@ import (
 	"crypto/md5"
 	"crypto/rand"
 	"hash/crc32"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,6 +107,36 @@ type bucket struct {
 	zonal   bool
 	created time.Time
 	objects map[string]*object
+	// names are the keys of objects, sorted, so that a listing finds its
+	// prefix by binary search rather than scanning the bucket: a process
+	// holding thousands of logs lists often in a bucket of many objects.
+	names []string
+}
+
+// putLocked makes o the object named name.
+func (b *bucket) putLocked(name string, o *object) {
+	if _, ok := b.objects[name]; !ok {
+		i, _ := slices.BinarySearch(b.names, name)
+		b.names = slices.Insert(b.names, i, name)
+	}
+	b.objects[name] = o
+}
+
+// deleteLocked removes the object named name.
+func (b *bucket) deleteLocked(name string) {
+	if _, ok := b.objects[name]; !ok {
+		return
+	}
+	delete(b.objects, name)
+	if i, found := slices.BinarySearch(b.names, name); found {
+		b.names = slices.Delete(b.names, i, i+1)
+	}
+}
+
+// namesFrom returns the sorted names at or after from.
+func (b *bucket) namesFrom(from string) []string {
+	i, _ := slices.BinarySearch(b.names, from)
+	return b.names[i:]
 }
 
 // upload is a resumable upload session (StartResumableWrite).
@@ -346,7 +377,7 @@ func (s *store) commitLocked(b *bucket, o *object) {
 	if old, ok := b.objects[o.name]; ok && old != o {
 		s.release(int64(len(old.data)))
 	}
-	b.objects[o.name] = o
+	b.putLocked(o.name, o)
 }
 
 func finalizeLocked(o *object, wholeMD5 bool) {
