@@ -521,10 +521,11 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 		if prev.IsZero() || time.Since(prev) < c.staleAfter() || attempt == 3 {
 			return nil
 		}
-		if _, inPass := ctx.Value(passKey{}).(*passHold); full && inPass && c.s.fence(ctx) == nil {
-			// Listed by the lease's holder, which still holds it: log
-			// objects are removed only by passes, which do not overlap
-			// (see the lease), so none was removed while this one listed.
+		if shard, inPass := passShard(ctx); full && inPass && shard == 0 && c.s.fence(ctx) == nil {
+			// Listed by the holder of shard 0's lease, which still holds
+			// it: log objects are removed only by shard 0's passes
+			// (maintainPacks), which do not overlap (see the lease), so
+			// none was removed while this one listed.
 			return nil
 		}
 		// Even a full listing that ends that late may have listed a pack

@@ -2,6 +2,7 @@ package tiered
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +19,7 @@ import (
 
 // Stats is the compactor's progress since the Store was made.
 type Stats struct {
-	Passes       int64 // compaction passes completed
+	Passes       int64 // compaction passes completed (one per shard)
 	MovedObjects int64 // objects moved to cold and deleted from hot
 	MovedBytes   int64
 	// Conflicts counts moves abandoned because the user overwrote or deleted
@@ -82,7 +83,7 @@ type statsCounters struct {
 	retired, unretired, staleHot, missesChecked            atomic.Int64
 	graves, gravesRetired, corruptReads                    atomic.Int64
 	mu                                                     sync.Mutex
-	lag                                                    time.Duration
+	lag                                                    map[int]time.Duration // by shard
 	lastPass                                               time.Time
 	lastTook                                               time.Duration
 	lastErr                                                string
@@ -104,10 +105,13 @@ func (s *Store) Stats() Stats {
 		Graves:        c.graves.Load(), GravesRetired: c.gravesRetired.Load(),
 	}
 	st.IndexCacheBytes, st.IndexesCached = s.cat.cache.size()
-	st.Lease = s.lease.stats()
+	st.Lease = s.leaseStats()
 	st.Damaged, st.Foreign, st.CorruptReads = s.cat.damagedNames(), s.cat.foreign.Load(), c.corruptReads.Load()
 	c.mu.Lock()
-	st.Lag, st.LastPass, st.LastPassTook, st.LastError = c.lag, c.lastPass, c.lastTook, c.lastErr
+	for _, lag := range c.lag {
+		st.Lag = max(st.Lag, lag)
+	}
+	st.LastPass, st.LastPassTook, st.LastError = c.lastPass, c.lastTook, c.lastErr
 	c.mu.Unlock()
 	return st
 }
@@ -135,16 +139,38 @@ func (s *Store) fail(err error) {
 
 func (s *Store) run(ctx context.Context) {
 	defer close(s.done)
+	var wg sync.WaitGroup
+	for _, l := range s.leases {
+		wg.Go(func() { s.runShard(ctx, l) })
+	}
+	wg.Wait()
+}
+
+// runShard runs the passes of l's shard while this Store holds its lease.
+func (s *Store) runShard(ctx context.Context, l *lease) {
 	t := time.NewTicker(s.opts.Interval)
 	defer t.Stop()
 	for {
 		// Only the lease's holder runs passes; the keeper takes the lease
-		// when it is free.
-		if pctx, done, ok := s.lease.passContext(ctx); ok {
+		// when it is free, and gives it up once no pass runs under it
+		// when another process asked for the shard.
+		if pctx, done, ok := l.passContext(ctx); ok && !l.isLeaving() {
 			s.tracePass(pctx)
 			done()
+			if l.isLeaving() {
+				l.releaseIfIdle(context.WithoutCancel(ctx))
+			}
 		} else {
-			s.lease.skipped.Add(1)
+			if ok {
+				done()
+			}
+			l.skipped.Add(1)
+			if len(s.leases) > 1 {
+				// Another process's shard now: its lag is for it to say.
+				s.stats.mu.Lock()
+				delete(s.stats.lag, l.shard)
+				s.stats.mu.Unlock()
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -164,26 +190,74 @@ type PassResult struct {
 // CompactOnce runs one compaction pass now: every hot object older than After
 // is moved to cold, at most Concurrency at a time and within the rate limits.
 // It runs only under the compactor lease: if another process holds it, the
-// pass is not run and Err says who holds it. It is safe to call while the
-// background compactor runs (a key being moved by one is skipped by the
-// other).
+// pass is not run and Err says who holds it. With several shards, it runs
+// a pass of each shard whose lease this Store holds or can take, at once,
+// and Err says which shards another process holds (unless a pass failed).
+// It is safe to call while the background compactor runs (a key being moved
+// by one is skipped by the other).
 func (s *Store) CompactOnce(ctx context.Context) PassResult {
+	if s.life.Closed() {
+		return PassResult{Err: driver.ClosedError("compact", "")}
+	}
+	if shard, inPass := passShard(ctx); inPass {
+		return s.compactShard(ctx, shard)
+	}
+	hold := func(l *lease) (func() PassResult, error) {
+		pctx, done, err := s.holdLease(ctx, l)
+		if err != nil {
+			l.skipped.Add(1)
+			return nil, err
+		}
+		return func() PassResult {
+			defer done()
+			return s.compactShard(pctx, l.shard)
+		}, nil
+	}
+	run, err := hold(s.leases[0])
+	if len(s.leases) == 1 || errors.Is(err, errLayout) {
+		if err != nil {
+			return PassResult{Err: err}
+		}
+		return run()
+	}
+	// Shard 0's lease is taken first, as it names the layout that the
+	// others' check (see the lease); the passes run at once.
+	results := make([]PassResult, len(s.leases))
+	var wg sync.WaitGroup
+	for i, l := range s.leases {
+		run, err := run, err
+		wg.Go(func() {
+			if i > 0 {
+				run, err = hold(l)
+			}
+			if err != nil {
+				results[i].Err = err
+				return
+			}
+			results[i] = run()
+		})
+	}
+	wg.Wait()
+	var res PassResult
+	var skipped error
+	for _, r := range results {
+		res.Moved, res.Bytes, res.Conflicts, res.Busy, res.Failed = res.Moved+r.Moved, res.Bytes+r.Bytes, res.Conflicts+r.Conflicts, res.Busy+r.Busy, res.Failed+r.Failed
+		switch {
+		case r.Err == nil:
+		case errors.Is(r.Err, errNotHolder) && r.Moved+r.Failed == 0:
+			skipped = cmpErr(skipped, r.Err)
+		default:
+			res.Err = cmpErr(res.Err, r.Err)
+		}
+	}
+	res.Err = cmp.Or(res.Err, skipped)
+	return res
+}
+
+// compactShard runs one pass of shard, under its lease (ctx).
+func (s *Store) compactShard(ctx context.Context, shard int) PassResult {
 	start := s.opts.Now()
 	var res PassResult
-	if s.life.Closed() {
-		res.Err = driver.ClosedError("compact", "")
-		return res
-	}
-	if _, inPass := ctx.Value(passKey{}).(*passHold); !inPass {
-		pctx, done, err := s.holdLease(ctx)
-		if err != nil {
-			s.lease.skipped.Add(1)
-			res.Err = err
-			return res
-		}
-		defer done()
-		ctx = pctx
-	}
 	var mu sync.Mutex
 	note := func(o moveOutcome, size int64, err error) {
 		mu.Lock()
@@ -204,11 +278,11 @@ func (s *Store) CompactOnce(ctx context.Context) PassResult {
 			}
 		}
 	}
-	s.recoverMarkers(ctx)
+	s.recoverMarkers(ctx, shard)
 	if s.packing() {
-		s.compactPacks(ctx, &res, note)
+		s.compactPacks(ctx, shard, &res, note)
 	} else {
-		s.compactEach(ctx, note)
+		s.compactEach(ctx, shard, note)
 	}
 	if cause := context.Cause(ctx); res.Err == nil && errors.Is(cause, errNotHolder) {
 		// Cut short by the lease's loss: the moves it skipped were not
@@ -222,10 +296,10 @@ func (s *Store) CompactOnce(ctx context.Context) PassResult {
 	return res
 }
 
-// compactPacks moves the objects older than After in packs of at most
-// PackMaxObjects and about PackMaxBytes, each object larger than
-// PackMaxBytes on its own, then maintains the packs.
-func (s *Store) compactPacks(ctx context.Context, res *PassResult, note func(moveOutcome, int64, error)) {
+// compactPacks moves the objects of shard older than After in packs of at
+// most PackMaxObjects and about PackMaxBytes, each object larger than
+// PackMaxBytes on its own, then, in shard 0's pass, maintains the packs.
+func (s *Store) compactPacks(ctx context.Context, shard int, res *PassResult, note func(moveOutcome, int64, error)) {
 	var batch []blob.ListObject
 	var batchBytes int64
 	var oldest time.Time
@@ -247,7 +321,7 @@ func (s *Store) compactPacks(ctx context.Context, res *PassResult, note func(mov
 		res.Bytes += int(size)
 		batch, batchBytes = batch[:0], 0
 	}
-	for obj := range s.eligible(ctx, note) {
+	for obj := range s.eligible(ctx, shard, note) {
 		if obj.Size > s.opts.PackMaxBytes {
 			o, size, err := s.moveKey(ctx, obj.Key)
 			if err != nil && ctx.Err() == nil {
@@ -268,19 +342,24 @@ func (s *Store) compactPacks(ctx context.Context, res *PassResult, note func(mov
 		}
 	}
 	flush()
-	if ctx.Err() == nil {
+	// The pack log's maintenance (rewrites, the removal of tombstones, the
+	// inventory) is shard 0's: the only pass that removes log objects,
+	// and the one writer of the inventory, whatever the shards (see
+	// maintainPacks).
+	if ctx.Err() == nil && shard == 0 {
 		if err := s.maintainPacks(ctx); err != nil && ctx.Err() == nil {
 			s.fail(err)
 			note(none, 0, err)
 		}
 	}
-	s.setLag(oldest)
+	s.setLag(shard, oldest)
 }
 
-// eligible yields the hot objects a pass moves (older than After, not
-// markers), each once the rate limits allow it; a failed listing is noted
-// and ends the pass's walk.
-func (s *Store) eligible(ctx context.Context, note func(moveOutcome, int64, error)) iter.Seq[blob.ListObject] {
+// eligible yields the hot objects a pass of shard moves (of the shard,
+// older than After, not markers), each once the rate limits allow it; a
+// failed listing is noted and ends the pass's walk. Each shard's pass
+// lists all of hot: a shard is a set of keys, not a range.
+func (s *Store) eligible(ctx context.Context, shard int, note func(moveOutcome, int64, error)) iter.Seq[blob.ListObject] {
 	return func(yield func(blob.ListObject) bool) {
 		// Graves old enough are retired together after the walk: one
 		// tombstone carries all their kills.
@@ -299,7 +378,7 @@ func (s *Store) eligible(ctx context.Context, note func(moveOutcome, int64, erro
 				}
 				return
 			}
-			if obj.IsDir || isMarker(obj.Key) || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
+			if obj.IsDir || isMarker(obj.Key) || !s.inShard(obj.Key, shard) || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
 				continue
 			}
 			if obj.Size == 0 {
@@ -319,23 +398,26 @@ func (s *Store) eligible(ctx context.Context, note func(moveOutcome, int64, erro
 	}
 }
 
-func (s *Store) setLag(oldest time.Time) {
+func (s *Store) setLag(shard int, oldest time.Time) {
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
-	s.stats.lag = 0
+	if s.stats.lag == nil {
+		s.stats.lag = map[int]time.Duration{}
+	}
+	s.stats.lag[shard] = 0
 	if !oldest.IsZero() {
-		s.stats.lag = max(s.opts.Now().Sub(oldest)-s.opts.After, 0)
+		s.stats.lag[shard] = max(s.opts.Now().Sub(oldest)-s.opts.After, 0)
 	}
 }
 
-// compactEach moves the objects older than After one by one, at most
-// Concurrency at a time.
-func (s *Store) compactEach(ctx context.Context, note func(moveOutcome, int64, error)) {
+// compactEach moves the objects of shard older than After one by one, at
+// most Concurrency at a time.
+func (s *Store) compactEach(ctx context.Context, shard int, note func(moveOutcome, int64, error)) {
 	var mu sync.Mutex
 	sem := make(chan struct{}, s.opts.Concurrency)
 	var wg sync.WaitGroup
 	var oldest time.Time
-	for obj := range s.eligible(ctx, note) {
+	for obj := range s.eligible(ctx, shard, note) {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -362,7 +444,7 @@ func (s *Store) compactEach(ctx context.Context, note func(moveOutcome, int64, e
 		})
 	}
 	wg.Wait()
-	s.setLag(oldest)
+	s.setLag(shard, oldest)
 }
 
 type moveOutcome int

@@ -3,6 +3,7 @@ package tiered_test
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -13,14 +14,15 @@ import (
 )
 
 // aggressiveURL moves every object as soon as it is written, checking for
-// work every millisecond, so the suite runs against objects in mid move.
-func aggressiveURL() string {
-	q := url.Values{"hot": {"mem://"}, "cold": {"mem://"}, "after": {"0"}, "interval": {"1ms"}}
+// work every millisecond, so the suite runs against objects in mid move,
+// in shards compaction shards.
+func aggressiveURL(shards int) string {
+	q := url.Values{"hot": {"mem://"}, "cold": {"mem://"}, "after": {"0"}, "interval": {"1ms"}, "shards": {strconv.Itoa(shards)}}
 	return "tiered://?" + q.Encode()
 }
 
-func openAggressive(ctx context.Context, t *testing.T) blob.Store {
-	s, err := blob.Open(ctx, aggressiveURL())
+func openAggressive(ctx context.Context, t *testing.T, shards int) blob.Store {
+	s, err := blob.Open(ctx, aggressiveURL(shards))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +61,16 @@ func (w *movingWriter) Close() error {
 	return err
 }
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { testConformance(t, 1) }
+
+// With four shards, whose passes run at once.
+func TestConformanceSharded(t *testing.T) { testConformance(t, 4) }
+
+func testConformance(t *testing.T, shards int) {
 	var stores []*tiered.Store
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			s := openAggressive(ctx, t)
+			s := openAggressive(ctx, t, shards)
 			stores = append(stores, s.(*tiered.Store))
 			return movingStore{s.(*tiered.Store), new(atomic.Int64)}
 		},
@@ -86,7 +93,7 @@ func TestGocloudDrivertest(t *testing.T) {
 	var stores []*tiered.Store
 	conformance.RunGocloud(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			s := openAggressive(ctx, t)
+			s := openAggressive(ctx, t, 1)
 			stores = append(stores, s.(*tiered.Store))
 			return s
 		},

@@ -14,8 +14,8 @@
 // unknown parameters are an error): hot, cold, after (0 moves at once),
 // interval, concurrency, max_objects_per_second, max_bytes_per_second,
 // move_timeout, manual, pack_max_objects (-1 turns packs off),
-// pack_max_bytes, pack_min_live_percent, max_clock_skew; all are checked
-// before any I/O. The scheme is registered on blob.Open and on gocloud's
+// pack_max_bytes, pack_min_live_percent, max_clock_skew, lease, lease_in,
+// shards, index_cache_bytes; all are checked before any I/O. The scheme is registered on blob.Open and on gocloud's
 // blob.DefaultURLMux.
 //
 // # Operations
@@ -315,6 +315,35 @@
 // three compacting processes, and TestCompactorLease a holder paused past
 // its lease.
 //
+// When one holder's pass rate is the limit, Options.Shards (shards=) splits
+// the keys into shards, by HashShard or Options.ShardOf, each compacted
+// under a lease of its own by whichever process holds it: a pass moves,
+// packs and recovers the keys of its shard only, every write it makes is
+// fenced by that shard's epoch, and a pack never holds keys of two shards.
+// So two compactors never run passes of one shard at once, and passes of
+// different shards never write one key, marker or pack. What they share is
+// the pack log, and it stays correct with several writers: packs and
+// tombstones are new objects, of names no other process chooses, and a
+// kill applies to a version in any pack, whoever wrote it; the log's
+// maintenance (pack rewrites, the removal of tombstones, the inventory,
+// which is written on condition of its generation) and the removal of
+// abandoned locks are shard 0's alone, so they have one writer at a time
+// as before. Each process holds shards up to its share of the processes it
+// sees in the leases, and one short of two or more asks the process with
+// the most for one (its name in that lease): the holder releases it to it
+// once its pass has ended. A process that dies or closes leaves its shards
+// to the others, as with one lease. Shard 0's lease records the number of
+// shards, and a process whose Shards differs runs no pass (its CompactOnce
+// and Stats.LastError say why) until none of the others' leases has been
+// held for LeaseDuration; it then takes over with its own. Stats.Lease.Shards
+// says who holds each shard and since when, and the lease metrics carry the
+// shard (and holder) as attributes. TestShardedCompaction checks four
+// processes over four shards, TestShardHolderPaused a shard's holder paused
+// past its lease, TestShardsDiffer processes that disagree, and
+// TestLinearizable histories of three compactors over two shards. Each
+// holder lists all of hot to find its shard's objects (a shard is a set of
+// keys, not a range).
+//
 // # A move (each object on its own)
 //
 // For each hot object older than After, at most Concurrency at a time and
@@ -372,9 +401,10 @@
 //     again. An IfNotExist write's object absent from hot when the check
 //     began would have to be created and moved within one write to fool
 //     it, and objects younger than After are never moved.
-//   - Two compactors: the compactor lease runs one at a time (see
-//     Compactors); a marker is written IfNotExist besides, so two never
-//     move one key at once. Owner must differ between live processes.
+//   - Two compactors: the compactor lease runs one at a time (one per
+//     shard: see Compactors); a marker is written IfNotExist besides, so
+//     two never move one key at once. Owner must differ between live
+//     processes.
 //
 // Deletes and conditional operations in any process are linearizable
 // (TestLinearizable checks them from three processes over mem, a quorum

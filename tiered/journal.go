@@ -128,10 +128,11 @@ func (s *Store) noteDelete(ctx context.Context, key, deleted string) error {
 	return blob.Errorf(driver.OpDelete, key, nil, "tiered: move marker kept changing")
 }
 
-// recoverMarkers finishes what moves left behind: markers of this Store's
-// failed moves and of moves whose process crashed (same Owner, or older than
-// twice MoveTimeout, after which their process can no longer commit).
-func (s *Store) recoverMarkers(ctx context.Context) {
+// recoverMarkers finishes what moves of shard's keys left behind: markers
+// of this Store's failed moves and of moves whose process crashed (same
+// Owner, or older than twice MoveTimeout, after which their process can no
+// longer commit). Locks left behind are shard 0's to remove.
+func (s *Store) recoverMarkers(ctx context.Context, shard int) {
 	for obj, err := range blob.All(ctx, s.hot, &blob.ListOptions{Prefix: markerPrefix}) {
 		if err != nil {
 			if ctx.Err() == nil {
@@ -139,14 +140,17 @@ func (s *Store) recoverMarkers(ctx context.Context) {
 			}
 			return
 		}
-		if obj.Key == leaseKey {
-			continue // the compactor lease, when it lives in hot
+		if isLeaseKey(obj.Key) {
+			continue // the compactor leases, when they live in hot
 		}
-		recover := s.recoverMarker
-		if isLock(obj.Key) {
-			recover = s.recoverLock
+		var err error
+		switch {
+		case isLock(obj.Key) && shard == 0:
+			err = s.recoverLock(ctx, obj)
+		case !isLock(obj.Key):
+			err = s.recoverMarker(ctx, obj, shard)
 		}
-		if err := recover(ctx, obj); err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil {
 			s.fail(err)
 		}
 	}
@@ -160,7 +164,7 @@ func (s *Store) recoverMarkers(ctx context.Context) {
 			}
 			return
 		}
-		if err := s.recoverBatch(ctx, obj); err != nil && ctx.Err() == nil {
+		if err := s.recoverBatch(ctx, obj, shard); err != nil && ctx.Err() == nil {
 			s.fail(err)
 		}
 	}
@@ -173,7 +177,7 @@ type resolver interface {
 	Resolve(ctx context.Context, key string) error
 }
 
-func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject) error {
+func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject, shard int) error {
 	b, err := blob.ReadAll(ctx, s.hot, obj.Key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil
@@ -183,6 +187,9 @@ func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject) error {
 	var m marker
 	if err := json.Unmarshal(b, &m); err != nil || markerKey(m.Key) != obj.Key {
 		return blob.Errorf("recover", obj.Key, blob.ErrInvalidArgument, "malformed move marker")
+	}
+	if !s.inShard(m.Key, shard) {
+		return nil // another shard's, recovered under its lease
 	}
 	if m.Owner != s.opts.Owner && s.opts.Now().Sub(m.Time) < 2*s.opts.MoveTimeout {
 		return nil // another process may still be moving it

@@ -155,7 +155,7 @@ func TestLinearizable(t *testing.T) {
 				name = hotKind + "/packs"
 			}
 			t.Run(name, func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { runLinearizable(t, seed, hotKind, packs, 1) })
+				synctest.Test(t, func(t *testing.T) { runLinearizable(t, seed, hotKind, packs, 1, 1) })
 			})
 		}
 	}
@@ -164,12 +164,20 @@ func TestLinearizable(t *testing.T) {
 	// each pass gives it up after, so the holder changes all through.
 	for _, hotKind := range []string{"mem", "quorum"} {
 		t.Run(hotKind+"/packs/three-compactors", func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runLinearizable(t, seed, hotKind, 3, 3) })
+			synctest.Test(t, func(t *testing.T) { runLinearizable(t, seed, hotKind, 3, 3, 1) })
+		})
+	}
+	// The keys in two shards (a and c in one, b in the other), each under
+	// a lease of its own: the passes of different shards run at once, in
+	// one process or two, and their holders change all through.
+	for _, hotKind := range []string{"mem", "quorum"} {
+		t.Run(hotKind+"/packs/three-compactors/two-shards", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { runLinearizable(t, seed, hotKind, 3, 3, 2) })
 		})
 	}
 }
 
-func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, compactors int) {
+func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, compactors, shards int) {
 	const processes = 3
 	slowRead := latency.Dist{P50: time.Millisecond, P99: 6 * time.Millisecond}
 	var replicas []*fault.Store
@@ -227,7 +235,7 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, com
 	}
 	var stores []*tiered.Store
 	for p := range processes {
-		stores = append(stores, manualWith(t, hotFor(p), coldOf[p], tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10, Owner: fmt.Sprint("process-", p), LeaseStore: coldOf[p], LeaseDuration: time.Second}))
+		stores = append(stores, manualWith(t, hotFor(p), coldOf[p], tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10, Owner: fmt.Sprint("process-", p), LeaseStore: coldOf[p], LeaseDuration: time.Second, Shards: shards}))
 	}
 	h := &history{}
 	keys := []string{"a", "b", "c"}
@@ -371,6 +379,20 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, com
 		t.Logf("%d epochs of the compactor lease among %d compacting processes; process 1 paused %d times, process 2 cut off from cold %d times", handovers.Load(), compactors, pauses.Load(), cuts.Load())
 		if handovers.Load() < 3 {
 			t.Errorf("the lease changed hands %d times: the compactors did not take turns", handovers.Load())
+		}
+		byShard := make([]int64, shards)
+		for _, s := range stores {
+			for _, l := range s.Stats().Lease.Shards {
+				byShard[l.Shard] += l.Acquired
+			}
+		}
+		if shards > 1 {
+			t.Logf("epochs by shard: %v", byShard)
+		}
+		for sh, n := range byShard {
+			if n == 0 {
+				t.Errorf("shard %d: no process ever held its lease", sh)
+			}
 		}
 	}
 	t.Logf("%d operations %v; %d objects moved, %d packs; %d hot reads slowed; %d replica copies retired, %d retirements left for recovery, %d stale hot versions set aside, %d markers recovered, %d replica outages",

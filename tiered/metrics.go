@@ -2,6 +2,7 @@ package tiered
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -49,17 +50,34 @@ func newMetrics(s *Store, mp metric.MeterProvider) (*metrics, error) {
 		{name: "zonalblob.tiered.graves_retired", desc: "Graves the compactor removed with what they shadowed.", value: func(st *Stats) int64 { return st.GravesRetired }},
 		{name: "zonalblob.tiered.misses_checked", desc: "Reads and Stats that missed in both tiers and asked both again.", value: func(st *Stats) int64 { return st.MissesChecked }},
 		{name: "zonalblob.tiered.index_loads", desc: "Pack indexes read from cold.", value: func(st *Stats) int64 { return st.IndexLoads }},
-		{name: "zonalblob.tiered.lease.acquired", desc: "Epochs of the compactor lease this Store began.", value: func(st *Stats) int64 { return st.Lease.Acquired }},
-		{name: "zonalblob.tiered.lease.lost", desc: "Epochs of the compactor lease this Store lost before it released them.", value: func(st *Stats) int64 { return st.Lease.Lost }},
-		{name: "zonalblob.tiered.passes_skipped", desc: "Passes not run because another process held the compactor lease.", value: func(st *Stats) int64 { return st.Lease.Skipped }},
 	}
-	insts := make([]metric.Observable, 0, len(counters)+5)
+	// The lease's, one data point per shard (attribute
+	// zonalblob.tiered.shard).
+	type shardCounter struct {
+		name, desc string
+		value      func(*ShardLease) int64
+		inst       metric.Int64ObservableCounter
+	}
+	shardCounters := []*shardCounter{
+		{name: "zonalblob.tiered.lease.acquired", desc: "Epochs of the compactor lease this Store began.", value: func(l *ShardLease) int64 { return l.Acquired }},
+		{name: "zonalblob.tiered.lease.lost", desc: "Epochs of the compactor lease this Store lost before it released them.", value: func(l *ShardLease) int64 { return l.Lost }},
+		{name: "zonalblob.tiered.passes_skipped", desc: "Passes not run because another process held the compactor lease.", value: func(l *ShardLease) int64 { return l.Skipped }},
+	}
+	insts := make([]metric.Observable, 0, len(counters)+len(shardCounters)+8)
 	for _, c := range counters {
 		opts := []metric.Int64ObservableCounterOption{metric.WithDescription(c.desc)}
 		if c.unit != "" {
 			opts = append(opts, metric.WithUnit(c.unit))
 		}
 		inst, err := m.Int64ObservableCounter(c.name, opts...)
+		if err != nil {
+			return nil, err
+		}
+		c.inst = inst
+		insts = append(insts, inst)
+	}
+	for _, c := range shardCounters {
+		inst, err := m.Int64ObservableCounter(c.name, metric.WithDescription(c.desc))
 		if err != nil {
 			return nil, err
 		}
@@ -92,16 +110,21 @@ func newMetrics(s *Store, mp metric.MeterProvider) (*metrics, error) {
 		return nil, err
 	}
 	held, err := m.Int64ObservableGauge("zonalblob.tiered.lease.held",
-		metric.WithDescription("1 while this Store holds the compactor lease (runs the passes), else 0."))
+		metric.WithDescription("1 while this Store holds the compactor lease of the shard (runs its passes), else 0."))
 	if err != nil {
 		return nil, err
 	}
 	epoch, err := m.Int64ObservableGauge("zonalblob.tiered.lease.epoch",
-		metric.WithDescription("The epoch of the compactor lease as this Store last saw it (one more for each new holder)."))
+		metric.WithDescription("The epoch of the shard's compactor lease as this Store last saw it (one more for each new holder); attribute zonalblob.tiered.lease.holder names its holder."))
 	if err != nil {
 		return nil, err
 	}
-	insts = append(insts, lag, sinceLast, took, cacheBytes, cached, held, epoch)
+	age, err := m.Float64ObservableGauge("zonalblob.tiered.lease.age", metric.WithUnit("s"),
+		metric.WithDescription("Time since the epoch of the shard's compactor lease began, as this Store last saw it (absent before any); attribute zonalblob.tiered.lease.holder names its holder."))
+	if err != nil {
+		return nil, err
+	}
+	insts = append(insts, lag, sinceLast, took, cacheBytes, cached, held, epoch, age)
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := s.Stats()
 		for _, c := range counters {
@@ -114,12 +137,22 @@ func newMetrics(s *Store, mp metric.MeterProvider) (*metrics, error) {
 		}
 		o.ObserveInt64(cacheBytes, st.IndexCacheBytes)
 		o.ObserveInt64(cached, int64(st.IndexesCached))
-		h := int64(0)
-		if st.Lease.Held {
-			h = 1
+		for _, l := range st.Lease.Shards {
+			shard := metric.WithAttributes(attribute.Int("zonalblob.tiered.shard", l.Shard))
+			for _, c := range shardCounters {
+				o.ObserveInt64(c.inst, c.value(&l), shard)
+			}
+			h := int64(0)
+			if l.Held {
+				h = 1
+			}
+			o.ObserveInt64(held, h, shard)
+			holder := metric.WithAttributes(attribute.Int("zonalblob.tiered.shard", l.Shard), attribute.String("zonalblob.tiered.lease.holder", l.Holder))
+			o.ObserveInt64(epoch, int64(l.Epoch), holder)
+			if !l.Since.IsZero() {
+				o.ObserveFloat64(age, max(time.Since(l.Since).Seconds(), 0), holder)
+			}
 		}
-		o.ObserveInt64(held, h)
-		o.ObserveInt64(epoch, int64(st.Lease.Epoch))
 		return nil
 	}, insts...)
 	if err != nil {

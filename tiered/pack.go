@@ -488,10 +488,11 @@ func (s *Store) dropBatchMarker(ctx context.Context, mk string) error {
 	return err
 }
 
-// recoverBatch removes the marker of a pack move that ended without doing
-// so: whatever the move left is safe as it is (see movePack), and a user who
-// deleted one of its keys meanwhile killed the version when they found it.
-func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject) error {
+// recoverBatch removes the marker of a pack move of shard's keys that ended
+// without doing so: whatever the move left is safe as it is (see movePack),
+// and a user who deleted one of its keys meanwhile killed the version when
+// they found it.
+func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject, shard int) error {
 	b, err := blob.ReadAll(ctx, s.cold, obj.Key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil
@@ -501,6 +502,11 @@ func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject) error {
 	var m batchMarker
 	if err := json.Unmarshal(b, &m); err != nil {
 		return blob.Errorf("recover", obj.Key, blob.ErrInvalidArgument, "malformed pack move marker")
+	}
+	// A pack holds the keys of one shard; a marker that names none is
+	// shard 0's.
+	if len(m.Items) > 0 && !s.inShard(m.Items[0].Key, shard) || len(m.Items) == 0 && shard != 0 {
+		return nil
 	}
 	if s.activeBatch(obj.Key) || (m.Owner != s.opts.Owner && s.opts.Now().Sub(m.Time) < 2*s.opts.MoveTimeout) {
 		return nil // being moved, here or perhaps by another process

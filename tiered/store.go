@@ -105,6 +105,23 @@ type Options struct {
 	// processes sharing a directory as cold must keep the lease in hot.
 	// Close does not close it.
 	LeaseStore blob.Store
+	// Shards splits the keys into that many shards (default 1), each
+	// compacted under a compactor lease of its own by whichever process
+	// holds it, so that passes run in as many processes at once: when one
+	// holder's pass rate is the limit. A process takes shards up to its
+	// share of those the processes it sees hold, and asks for one when it
+	// has two fewer than another (see Compactors in the package
+	// documentation). A pack holds the keys of one shard. Every process
+	// sharing the tiers must give the same Shards and ShardOf: shard 0's
+	// lease records the number, and a process whose number differs runs no
+	// pass (CompactOnce and Stats.LastError say why) until no lease of the
+	// number in force has been held for LeaseDuration; it then takes over
+	// with its own. At most 256.
+	Shards int
+	// ShardOf returns the shard of a key, in [0, Shards) (taken modulo
+	// Shards otherwise), for instance by a prefix of the key; nil hashes
+	// the key (HashShard). It must be a pure function of the key.
+	ShardOf func(key string) int
 	// PackMaxObjects bounds the objects moved into one pack (default
 	// DefaultPackMaxObjects); negative moves every object on its own, to a
 	// cold object of its own name. Do not turn packs off over a cold store
@@ -157,6 +174,9 @@ func (o Options) validate() error {
 		o.PackMaxBytes < 0 || o.PackMinLive < 0 || o.PackMinLive > 1 || o.MaxClockSkew < 0 || o.MoveTimeout < 0 || o.IndexCacheBytes < 0 {
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative option, or PackMinLive above 1")
 	}
+	if o.Shards < 0 || o.Shards > maxShards {
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: Shards %d: want 1..%d (0: 1)", o.Shards, maxShards)
+	}
 	if o.LeaseDuration < 0 {
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative LeaseDuration")
 	}
@@ -203,6 +223,7 @@ func (o Options) withDefaults() Options {
 	if o.Owner == "" {
 		o.Owner = newOwner()
 	}
+	o.Shards = max(o.Shards, 1)
 	return o
 }
 
@@ -235,7 +256,7 @@ type Store struct {
 	metrics *metrics
 	tracer  trace.Tracer
 
-	lease     *lease
+	leases    []*lease      // by shard
 	leaseDone chan struct{} // closed when the lease keeper has stopped
 }
 
@@ -268,7 +289,7 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 		s.ret = r
 	}
 	s.cat = newCatalog(s)
-	s.lease = newLease(s)
+	s.leases = newLeases(s)
 	s.tombs = newTombstoneBatcher(opts.MoveTimeout, maxTombstoneKills, s.commitTombstone)
 	m, err := newMetrics(s, opts.MeterProvider)
 	if err != nil {
@@ -1317,9 +1338,13 @@ func (s *Store) Close() error {
 	s.cancel()
 	<-s.done
 	<-s.leaseDone
-	// The passes have ended: another process may take the lease at once.
-	rctx, cancel := context.WithTimeout(context.Background(), s.lease.duration/3)
-	s.lease.release(rctx)
+	// The passes have ended: other processes may take the leases at once.
+	rctx, cancel := context.WithTimeout(context.Background(), s.leases[0].duration/3)
+	var wg sync.WaitGroup
+	for _, l := range s.leases {
+		wg.Go(func() { l.release(rctx) })
+	}
+	wg.Wait()
 	cancel()
 	s.metrics.close()
 	return errors.Join(s.hot.Close(), s.cold.Close())

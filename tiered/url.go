@@ -24,8 +24,9 @@ func init() { blob.RegisterWithGocloud(Scheme, Open) }
 // max_bytes_per_second, move_timeout, manual, pack_max_objects (-1: no
 // packs), pack_max_bytes (a size such as 64MiB), pack_min_live_percent,
 // max_clock_skew, lease (the compactor lease's duration), lease_in (hot or
-// cold, the default: where the lease lives), index_cache_bytes (a size)
-// (see Options). All are validated before any I/O.
+// cold, the default: where the lease lives), shards (1 to 256: the
+// compaction shards, each under a lease of its own; keys by HashShard),
+// index_cache_bytes (a size) (see Options). All are validated before any I/O.
 // Unknown parameters are an error.
 func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	q := driver.NewQuery(u)
@@ -44,6 +45,7 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 		PackMaxBytes:        q.Size("pack_max_bytes", 0),
 		MaxClockSkew:        q.Duration("max_clock_skew", 0),
 		IndexCacheBytes:     q.Size("index_cache_bytes", 0),
+		Shards:              q.Int("shards", 0),
 	}
 	leaseIn := q.String("lease_in", "cold")
 	oo := blob.OpenOptionsFrom(ctx)
@@ -58,6 +60,9 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	}
 	if leaseIn != "cold" && leaseIn != "hot" {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: lease_in=%q: want hot or cold", leaseIn)
+	}
+	if q.Has("shards") && (opts.Shards < 1 || opts.Shards > maxShards) {
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: shards=%d: want 1..%d", opts.Shards, maxShards)
 	}
 	if q.Has("pack_max_objects") && opts.PackMaxObjects == 0 {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: pack_max_objects=0: give a positive bound, or -1 to move objects one by one")
