@@ -34,7 +34,7 @@ var (
 	// paused and went on serving the removed pack the tombstone killed
 	// (TestIdleCatalogMissesATombstone). Off by default; the pass's own
 	// pause is checked by TestCompactorLease and TestFleet.
-	linPause = flag.Bool("tiered.linpause", false, "pause process 1 whole, past its lease, in TestLinearizable's three-compactors runs")
+	linPause = flag.Bool("tiered.linpause", true, "pause process 1 whole, past its lease, in TestLinearizable's three-compactors runs (every other fault; false: cut it off from cold every time)")
 )
 
 // This file checks tiered stores against a per-key register with porcupine,
