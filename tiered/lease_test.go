@@ -62,7 +62,15 @@ type paused struct {
 	eff        *effects
 	mu         sync.Mutex
 	gate       chan struct{} // closed while running
+	// killed: the process is gone; every call it has not yet made fails
+	// (those under way go on and may land). onEffect, if set, is called
+	// after each pass effect.
+	killed   atomic.Bool
+	onEffect func()
 }
+
+// errKilled is the failure of a call of a killed process.
+var errKilled = errors.New("the process was killed")
 
 func newPaused(s blob.Store, id int, cold bool, eff *effects) *paused {
 	g := make(chan struct{})
@@ -87,7 +95,18 @@ func (p *paused) enter(ctx context.Context) error {
 	g := p.gate
 	p.mu.Unlock()
 	<-g
+	if p.killed.Load() {
+		return errKilled
+	}
 	return ctx.Err()
+}
+
+// effect counts a pass effect of this process.
+func (p *paused) effect() {
+	p.eff.add(p.id)
+	if p.onEffect != nil {
+		p.onEffect()
+	}
 }
 
 func (p *paused) passEffect(key string, del bool) bool {
@@ -124,7 +143,7 @@ func (p *paused) Delete(ctx context.Context, key string, opts *blob.DeleteOption
 	}
 	err := p.Store.Delete(ctx, key, opts)
 	if err == nil && p.passEffect(key, true) {
-		p.eff.add(p.id)
+		p.effect()
 	}
 	return err
 }
@@ -157,7 +176,7 @@ func (w *pausedWriter) Close() error {
 	}
 	err := w.Writer.Close()
 	if err == nil && w.p.passEffect(w.key, false) {
-		w.p.eff.add(w.p.id)
+		w.p.effect()
 	}
 	return err
 }

@@ -237,6 +237,47 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, com
 	for p := range processes {
 		stores = append(stores, manualWith(t, hotFor(p), coldOf[p], tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10, Owner: fmt.Sprint("process-", p), LeaseStore: coldOf[p], LeaseDuration: time.Second, Shards: shards}))
 	}
+	// With several compactors, a fourth process compacts and nothing else,
+	// and is killed mid-pass: after a few of its pass's writes, every call
+	// it has not yet made fails (those under way go on and may land). It
+	// holds the lease when it dies, so the others wait for the lease to
+	// end and then recover the moves it left (its markers).
+	var victim *tiered.Store
+	var killedAfter atomic.Int64
+	if compactors > 1 {
+		var wraps []*paused
+		wrap := func(s blob.Store, cold bool) blob.Store {
+			g := newPaused(s, processes, cold, nil)
+			wraps = append(wraps, g)
+			return g
+		}
+		var vhot blob.Store
+		if hotKind == "mem" {
+			vhot = nopClose{wrap(replicas[0], false)}
+		} else {
+			var rs []blob.Store
+			for _, r := range replicas {
+				rs = append(rs, nopClose{wrap(r, false)})
+			}
+			vhot = newQuorum(t, rs, func(o *quorum.Options) {
+				o.StragglerTimeout, o.ProbeInterval = 60*time.Millisecond, 5*time.Millisecond
+			})
+		}
+		vcold := wrap(cold, true)
+		killAt := int64(1 + rand.New(rand.NewPCG(seed, 78)).IntN(6))
+		var effects atomic.Int64
+		for _, g := range wraps {
+			g.onEffect = func() {
+				if n := effects.Add(1); n == killAt {
+					for _, g := range wraps {
+						g.killed.Store(true)
+					}
+					killedAfter.Store(n)
+				}
+			}
+		}
+		victim = manualWith(t, vhot, vcold, tiered.Options{PackMaxObjects: packObjects, MoveTimeout: linMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: 4 << 10, Owner: fmt.Sprint("process-", processes), LeaseStore: vcold, LeaseDuration: time.Second, Shards: shards})
+	}
 	h := &history{}
 	keys := []string{"a", "b", "c"}
 	ctx := ctxT(t)
@@ -289,6 +330,20 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, com
 					time.Sleep(time.Duration(10+frng.IntN(2000)) * time.Millisecond)
 					cutOff.SetDown(false)
 				}
+			}
+		})
+	}
+	if victim != nil {
+		compactor.Go(func() {
+			for killedAfter.Load() == 0 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res := victim.CompactOnce(ctx)
+				moved.Add(int64(res.Moved))
+				time.Sleep(500 * time.Microsecond)
 			}
 		})
 	}
@@ -376,12 +431,16 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, com
 	}
 	handovers.Add(stores[0].Stats().Lease.Acquired)
 	if compactors > 1 {
-		t.Logf("%d epochs of the compactor lease among %d compacting processes; process 1 paused %d times, process 2 cut off from cold %d times", handovers.Load(), compactors, pauses.Load(), cuts.Load())
+		handovers.Add(victim.Stats().Lease.Acquired)
+		t.Logf("%d epochs of the compactor lease among %d compacting processes; process 1 paused %d times, process 2 cut off from cold %d times, process %d killed after %d writes of its passes (%d epochs its)", handovers.Load(), compactors+1, pauses.Load(), cuts.Load(), processes, killedAfter.Load(), victim.Stats().Lease.Acquired)
+		if killedAfter.Load() == 0 {
+			t.Errorf("process %d, to be killed mid-pass, made no write of a pass (%d epochs its)", processes, victim.Stats().Lease.Acquired)
+		}
 		if handovers.Load() < 3 {
 			t.Errorf("the lease changed hands %d times: the compactors did not take turns", handovers.Load())
 		}
 		byShard := make([]int64, shards)
-		for _, s := range stores {
+		for _, s := range append(stores, victim) {
 			for _, l := range s.Stats().Lease.Shards {
 				byShard[l.Shard] += l.Acquired
 			}
