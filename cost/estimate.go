@@ -216,11 +216,22 @@ func PackLogInventory(exists, changed bool) Requests {
 // Stat, the conditional write, a Stat to read its generation back) and
 // every other process reading it (a Stat).
 func CompactorLease(processes int, lease time.Duration) Requests {
+	return ShardedCompactorLease(processes, 1, lease)
+}
+
+// ShardedCompactorLease is CompactorLease for a store whose keys are split
+// into shards (tiered.Options.Shards), each with a lease of its own: every
+// lease costs what the one lease does, and the holder of each shard but
+// the first reads the first shard's lease after each renewal, as it names
+// the number of shards in force.
+func ShardedCompactorLease(processes, shards int, lease time.Duration) Requests {
 	if lease <= 0 {
 		lease = 3 * tiered.DefaultMaxClockSkew
 	}
+	shards = max(shards, 1)
 	rounds := float64(month) / float64(lease/3)
-	return Requests{RegionalReads: rounds * float64(2+max(processes, 1)-1), RegionalWrites: rounds}
+	perLease := float64(2 + max(processes, 1) - 1)
+	return Requests{RegionalReads: rounds * (float64(shards)*perLease + float64(shards-1)), RegionalWrites: rounds * float64(shards)}
 }
 
 // IdleLog is what a commit log that nobody appends to issues in a month:

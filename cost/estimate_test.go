@@ -254,6 +254,19 @@ func TestTieringBySize(t *testing.T) {
 // every minute) costs a month 43,800 regional writes by the holder and a
 // Stat by each process and the holder's read-back each minute: cents on
 // every cloud, whatever the number of processes within reason.
+func TestShardedCompactorLease(t *testing.T) {
+	one := cost.CompactorLease(3, 0)
+	if r := cost.ShardedCompactorLease(3, 1, 0); r != one {
+		t.Fatalf("one shard: %+v, want the lease's %+v", r, one)
+	}
+	// Four leases, and three renewals a round that read shard 0's lease.
+	r := cost.ShardedCompactorLease(3, 4, 0)
+	rounds := one.RegionalWrites
+	if !near(r.RegionalWrites, 4*rounds) || !near(r.RegionalReads, 4*one.RegionalReads+3*rounds) {
+		t.Fatalf("four shards: %+v; one lease %+v", r, one)
+	}
+}
+
 func TestCompactorLease(t *testing.T) {
 	r := cost.CompactorLease(3, 0)
 	if !near(r.RegionalWrites, 43800) || !near(r.RegionalReads, 4*43800) || r.ZonalWrites != 0 || r.ZonalReads != 0 {
