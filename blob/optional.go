@@ -155,3 +155,23 @@ func FastestRead(ctx context.Context) bool {
 	v, _ := ctx.Value(fastestKey{}).(bool)
 	return v
 }
+
+// GenerationReporter is a Writer that knows, once its Close has returned
+// nil, the generation of the version it wrote: the one a Stat would have
+// returned just then. A caller that keeps it can later act on that version
+// with IfGenerationMatch without asking for it first (a composite that
+// deletes what it wrote pays one round trip, not two). Writers of stores
+// whose service does not say (gocloud's buckets without local
+// preconditions) do not implement it, or report false.
+type GenerationReporter interface {
+	WrittenGeneration() (generation string, ok bool)
+}
+
+// WrittenGeneration returns the generation of the version w wrote, if w is
+// a GenerationReporter that knows it. Call it after Close returned nil.
+func WrittenGeneration(w Writer) (string, bool) {
+	if r, ok := w.(GenerationReporter); ok {
+		return r.WrittenGeneration()
+	}
+	return "", false
+}
