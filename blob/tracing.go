@@ -643,3 +643,6 @@ func (t *tracedPipe) Send(ctx context.Context, p []byte, done func(error)) error
 	}
 	return err
 }
+
+// WrittenGeneration implements GenerationReporter: the inner writer's.
+func (w *tracedWriter) WrittenGeneration() (string, bool) { return WrittenGeneration(w.w) }

@@ -79,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		{"IfNotExistRace", testIfNotExistRace},
 		{"GenerationPreconditions", testGenerationPreconditions},
 		{"EmptyGenerationRefused", testEmptyGenerationRefused},
+		{"WrittenGeneration", testWrittenGeneration},
 		{"Missing", testMissing},
 		{"InvalidKeys", testInvalidKeys},
 		{"WeirdKeys", testWeirdKeys},
@@ -435,6 +436,136 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 	wantErr(t, "conditional write of a deleted object", err, blob.ErrPrecondition)
 	if ok, _ := blob.Exists(ctxT(t), s, "gen"); ok {
 		t.Errorf("failed conditional write created the object")
+	}
+}
+
+// testWrittenGeneration checks what a writer reports of the version it
+// wrote (blob.WrittenGeneration), through every way the store opens writers:
+// nothing before Close or after a Close that failed, and, after a Close that
+// returned nil, exactly the generation Stat reports, which a conditional
+// Delete accepts. A caller deletes on the strength of the report without a
+// Stat, so a wrong one would fail its delete or, worse, match another
+// version. Reporting is optional: a store whose writers report nothing passes.
+func testWrittenGeneration(t *testing.T, h Harness, s blob.Store) {
+	large := h.Caps.LargeObjectSize
+	if large == 0 {
+		large = 8<<20 + 1
+	}
+	caps := blob.CapabilitiesOf(s)
+	newWriter := func(opts *blob.WriterOptions) func(ctx context.Context, key string) (string, blob.Writer, error) {
+		return func(ctx context.Context, key string) (string, blob.Writer, error) {
+			w, err := s.NewWriter(ctx, key, opts)
+			return key, w, err
+		}
+	}
+	prewarm := func(ctx context.Context, key string) (string, blob.Writer, error) {
+		w, err := blob.Prewarm(ctx, s, key, nil)
+		return key, w, err
+	}
+	create := func(ctx context.Context, key string) (string, blob.Writer, error) {
+		return blob.Create(ctx, s, key+"/", nil)
+	}
+	type write struct {
+		name  string
+		open  func(ctx context.Context, key string) (string, blob.Writer, error)
+		size  int
+		chunk int // bytes per Write call; 0 for one call
+		skip  bool
+	}
+	mustPut(t, s, "wg/generationmatch", []byte("v1"), nil)
+	var opts *blob.WriterOptions
+	if h.Caps.GenerationPreconditions {
+		a, err := s.Stat(ctxT(t), "wg/generationmatch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = &blob.WriterOptions{If: blob.IfGenerationMatch(a.Generation)}
+	}
+	writes := []write{
+		{name: "unconditional", open: newWriter(nil), size: 10},
+		{name: "empty", open: newWriter(nil)},
+		{name: "ifnotexist", open: newWriter(&blob.WriterOptions{If: blob.IfNotExist()}), size: 1000},
+		{name: "generationmatch", open: newWriter(opts), size: 100, skip: opts == nil},
+		{name: "streamed", open: newWriter(nil), size: large, chunk: 1<<20 - 3},
+		{name: "prewarm", open: prewarm, size: 10, skip: !caps.Prewarm},
+		{name: "prewarm-empty", open: prewarm, skip: !caps.Prewarm},
+		{name: "prewarm-streamed", open: prewarm, size: large, chunk: 1<<20 - 3, skip: !caps.Prewarm},
+		{name: "create", open: create, size: 10, skip: !caps.Create},
+	}
+	reported := 0
+	for i, wr := range writes {
+		if wr.skip {
+			continue
+		}
+		t.Run(wr.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			key, w, err := wr.open(ctx, "wg/"+wr.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, ok := blob.WrittenGeneration(w); ok {
+				t.Errorf("a writer not yet written to reports generation %q", g)
+			}
+			data := payload(uint64(100+i), wr.size)
+			for rest := data; len(rest) > 0; {
+				n := len(rest)
+				if wr.chunk > 0 {
+					n = min(n, wr.chunk)
+				}
+				if _, err := w.Write(rest[:n]); err != nil {
+					t.Fatalf("Write: %v", err)
+				}
+				rest = rest[n:]
+			}
+			if g, ok := blob.WrittenGeneration(w); ok {
+				t.Errorf("a writer not yet closed reports generation %q", g)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			g, ok := blob.WrittenGeneration(w)
+			if !ok {
+				return
+			}
+			reported++
+			a, err := s.Stat(ctx, key)
+			if err != nil {
+				t.Fatalf("Stat: %v", err)
+			}
+			if g != a.Generation {
+				t.Fatalf("the writer reports generation %q, Stat %q", g, a.Generation)
+			}
+			if a.Size != int64(len(data)) {
+				t.Errorf("Stat's size is %d, want %d", a.Size, len(data))
+			}
+			if !h.Caps.GenerationPreconditions {
+				return
+			}
+			if err := s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g}); err != nil {
+				t.Fatalf("Delete on condition of the reported generation: %v", err)
+			}
+			if ok, err := blob.Exists(ctx, s, key); ok || err != nil {
+				t.Errorf("after the conditional delete: exists=%v err=%v", ok, err)
+			}
+		})
+	}
+	t.Run("failed", func(t *testing.T) {
+		ctx := ctxT(t)
+		mustPut(t, s, "wg/taken", []byte("first"), nil)
+		w, err := s.NewWriter(ctx, "wg/taken", &blob.WriterOptions{If: blob.IfNotExist()})
+		if err != nil {
+			wantErr(t, "IfNotExist NewWriter on an existing key", err, blob.ErrExists)
+			return
+		}
+		w.Write([]byte("second"))
+		err = w.Close()
+		wantErr(t, "IfNotExist write on an existing key", err, blob.ErrExists)
+		if g, ok := blob.WrittenGeneration(w); ok {
+			t.Errorf("a write that failed reports generation %q", g)
+		}
+	})
+	if reported == 0 {
+		t.Logf("no writer of %T reports the generation it wrote", s)
 	}
 }
 

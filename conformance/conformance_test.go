@@ -40,8 +40,17 @@ func (b broken) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 			o.If = blob.Condition{}
 		}
 	}
-	return b.Store.NewWriter(ctx, key, &o)
+	w, err := b.Store.NewWriter(ctx, key, &o)
+	if err == nil && b.kind == "misreports-generation" {
+		w = misreporting{w}
+	}
+	return w, err
 }
+
+// misreporting is a writer that claims a generation it never wrote.
+type misreporting struct{ blob.Writer }
+
+func (misreporting) WrittenGeneration() (string, bool) { return "42", true }
 
 func (b broken) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	if b.kind == "ignores-generation" {
@@ -99,6 +108,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"ignores-generation", []string{"GenerationPreconditions"}},
 		{"ignores-startafter", []string{"ListStartAfter"}},
 		{"empty-generation-unconditional", []string{"EmptyGenerationRefused"}},
+		{"misreports-generation", []string{"WrittenGeneration"}},
 	}
 	for _, c := range cases {
 		t.Run(c.kind, func(t *testing.T) {

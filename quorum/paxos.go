@@ -58,13 +58,23 @@ type promised struct {
 // versions can never be chosen. A failure after accepts went out is
 // reported with ErrUncertain.
 func (s *Store) consensus(ctx context.Context, op, key string, decide decision, mine ...string) (*rstate, error) {
-	return s.decideKey(ctx, op, key, decide, false, mine)
+	cur, _, err := s.decideKey(ctx, op, key, decide, false, mine)
+	return cur, err
+}
+
+// consensusWrote is consensus for a write: it returns the version the
+// operation made current (its Generation), or "" when that is not known to
+// be current (an earlier attempt's accepts took effect and a later version
+// has since replaced them).
+func (s *Store) consensusWrote(ctx context.Context, op, key string, decide decision) (string, error) {
+	_, wrote, err := s.decideKey(ctx, op, key, decide, false, nil)
+	return wrote, err
 }
 
 // decideKey is consensus; with restate, a round that keeps the current
 // version accepts it again at its own ballot on a majority even when a
 // majority already holds it (see Resolve).
-func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, restate bool, mine []string) (_ *rstate, err error) {
+func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, restate bool, mine []string) (_ *rstate, wrote string, err error) {
 	defer func() { s.noteUncertain(err) }()
 	// Bounded, so that no promise or accept of this operation can land
 	// after TombstoneGrace (see collect).
@@ -78,7 +88,7 @@ func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, 
 			mine = append(mine, r.landed)
 		}
 		if !r.retry {
-			return r.cur, r.err
+			return r.cur, r.wrote, r.err
 		}
 		var oe *outbidError
 		if errors.As(r.err, &oe) {
@@ -87,15 +97,15 @@ func (s *Store) decideKey(ctx context.Context, op, key string, decide decision, 
 		size := boundSize(ctx)
 		if ctx.Err() != nil || attempt == roundAttempts-1 || s.roundsOver(mine, size) {
 			if ctx.Err() != nil {
-				return nil, doneError(ctx, op, key, len(mine) > 0, r.err)
+				return nil, "", doneError(ctx, op, key, len(mine) > 0, r.err)
 			}
 			if s.roundsOver(mine, size) {
-				return nil, blob.Errorf(op, key, nil, "%w (%w): no round may begin %v after its first accept went out; last: %v", ErrNoQuorum, ErrUncertain, s.retryWindow(size), r.err)
+				return nil, "", blob.Errorf(op, key, nil, "%w (%w): no round may begin %v after its first accept went out; last: %v", ErrNoQuorum, ErrUncertain, s.retryWindow(size), r.err)
 			}
 			if len(mine) > 0 {
-				return nil, blob.Errorf(op, key, nil, "%w (%w): %v", ErrNoQuorum, ErrUncertain, r.err)
+				return nil, "", blob.Errorf(op, key, nil, "%w (%w): %v", ErrNoQuorum, ErrUncertain, r.err)
 			}
-			return nil, wrapOp(op, key, r.err)
+			return nil, "", wrapOp(op, key, r.err)
 		}
 		s.stats.contended.Add(1)
 		// Lost a race: let the winner finish before the next round (a
@@ -113,6 +123,7 @@ type roundResult struct {
 	err    error
 	retry  bool   // another round may follow
 	landed string // the version this round's accepts may have left behind
+	wrote  string // the operation's version, when it is the one decided on
 }
 
 // round is one CASPaxos round: prepare, decide, accept.
@@ -132,6 +143,10 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 	case !took:
 		next, derr = decide(cur)
 	}
+	var wrote string
+	if took && slices.Contains(mine, cur.ver) {
+		wrote = cur.ver
+	}
 	if next == nil {
 		// A read, a refusal, or an operation that already took effect: the
 		// current version must be chosen (on a majority at one ballot)
@@ -141,7 +156,7 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 		// majority, above them, so that none of them can ever be chosen.
 		if !restate && countAcc(proms, cur.acc) >= s.maj && (len(mine) == 0 || cur.acc >= slices.Max(mine)) {
 			s.chosen(key, cur, proms)
-			return roundResult{cur: cur, err: derr}
+			return roundResult{cur: cur, err: derr, wrote: wrote}
 		}
 		v, err := s.readValue(ctx, key, cur)
 		if err != nil {
@@ -159,7 +174,7 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 		if _, err := s.accept(ctx, key, proms, v, b, s.maj); err != nil {
 			return roundResult{err: err, retry: true}
 		}
-		return roundResult{cur: cur, err: derr}
+		return roundResult{cur: cur, err: derr, wrote: wrote}
 	}
 	nv := *next
 	nv.ver = b
@@ -167,7 +182,7 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 	landed, err := s.accept(ctx, key, proms, &nv, b, s.w)
 	switch {
 	case err == nil:
-		return roundResult{cur: cur}
+		return roundResult{cur: cur, wrote: b}
 	case landed:
 		return roundResult{err: err, retry: true, landed: b}
 	}
@@ -378,7 +393,7 @@ func (s *Store) Resolve(ctx context.Context, key string) error {
 	}
 	// A round that keeps the current version accepts a tombstone where
 	// the key has none (see round).
-	_, err := s.decideKey(ctx, "resolve", key, keep, true, nil)
+	_, _, err := s.decideKey(ctx, "resolve", key, keep, true, nil)
 	if err != nil && ctx.Err() != nil {
 		return driver.WrapError("resolve", key, ctx.Err(), nil)
 	}

@@ -55,6 +55,8 @@ type writer struct {
 	fresh bool
 	tok   string
 	warm  []chan warmResult
+	// wrote is the version the committed write made current.
+	wrote string
 }
 
 type warmResult struct {
@@ -132,8 +134,11 @@ func (w *writer) Close() error {
 	switch {
 	case w.fresh:
 		err = w.s.createFresh(ctx, w.key, v, w.tok, w.warm)
+		if err == nil {
+			w.wrote = v.ver
+		}
 	case w.opts.If.NotExist():
-		_, err = w.s.consensus(ctx, "write", w.key, func(cur *rstate) (*value, error) {
+		w.wrote, err = w.s.consensusWrote(ctx, "write", w.key, func(cur *rstate) (*value, error) {
 			if cur.visible() {
 				return nil, &blob.Error{Op: driver.OpWrite, Key: w.key, Kind: blob.ErrExists}
 			}
@@ -141,16 +146,17 @@ func (w *writer) Close() error {
 		})
 	case w.opts.If.GenerationMatch() != "":
 		g := w.opts.If.GenerationMatch()
-		_, err = w.s.consensus(ctx, "write", w.key, func(cur *rstate) (*value, error) {
+		w.wrote, err = w.s.consensusWrote(ctx, "write", w.key, func(cur *rstate) (*value, error) {
 			if !cur.visible() || cur.ver != g {
 				return nil, blob.Errorf(driver.OpWrite, w.key, blob.ErrPrecondition, "quorum version is not %s", g)
 			}
 			return v, nil
 		})
 	default:
-		err = w.s.putDecided(ctx, "write", w.key, v)
+		w.wrote, err = w.s.consensusWrote(ctx, "write", w.key, func(*rstate) (*value, error) { return v, nil })
 	}
 	if err != nil {
+		w.wrote = ""
 		if cerr := w.ctx.Err(); cerr != nil && !errors.Is(err, blob.ErrExists) && !errors.Is(err, blob.ErrPrecondition) {
 			return driver.WrapError(driver.OpWrite, w.key, cerr, nil)
 		}
@@ -163,6 +169,11 @@ func (w *writer) Close() error {
 	w.s.stats.writes.Add(1)
 	return nil
 }
+
+// WrittenGeneration implements blob.GenerationReporter: the version this
+// write's consensus round made current (or a fresh name's token), which is
+// what Stat reports as the Generation.
+func (w *writer) WrittenGeneration() (string, bool) { return w.wrote, w.wrote != "" }
 
 // putDecided writes v (a value, or a tombstone for a delete) through a
 // consensus round whose decision does not depend on what the key holds,

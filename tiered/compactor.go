@@ -53,6 +53,11 @@ type Stats struct {
 	// MissesChecked counts reads and Stats that missed in both tiers and
 	// asked both again before reporting NotFound (see NewRangeReader).
 	MissesChecked int64
+	// DeletesOfWritten counts Deletes of a version this Store wrote that
+	// took one write (a grave on condition of the generation written, with
+	// no Stat first); WrittenChanged those that found the version changed
+	// and looked at hot as any Delete does.
+	DeletesOfWritten, WrittenChanged int64
 	// IndexLoads counts pack indexes read from cold (each pack's once when
 	// the catalog first lists it, and again when the index cache had let it
 	// go); IndexCacheBytes and IndexesCached are what the cache holds now.
@@ -82,6 +87,7 @@ type statsCounters struct {
 	packs, rewrites, tombstones, indexLoads                atomic.Int64
 	retired, unretired, staleHot, missesChecked            atomic.Int64
 	graves, gravesRetired, corruptReads                    atomic.Int64
+	writtenDeleted, writtenMissed                          atomic.Int64
 	mu                                                     sync.Mutex
 	lag                                                    map[int]time.Duration // by shard
 	lastPass                                               time.Time
@@ -103,6 +109,7 @@ func (s *Store) Stats() Stats {
 		MissesChecked: c.missesChecked.Load(),
 		IndexLoads:    c.indexLoads.Load(),
 		Graves:        c.graves.Load(), GravesRetired: c.gravesRetired.Load(),
+		DeletesOfWritten: c.writtenDeleted.Load(), WrittenChanged: c.writtenMissed.Load(),
 	}
 	st.IndexCacheBytes, st.IndexesCached = s.cat.cache.size()
 	st.Lease = s.leaseStats()

@@ -209,7 +209,7 @@ func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
 func (s *Store) replaceGrave(ctx context.Context, key string, data []byte, opts blob.WriterOptions, a *blob.Attributes) error {
 	o := opts
 	o.If = blob.IfGenerationMatch(a.Generation)
-	err := blob.Put(ctx, s.hot, key, data, &o)
+	err := s.putHotRecorded(ctx, key, data, &o)
 	if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
 		return errGraveMoved
 	}

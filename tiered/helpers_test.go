@@ -25,7 +25,7 @@ func (quorumHot) Close() error { return nil }
 // keepOpen returns s with a Close that does nothing (a quorum stays one).
 func keepOpen(s blob.Store) blob.Store {
 	switch s := s.(type) {
-	case quorumHot, *hooked: // their Close does nothing
+	case quorumHot, *hooked, *countedQuorum: // their Close does nothing
 		return s
 	}
 	return nopClose{s}

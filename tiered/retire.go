@@ -93,7 +93,7 @@ func (s *Store) hotStatStale(ctx context.Context, key string) (*blob.Attributes,
 // condition of its own generation.
 func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.WriterOptions, accept string) error {
 	for range 4 {
-		err := blob.Put(ctx, s.hot, key, data, &opts)
+		err := s.putHotRecorded(ctx, key, data, &opts)
 		if !errors.Is(err, blob.ErrExists) {
 			return err
 		}
@@ -125,7 +125,7 @@ func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.W
 		}
 		o := opts
 		o.If = blob.IfGenerationMatch(a.Generation)
-		err = blob.Put(ctx, s.hot, key, data, &o)
+		err = s.putHotRecorded(ctx, key, data, &o)
 		if !errors.Is(err, blob.ErrPrecondition) && !errors.Is(err, blob.ErrNotFound) {
 			return err
 		}

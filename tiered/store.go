@@ -237,6 +237,8 @@ type Store struct {
 
 	locks keyLocks
 	cat   *catalog
+	// written is what this Store wrote to hot lately (see deleteWritten).
+	written written
 	// logMu and lastLog keep this process's pack log names strictly
 	// increasing: the newest pack of a key wins by name, so two names
 	// chosen at one clock reading must not be ordered by their random tail.
@@ -625,7 +627,11 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 		return nil, err
 	}
 	if opts == nil || opts.If.IsZero() {
-		return s.hot.NewWriter(ctx, key, opts)
+		w, err := s.hot.NewWriter(ctx, key, opts)
+		if err != nil || !s.packing() {
+			return w, err
+		}
+		return &recordingWriter{Writer: w, s: s, key: key}, nil
 	}
 	if err := opts.If.Validate("write", key); err != nil {
 		return nil, err
@@ -647,7 +653,11 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 	if isMarker(prefix) {
 		return "", nil, blob.Errorf(driver.OpCreate, prefix, blob.ErrInvalidKey, "prefix reserved for move markers")
 	}
-	return blob.Create(ctx, s.hot, prefix, opts)
+	key, w, err := blob.Create(ctx, s.hot, prefix, opts)
+	if err != nil || !s.packing() {
+		return key, w, err
+	}
+	return key, &recordingWriter{Writer: w, s: s, key: key}, nil
 }
 
 type condWriter struct {
@@ -731,7 +741,7 @@ func (s *Store) commitConditional(ctx context.Context, key string, data []byte, 
 		if a.Generation != want || isGrave(a) {
 			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 		}
-		err = blob.Put(ctx, s.hot, key, data, &opts)
+		err = s.putHotRecorded(ctx, key, data, &opts)
 		if !errors.Is(err, blob.ErrPrecondition) {
 			return err
 		}
@@ -763,7 +773,7 @@ func (s *Store) commitColdOnly(ctx context.Context, key string, data []byte, opt
 		if a.Generation != want || isGrave(a) {
 			return &blob.Error{Op: driver.OpWrite, Key: key, Kind: blob.ErrPrecondition}
 		}
-		return blob.Put(ctx, s.hot, key, data, &opts)
+		return s.putHotRecorded(ctx, key, data, &opts)
 	} else if !errors.Is(err, blob.ErrNotFound) {
 		return err
 	}
@@ -1070,7 +1080,15 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if opts != nil {
 		want = opts.IfGenerationMatch
 	}
-	if want == "" && s.packing() && len(s.cat.holders(key)) > 0 {
+	inPacks := s.packing() && len(s.cat.holders(key)) > 0
+	if s.packing() && !inPacks {
+		// Not packed, as far as this process knows: a version it wrote is
+		// most likely still in hot.
+		if done, err := s.deleteWritten(ctx, key, want); done {
+			return err
+		}
+	}
+	if want == "" && inPacks {
 		// Most likely packed, and not in hot: bury it straight away.
 		if done, err := s.buryPacked(ctx, key); done {
 			return err

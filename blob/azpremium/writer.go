@@ -10,6 +10,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	azblobblob "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
@@ -77,6 +78,7 @@ type writer struct {
 	mu      sync.Mutex
 	failed  error
 	closed  bool
+	etag    string // of the version written, once Close returned nil
 }
 
 func (w *writer) Write(p []byte) (int, error) {
@@ -169,24 +171,44 @@ func (w *writer) Close() error {
 	headers := w.s.opts.headers(&w.opts)
 	conds := accessConditions(w.opts.If)
 	bb := w.s.client.NewBlockBlobClient(escapeKey(w.key))
-	var err error
+	var (
+		etag *azcore.ETag
+		err  error
+	)
 	if w.staging {
 		headers.BlobContentMD5 = sum
-		_, err = bb.CommitBlockList(w.ctx, w.ids, &blockblob.CommitBlockListOptions{
+		var resp blockblob.CommitBlockListResponse
+		resp, err = bb.CommitBlockList(w.ctx, w.ids, &blockblob.CommitBlockListOptions{
 			HTTPHeaders:      headers,
 			Metadata:         w.md,
 			AccessConditions: conds,
 		})
+		etag = resp.ETag
 	} else {
-		_, err = bb.Upload(w.ctx, nopCloser(w.buf), &blockblob.UploadOptions{
+		var resp blockblob.UploadResponse
+		resp, err = bb.Upload(w.ctx, nopCloser(w.buf), &blockblob.UploadOptions{
 			HTTPHeaders:             headers,
 			Metadata:                w.md,
 			AccessConditions:        conds,
 			TransactionalContentMD5: w.opts.ContentMD5,
 		})
+		etag = resp.ETag
 	}
 	w.buf = nil
-	return w.s.wrap(driver.OpWrite, w.key, err, writeClassifier(w.opts.If))
+	if err != nil {
+		return w.s.wrap(driver.OpWrite, w.key, err, writeClassifier(w.opts.If))
+	}
+	// The reply's ETag header is the one Get Blob Properties returns for
+	// this version, verbatim, which Stat reports as the generation.
+	if etag != nil {
+		w.etag = string(*etag)
+	}
+	return nil
+}
+
+// WrittenGeneration implements blob.GenerationReporter.
+func (w *writer) WrittenGeneration() (string, bool) {
+	return w.etag, w.etag != ""
 }
 
 // newBlockID returns a random block ID of n bytes, base64: IDs must be unique

@@ -413,3 +413,6 @@ func (w *writer) abort() {
 	w.cancel()
 	w.w.Close()
 }
+
+// WrittenGeneration implements blob.GenerationReporter: the inner writer's.
+func (w *writer) WrittenGeneration() (string, bool) { return blob.WrittenGeneration(w.w) }

@@ -159,9 +159,13 @@ type writer struct {
 	// replacing says a prewarmed object is being replaced by one that does.
 	declared  string
 	replacing bool
-	busy      atomic.Bool
-	closed    bool
-	err       error
+	// took is the generation a recovery took over, whose stream's replies
+	// need not name it.
+	took   int64
+	gen    int64 // of the committed object, once Close returned nil
+	busy   atomic.Bool
+	closed bool
+	err    error
 }
 
 // begin starts the write's clock at its first use: a prewarmed writer may
@@ -314,6 +318,7 @@ func (w *writer) Close() error {
 		w.abandon()
 		return err
 	}
+	w.gen = w.committedGeneration()
 	d := time.Since(w.started)
 	w.s.stats.writes.add(d)
 	w.s.metrics.recordWrite(w.s, d)
@@ -481,7 +486,7 @@ func (w *writer) complete(gen int64, data []byte) error {
 		return err
 	}
 	old, oldCancel := w.sw, w.cancel
-	w.sw, w.cancel = tw, cancel
+	w.sw, w.cancel, w.took = tw, cancel, gen
 	w.s.background(func(context.Context) {
 		old.Close()
 		oldCancel()
@@ -557,7 +562,7 @@ func (w *writer) overLeftover(err error) error {
 	if w.declared == "?" && w.buf.Len() == 0 && w.wrote > 0 {
 		return errLeftoverRemoved(w.key)
 	}
-	w.sw, w.cancel, w.wrote, w.err, w.id, w.declared = nil, nil, 0, nil, "", ""
+	w.sw, w.cancel, w.wrote, w.err, w.id, w.declared, w.took = nil, nil, 0, nil, "", "", 0
 	return w.commit()
 }
 
@@ -613,6 +618,36 @@ func (s *Store) declare(ctx context.Context, key string, a *storage.ObjectAttrs,
 	_, err := s.bucket.Object(key).If(storage.Conditions{GenerationMatch: a.Generation}).
 		Update(ctx, storage.ObjectAttrsToUpdate{Metadata: map[string]string{sizeKey: strconv.FormatInt(size, 10)}})
 	return err
+}
+
+// committedGeneration returns the generation of the object a successful
+// commit wrote, from what the write learned, or 0 if it never learned it.
+// Appends into an appendable object keep its generation, and a declaration
+// or an unmark is a metadata update on condition of the generation, which
+// changes the metageneration only; so the generation the stream was opened
+// on, or first reported, is the one Stat reports. It must be read before the
+// stream's background Close, which may still update the stream's attributes.
+func (w *writer) committedGeneration() int64 {
+	switch {
+	case w.warm != nil && !w.replacing && w.warm.gen > 0:
+		return w.warm.gen
+	case w.took > 0:
+		return w.took
+	case w.sw == nil:
+		return 0
+	}
+	if a := w.sw.Attrs(); a != nil {
+		return a.Generation
+	}
+	return 0
+}
+
+// WrittenGeneration implements blob.GenerationReporter.
+func (w *writer) WrittenGeneration() (string, bool) {
+	if w.gen <= 0 {
+		return "", false
+	}
+	return strconv.FormatInt(w.gen, 10), true
 }
 
 // abandonTimeout bounds the cleanup of a failed write.

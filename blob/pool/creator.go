@@ -371,3 +371,7 @@ func (w *pooledWriter) Close() error {
 	w.c.discard(ctx, w.item, "abandoned")
 	return err
 }
+
+// WrittenGeneration implements blob.GenerationReporter: the pooled
+// writer's, once it committed.
+func (w *pooledWriter) WrittenGeneration() (string, bool) { return blob.WrittenGeneration(w.item.w) }

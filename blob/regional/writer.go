@@ -39,24 +39,47 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 		// Local mode checks existence itself at commit, under the key lock.
 		IfNotExist: o.If.NotExist() && !s.opts.LocalPreconditions,
 	}
+	var token string
 	if s.opts.LocalPreconditions {
 		md := make(map[string]string, len(o.Metadata)+1)
 		for k, v := range o.Metadata {
 			md[k] = v
 		}
-		md[generationKey] = newGeneration()
+		token = newGeneration()
+		md[generationKey] = token
 		wo.Metadata = md
 	}
 	if s.opts.BufferedUploads {
 		cancel()
-		return &uploadWriter{s: s, ctx: ctx, key: key, cond: o.If, wo: wo}, nil
+		return &uploadWriter{s: s, ctx: ctx, key: key, cond: o.If, wo: wo, written: written{token: token}}, nil
 	}
 	w, err := s.b.NewWriter(wctx, key, wo)
 	if err != nil {
 		cancel()
 		return nil, s.writeError(key, err, classify)
 	}
-	return &writer{s: s, w: w, ctx: ctx, cancel: cancel, key: key, cond: o.If}, nil
+	return &writer{s: s, w: w, ctx: ctx, cancel: cancel, key: key, cond: o.If, written: written{token: token}}, nil
+}
+
+// written is what both writers know of the version they wrote. On buckets
+// with local preconditions the generation is the token the write stored in
+// the object's metadata, which Stat reports. Otherwise it is the backend's
+// ETag, which gocloud's writers do not return: such writes report none.
+type written struct {
+	token string // the generation token the write carries, if any
+	gen   string // token, once Close returned nil
+}
+
+func (w *written) commit(err error) error {
+	if err == nil {
+		w.gen = w.token
+	}
+	return err
+}
+
+// WrittenGeneration implements blob.GenerationReporter.
+func (w *written) WrittenGeneration() (string, bool) {
+	return w.gen, w.gen != ""
 }
 
 // uploadWriter buffers a write and sends it with one Bucket.Upload at Close
@@ -69,6 +92,7 @@ type uploadWriter struct {
 	wo     *gcblob.WriterOptions
 	buf    bytes.Buffer
 	closed bool
+	written
 }
 
 func (w *uploadWriter) Write(p []byte) (int, error) {
@@ -109,7 +133,7 @@ func (w *uploadWriter) Close() error {
 		}
 	}
 	err := w.s.b.Upload(w.ctx, w.key, bytes.NewReader(w.buf.Bytes()), &wo)
-	return w.s.writeError(w.key, err, driver.ClassifyWrite(classify, w.cond))
+	return w.commit(w.s.writeError(w.key, err, driver.ClassifyWrite(classify, w.cond)))
 }
 
 // writer streams a write through gocloud's writer.
@@ -122,6 +146,7 @@ type writer struct {
 	cond   blob.Condition
 	closed bool
 	failed error
+	written
 }
 
 func (w *writer) Write(p []byte) (int, error) {
@@ -162,7 +187,7 @@ func (w *writer) Close() error {
 			return err
 		}
 	}
-	return w.s.writeError(w.key, w.w.Close(), driver.ClassifyWrite(classify, w.cond))
+	return w.commit(w.s.writeError(w.key, w.w.Close(), driver.ClassifyWrite(classify, w.cond)))
 }
 
 // abort makes gocloud discard what was written: a writer whose context is

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -79,6 +80,7 @@ type writer struct {
 	buf    bytes.Buffer
 	md5    hash.Hash
 	mp     *multipart // once the write outgrew MultipartThreshold
+	etag   string     // of the version written, once Close returned nil
 	busy   atomic.Bool
 	closed bool
 	err    error
@@ -184,23 +186,57 @@ func (w *writer) commit() error {
 			}
 		}
 		// On failure w.mp stays set, so Close's fail aborts the upload.
-		if err := w.s.retryConflicts(w.ctx, func() error { return w.mp.complete(w.ctx, &w.opts) }); err != nil {
+		var etag *string
+		if err := w.s.retryConflicts(w.ctx, func() error {
+			var err error
+			etag, err = w.mp.complete(w.ctx, &w.opts)
+			return err
+		}); err != nil {
 			return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(w.s.classify, w.opts.If))
 		}
 		w.mp = nil
+		w.written(etag)
 		return nil
 	}
 	in := w.s.putInput(w.key, &w.opts, w.buf.Bytes())
 	if w.op == driver.OpAppend {
 		in.WriteOffsetBytes = aws.Int64(w.offset)
 	}
+	var etag *string
 	err := w.s.retryConflicts(w.ctx, func() error {
 		// A fresh reader per attempt: the SDK may have read the last one.
 		in.Body = bytes.NewReader(w.buf.Bytes())
-		_, err := w.s.client.PutObject(w.ctx, in, w.s.session)
+		out, err := w.s.client.PutObject(w.ctx, in, w.s.session)
+		if err == nil {
+			etag = out.ETag
+		}
 		return err
 	})
-	return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(w.s.classify, w.opts.If))
+	if err != nil {
+		return driver.WrapError(w.op, w.key, err, driver.ClassifyWrite(w.s.classify, w.opts.If))
+	}
+	if w.op == driver.OpWrite {
+		w.written(etag)
+	}
+	return nil
+}
+
+// written keeps the ETag the service replied with, which is the object's
+// generation (see Stat). Only a quoted entity tag, the form HeadObject
+// returns, is kept: a reply in another form could not be trusted to be
+// the string Stat reports, and a caller that conditions on it would then
+// fail. An append's reply is not kept: that the ETag it carries is the
+// whole object's, after the append, is not something the service
+// documents.
+func (w *writer) written(etag *string) {
+	if e := aws.ToString(etag); len(e) >= 2 && strings.HasPrefix(e, `"`) && strings.HasSuffix(e, `"`) {
+		w.etag = e
+	}
+}
+
+// WrittenGeneration implements blob.GenerationReporter.
+func (w *writer) WrittenGeneration() (string, bool) {
+	return w.etag, w.etag != ""
 }
 
 // putInput is a PutObject of data to key with opts' attributes and
@@ -295,7 +331,7 @@ func (m *multipart) upload(ctx context.Context, part []byte) error {
 	return nil
 }
 
-func (m *multipart) complete(ctx context.Context, o *blob.WriterOptions) error {
+func (m *multipart) complete(ctx context.Context, o *blob.WriterOptions) (*string, error) {
 	in := &s3.CompleteMultipartUploadInput{
 		Bucket:          aws.String(m.s.bucket),
 		Key:             aws.String(m.key),
@@ -308,8 +344,11 @@ func (m *multipart) complete(ctx context.Context, o *blob.WriterOptions) error {
 	case o.If.GenerationMatch() != "":
 		in.IfMatch = aws.String(o.If.GenerationMatch())
 	}
-	_, err := m.s.client.CompleteMultipartUpload(ctx, in, m.s.session)
-	return err
+	out, err := m.s.client.CompleteMultipartUpload(ctx, in, m.s.session)
+	if err != nil {
+		return nil, err
+	}
+	return out.ETag, nil
 }
 
 // abort ends the upload in the background, so its parts stop costing
