@@ -116,7 +116,8 @@ func memPair(t *testing.T) (hot, cold blob.Store) {
 }
 
 // manual returns a tiered store over hot and cold whose compactor runs only
-// when asked, one move at a time, moving everything, each object on its own
+// when asked, one move at a time, moving everything (manualWith: unless
+// its options set After), each object on its own
 // (no packs). Its Owner is the same for every store a test makes, so a store
 // made after a "crash" finishes the moves of the one before at once, as a
 // restarted process with a stable name would. (Stores that only serve users
@@ -134,7 +135,10 @@ func manualPacked(t *testing.T, hot, cold blob.Store, maxObjects int) *tiered.St
 
 func manualWith(t *testing.T, hot, cold blob.Store, o tiered.Options) *tiered.Store {
 	t.Helper()
-	o.After, o.Manual, o.Concurrency = time.Nanosecond, true, 1
+	if o.After == 0 {
+		o.After = time.Nanosecond
+	}
+	o.Manual, o.Concurrency = true, 1
 	if o.LeaseStore == nil {
 		// Tests that count or fail cold's calls one by one see only the
 		// pass's: the lease of the stores over one cold store lives in a

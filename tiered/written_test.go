@@ -89,8 +89,7 @@ var writtenHots = []writtenHot{
 func moverOver(t *testing.T, hot, cold blob.Store) *tiered.Store {
 	t.Helper()
 	o := writtenOptions
-	o.MaxClockSkew = time.Millisecond
-	o.Now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	o.After, o.MaxClockSkew = time.Nanosecond, time.Millisecond
 	return manualWith(t, hot, cold, o)
 }
 
