@@ -45,7 +45,8 @@ func slowQuorum(b *testing.B, seed uint64) blob.Store {
 // DB closed (which waits for its obsolete tables' deletes), reopened, 10k
 // point reads and a full scan, on a 2-of-3 quorum of latency-profiled
 // zonal stores, and on tiered over such a quorum (a regional store behind
-// it) with its compactor moving objects at once or after a minute.
+// it) with its compactor moving objects at once or after a minute; the
+// regional tier's listings, reads and Stats during the close are counted.
 //
 //	cd adapters/pebble && go test -run '^$' -bench LSM -benchtime 1x
 func BenchmarkLSM(b *testing.B) {
@@ -56,21 +57,25 @@ func BenchmarkLSM(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
 				var s blob.Store = slowQuorum(b, 1)
+				var cold *fault.Store
 				if c.after > 0 {
-					t, err := tiered.New(s, slow(b, latency.RegionalBucket, 9), tiered.Options{After: c.after, Interval: time.Second})
+					cold = slow(b, latency.RegionalBucket, 9).(*fault.Store)
+					t, err := tiered.New(s, cold, tiered.Options{After: c.after, Interval: time.Second})
 					if err != nil {
 						b.Fatal(err)
 					}
 					s = t
 				}
-				runLSM(b, s)
+				runLSM(b, s, cold)
 				s.Close()
 			}
 		})
 	}
 }
 
-func runLSM(b *testing.B, s blob.Store) {
+// runLSM runs the load on s; cold, if not nil, is the regional tier behind
+// it, whose calls during DB.Close are reported too.
+func runLSM(b *testing.B, s blob.Store, cold *fault.Store) {
 	counted := fault.Wrap(s, fault.Options{}) // to count the calls pebble makes
 	st := zpebble.New(counted)
 	fs := vfs.NewMem()
@@ -106,13 +111,22 @@ func runLSM(b *testing.B, s blob.Store) {
 		st := counted.Stats()
 		return st[fault.OpList].Calls, st[fault.OpDelete].Calls
 	}
+	coldCalls := func() (n [3]int64) {
+		if cold != nil {
+			st := cold.Stats()
+			n = [3]int64{st[fault.OpList].Calls, st[fault.OpRead].Calls, st[fault.OpStat].Calls}
+		}
+		return n
+	}
 	lists0, deletes0 := calls()
+	cold0 := coldCalls()
 	start = time.Now()
 	if err := db.Close(); err != nil {
 		b.Fatal(err)
 	}
 	closing := time.Since(start)
 	lists1, deletes1 := calls()
+	cold1 := coldCalls()
 	db = open()
 	defer db.Close()
 	start = time.Now()
@@ -144,6 +158,11 @@ func runLSM(b *testing.B, s blob.Store) {
 	b.ReportMetric(closing.Seconds(), "close-s")
 	b.ReportMetric(float64(lists1-lists0), "close-lists")
 	b.ReportMetric(float64(deletes1-deletes0), "close-deletes")
+	if cold != nil {
+		b.ReportMetric(float64(cold1[0]-cold0[0]), "close-cold-lists")
+		b.ReportMetric(float64(cold1[1]-cold0[1]), "close-cold-reads")
+		b.ReportMetric(float64(cold1[2]-cold0[2]), "close-cold-stats")
+	}
 	b.ReportMetric(float64(gets.Microseconds())/10_000, "get-us")
 	b.ReportMetric(scan.Seconds(), "scan-s")
 }
