@@ -84,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 		{"InvalidKeys", testInvalidKeys},
 		{"WeirdKeys", testWeirdKeys},
 		{"KeysRoundTripOrRefused", testKeysRoundTripOrRefused},
+		{"ListOptionsChecked", testListOptionsChecked},
 		{"ListOrder", testListOrder},
 		{"ListPrefixDelimiter", testListPrefixDelimiter},
 		{"ListStartAfter", testListStartAfter},
@@ -641,7 +642,20 @@ func testInvalidKeys(t *testing.T, h Harness, s blob.Store) {
 		wantErr(t, name+": NewWriter", err, blob.ErrInvalidKey)
 		err = s.Delete(ctx, key, nil)
 		wantErr(t, name+": Delete", err, blob.ErrInvalidKey)
+		if key != "" {
+			// A listing's prefix is a key's beginning: what no key may
+			// hold, no prefix may either.
+			_, err = s.List(ctx, &blob.ListOptions{Prefix: key})
+			wantErr(t, name+": List prefix", err, blob.ErrInvalidKey)
+		}
 	}
+}
+
+// testListOptionsChecked: a page size that makes no sense is refused with
+// ErrInvalidArgument before any I/O, not taken for the default.
+func testListOptionsChecked(t *testing.T, h Harness, s blob.Store) {
+	_, err := s.List(ctxT(t), &blob.ListOptions{PageSize: -1})
+	wantErr(t, "List with a negative page size", err, blob.ErrInvalidArgument)
 }
 
 // longKey is MaxKeyLen bytes in segments short enough for file systems.

@@ -861,12 +861,10 @@ func (s *Store) coldStat(ctx context.Context, key string, since time.Time) (*blo
 // Objects listed from cold only have an empty Generation (cold listings do
 // not carry the metadata that holds it); Stat returns it.
 func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
-	if s.life.Closed() {
-		return nil, driver.ClosedError(driver.OpList, "")
-	}
-	var o blob.ListOptions
-	if opts != nil {
-		o = *opts
+	// A bad prefix or page size is refused before either tier is asked.
+	o, err := s.life.CheckList(opts)
+	if err != nil {
+		return nil, err
 	}
 	after := o.StartAfter
 	if o.PageToken != "" {
@@ -877,9 +875,6 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 		after = max(after, k)
 	}
 	size := o.PageSize
-	if size <= 0 {
-		size = blob.DefaultPageSize
-	}
 	for {
 		page, bound, err := s.listOnce(ctx, &blob.ListOptions{Prefix: o.Prefix, Delimiter: o.Delimiter, StartAfter: after, PageSize: size})
 		if err != nil || len(page.Objects) > 0 || bound == "" {
