@@ -279,12 +279,19 @@ func RedactSecrets(text string, secrets []string) string {
 // redactError hides the credentials of rawURL from err's message while keeping
 // err reachable with errors.Is and errors.As.
 func redactError(err error, rawURL string) error {
-	ss := Secrets(rawURL)
-	if len(ss) == 0 {
+	return RedactError(err, Secrets(rawURL))
+}
+
+// RedactError hides secrets from err's message, in every form
+// RedactSecrets knows, while keeping err reachable with errors.Is and
+// errors.As. A driver that holds credentials of its own (not in its URL)
+// passes its errors through it.
+func RedactError(err error, secrets []string) error {
+	if err == nil || len(secrets) == 0 {
 		return err
 	}
 	msg := err.Error()
-	red := RedactSecrets(msg, ss)
+	red := RedactSecrets(msg, secrets)
 	if red == msg {
 		return err
 	}

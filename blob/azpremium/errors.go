@@ -3,7 +3,6 @@ package azpremium
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
@@ -72,30 +71,6 @@ func writeClassifier(c blob.Condition) func(error) error {
 	}
 }
 
-// redact hides secrets from err's message, keeping err reachable through
-// errors.Is and errors.As.
-func redact(err error, secrets []string) error {
-	if err == nil || len(secrets) == 0 {
-		return err
-	}
-	msg := err.Error()
-	hit := false
-	for _, sec := range secrets {
-		if len(sec) >= 4 && strings.Contains(msg, sec) {
-			msg = strings.ReplaceAll(msg, sec, "REDACTED")
-			hit = true
-		}
-	}
-	if !hit {
-		return err
-	}
-	return &redactedError{msg: msg, err: err}
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
+// redact hides secrets from err's message (blob.RedactError: raw and
+// escaped), keeping err reachable through errors.Is and errors.As.
+func redact(err error, secrets []string) error { return blob.RedactError(err, secrets) }
