@@ -866,13 +866,9 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 	if err != nil {
 		return nil, err
 	}
-	after := o.StartAfter
-	if o.PageToken != "" {
-		k, err := driver.DecodePageToken(o.PageToken)
-		if err != nil {
-			return nil, err
-		}
-		after = max(after, k)
+	after, err := driver.ListStart(&o)
+	if err != nil {
+		return nil, err
 	}
 	size := o.PageSize
 	for {

@@ -21,7 +21,7 @@ func Paginate(objs []blob.ListObject, opts *blob.ListOptions) (*blob.ListPage, e
 	if opts != nil {
 		o = *opts
 	}
-	after, err := listStart(&o)
+	after, err := ListStart(&o)
 	if err != nil {
 		return nil, err
 	}
@@ -59,9 +59,10 @@ func Paginate(objs []blob.ListObject, opts *blob.ListOptions) (*blob.ListPage, e
 	return page, nil
 }
 
-// listStart returns the key after which a page starts: the later of StartAfter
-// and the key encoded in PageToken.
-func listStart(o *blob.ListOptions) (string, error) {
+// ListStart returns the key after which a page starts: the later of
+// StartAfter and the key encoded in PageToken. Composites that merge the
+// pages of several stores start each of them there.
+func ListStart(o *blob.ListOptions) (string, error) {
 	after := o.StartAfter
 	if o.PageToken != "" {
 		k, err := DecodePageToken(o.PageToken)
