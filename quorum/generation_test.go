@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/conformance"
 )
 
 // A quorum writer reports the version its round made current, which Stat
@@ -16,24 +17,7 @@ func TestWriterReportsGeneration(t *testing.T) {
 	defer q.Close()
 	check := func(key string, w blob.Writer, data string) string {
 		t.Helper()
-		if _, err := w.Write([]byte(data)); err != nil {
-			t.Fatal(err)
-		}
-		if g, ok := blob.WrittenGeneration(w); ok {
-			t.Errorf("%s: reports %q before Close", key, g)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		g, ok := blob.WrittenGeneration(w)
-		a, err := q.Stat(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok || g != a.Generation {
-			t.Fatalf("%s: the writer reports %q (%v); Stat has %q", key, g, ok, a.Generation)
-		}
-		return g
+		return conformance.WriteReported(ctx, t, q, key, w, []byte(data), 0)
 	}
 	open := func(key string, o *blob.WriterOptions) blob.Writer {
 		t.Helper()

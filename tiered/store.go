@@ -627,11 +627,10 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 		return nil, err
 	}
 	if opts == nil || opts.If.IsZero() {
-		w, err := s.hot.NewWriter(ctx, key, opts)
-		if err != nil || !s.packing() {
-			return w, err
+		if !s.packing() {
+			return s.hot.NewWriter(ctx, key, opts)
 		}
-		return &recordingWriter{Writer: w, s: s, key: key}, nil
+		return recordingHot{Store: s.hot, s: s}.NewWriter(ctx, key, opts)
 	}
 	if err := opts.If.Validate("write", key); err != nil {
 		return nil, err

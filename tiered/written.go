@@ -100,8 +100,24 @@ func (w *written) len() int {
 	return len(w.m)
 }
 
-// recordingWriter is hot's writer for a write through this Store: once it
-// commits, the generation hot reports (if it does) is remembered.
+// recordingHot is hot as this Store writes the user's versions to it: its
+// writers remember the generation of what they commit (see written).
+type recordingHot struct {
+	blob.Store
+	s *Store
+}
+
+func (h recordingHot) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	w, err := h.Store.NewWriter(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &recordingWriter{Writer: w, s: h.s, key: key}, nil
+}
+
+// recordingWriter remembers, once it commits, the generation hot reports
+// (if it does); a write that failed may have replaced the version
+// remembered, which is forgotten.
 type recordingWriter struct {
 	blob.Writer
 	s   *Store
@@ -110,7 +126,11 @@ type recordingWriter struct {
 
 func (w *recordingWriter) Close() error {
 	err := w.Writer.Close()
-	w.s.noteWritten(w.key, w.Writer, err)
+	g := ""
+	if err == nil {
+		g, _ = blob.WrittenGeneration(w.Writer)
+	}
+	w.s.written.note(w.key, g)
 	return err
 }
 
@@ -119,36 +139,10 @@ func (w *recordingWriter) WrittenGeneration() (string, bool) {
 	return blob.WrittenGeneration(w.Writer)
 }
 
-// noteWritten remembers the generation of the version hot's writer w
-// committed, or forgets key when w failed or does not say.
-func (s *Store) noteWritten(key string, w blob.Writer, err error) {
-	if err != nil {
-		// The write may have replaced the version remembered.
-		s.written.note(key, "")
-		return
-	}
-	g, _ := blob.WrittenGeneration(w)
-	s.written.note(key, g)
-}
-
 // putHotRecorded is blob.Put to hot for a version the user wrote, with its
 // generation remembered.
 func (s *Store) putHotRecorded(ctx context.Context, key string, data []byte, opts *blob.WriterOptions) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := s.hot.NewWriter(ctx, key, opts)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(data); err != nil {
-		cancel()
-		w.Close()
-		s.written.note(key, "")
-		return err
-	}
-	err = w.Close()
-	s.noteWritten(key, w, err)
-	return err
+	return blob.Put(ctx, recordingHot{Store: s.hot, s: s}, key, data, opts)
 }
 
 // deleteWritten is Delete's first try for a key this Store wrote: a grave
