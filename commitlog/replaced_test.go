@@ -460,14 +460,18 @@ func TestReplacedWhileRepairPassRuns(t *testing.T) {
 	// The writer rolls on its own (4 frames a segment), and a roll may
 	// come at a point that leaves this interleaving undone (before the
 	// held pass read the segment, or past s2 once the zone is replaced):
-	// such an attempt proves nothing and the next one starts afresh.
-	for attempt := range 25 {
+	// such an attempt proves nothing and the next one starts afresh. On a
+	// busy machine most attempts are so (a run beside go test ./... used up
+	// 25, each some 70 ms, with the writer past s2 every time); the budget
+	// allows for that.
+	const attempts = 200
+	for attempt := range attempts {
 		if replacedWhileRepairPassRuns(t) {
 			return
 		}
 		t.Logf("attempt %d: the writer rolled where the interleaving needs it not to; again", attempt)
 	}
-	t.Fatal("25 attempts, none with the interleaving")
+	t.Fatalf("%d attempts, none with the interleaving", attempts)
 }
 
 // replacedWhileRepairPassRuns runs TestReplacedWhileRepairPassRuns's
