@@ -21,7 +21,7 @@
 // straggler_timeout, close_timeout, failure_threshold, probe_interval,
 // anti_entropy_interval, repair_grace, tombstone_grace, and the pool
 // parameters of gcsrapid:// (pool_size, pool_min_idle, load_concurrency,
-// max_item_age, write_timeout, grace_window, max_pools): with pool_size > 0
+// max_item_age, write_timeout, grace_window, clock_skew, max_pools): with pool_size > 0
 // the Store opened is a pool.Creator in front of the quorum, whose Creates
 // take objects prewarmed on every replica (off by default: pool
 // parameters without pool_size are an error); unknown ones are an error. The scheme is registered on blob.Open and on gocloud's

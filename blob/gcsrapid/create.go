@@ -53,9 +53,5 @@ func (v creatorView) Delete(ctx context.Context, key string, opts *blob.DeleteOp
 }
 
 func newCreator(s *Store) (*pool.Creator, error) {
-	// The pool's bound on a name's age at commit leaves room for the
-	// clocks' skew below the reconciler's grace window.
-	co := s.opts.CreatorOptions
-	co.GraceWindow -= s.opts.ClockSkew
-	return pool.NewCreator(creatorView{s}, co)
+	return pool.NewCreator(creatorView{s}, s.opts.CreatorOptions)
 }

@@ -746,7 +746,7 @@ func TestSweepTakesOnlyUnwrittenResidue(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.StaleSize = time.Hour
 	srv := newServer(t, p)
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2, MaxItemAge: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, GraceWindow: time.Second}, ClockSkew: 50 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2, MaxItemAge: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, GraceWindow: time.Second, ClockSkew: 50 * time.Millisecond}, SweepInterval: 20 * time.Millisecond})
 	defer s.Close()
 	written, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
 	if err != nil {

@@ -39,13 +39,10 @@ type Options struct {
 	// defaults: Capacity of each prefix's pool (URL pool_size; negative
 	// turns pooling off), MinIdle (pool_min_idle), LoadConcurrency,
 	// MaxItemAge, WriteTimeout, GraceWindow (the orphan reconciler's:
-	// MaxItemAge + WriteTimeout + ClockSkew must be below it) and MaxPools.
+	// MaxItemAge + WriteTimeout + ClockSkew must be below it), ClockSkew
+	// (between the processes that pool under the same prefixes and the
+	// service) and MaxPools.
 	pool.CreatorOptions
-	// ClockSkew is the largest difference between the clocks of the
-	// processes that pool under the same prefixes and the service's
-	// (default: 30s, or half of what GraceWindow leaves above MaxItemAge +
-	// WriteTimeout if that is less).
-	ClockSkew time.Duration
 	// SweepInterval is how often the Store sweeps its pooled prefixes for
 	// prewarmed objects that crashed processes left unwritten (deleting those
 	// older than MaxItemAge + WriteTimeout + ClockSkew); SweepRate bounds
@@ -104,7 +101,7 @@ type Options struct {
 // Defaults (the pools' are pool's: pool.DefaultCapacity and the others).
 const (
 	DefaultMaxBuffer = 16 << 20
-	DefaultClockSkew = 30 * time.Second
+	DefaultClockSkew = pool.DefaultClockSkew
 	DefaultSweepRate = 50
 	// DefaultRetries: an idempotent call is tried up to three times.
 	DefaultRetries = 2
@@ -134,12 +131,9 @@ func Connections(o Options) int {
 
 func (o *Options) setDefaults() {
 	o.CreatorOptions = o.CreatorOptions.WithDefaults() // a negative Capacity stays: no pooling
-	if margin := o.GraceWindow - o.MaxItemAge - o.WriteTimeout; o.ClockSkew == 0 && margin > 0 {
-		o.ClockSkew = min(DefaultClockSkew, margin/2)
-	}
 	if o.SweepInterval == 0 {
 		// Often enough that residue lives at most about 1.5 windows.
-		o.SweepInterval = min(max((o.MaxItemAge+o.WriteTimeout+o.ClockSkew)/2, 10*time.Millisecond), time.Minute)
+		o.SweepInterval = min(max(o.InFlightAge()/2, 10*time.Millisecond), time.Minute)
 	}
 	if o.SweepRate == 0 {
 		o.SweepRate = DefaultSweepRate
@@ -178,9 +172,8 @@ func (o Options) Validate() error {
 		return bad("pool_min_idle %d exceeds pool_size %d", o.MinIdle, o.Capacity)
 	case o.MinIdle < 0 || o.LoadConcurrency < 0 || o.MaxBuffer < 0 || o.MaxPools < 0 || o.MaxStreamsPerConn < 0:
 		return bad("counts must not be negative")
-	case o.MaxItemAge+o.WriteTimeout+o.ClockSkew >= o.GraceWindow:
-		return bad("max_item_age (%v) + write_timeout (%v) + clock_skew (%v) must be below grace_window (%v): "+
-			"a pooled object could be reclaimed as an orphan between its write and its commit", o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow)
+	case pool.CheckGrace(o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow) != nil:
+		return bad("%v", pool.CheckGrace(o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow))
 	}
 	return nil
 }
@@ -232,7 +225,6 @@ func OpenURL(ctx context.Context, u *url.URL) (*Store, error) {
 	q := driver.NewQuery(u)
 	opts := Options{
 		CreatorOptions:    pool.OptionsFromQuery(q),
-		ClockSkew:         q.Duration("clock_skew", 0),
 		SweepInterval:     q.Duration("sweep_interval", 0),
 		SweepRate:         q.Int("sweep_rate", 0),
 		Retries:           q.Int("retries", 0),

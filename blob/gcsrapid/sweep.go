@@ -73,8 +73,7 @@ func (sw *sweeper) run(ctx context.Context) {
 
 // window is the age past which an unwritten prewarmed object is abandoned.
 func (sw *sweeper) window() time.Duration {
-	o := sw.s.opts
-	return o.MaxItemAge + o.WriteTimeout + o.ClockSkew
+	return sw.s.opts.InFlightAge()
 }
 
 // pass sweeps prefix: first the names made since the window plus a few

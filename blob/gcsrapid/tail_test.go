@@ -69,7 +69,7 @@ func TestTailingConsumerWithAKilledWriter(t *testing.T) {
 	if err := srv.CreateBucket(bucket, true); err != nil {
 		t.Fatal(err)
 	}
-	opts := gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 16, MinIdle: 4, MaxItemAge: 2 * time.Second, WriteTimeout: 2 * time.Second, GraceWindow: 10 * time.Second}, ClockSkew: 200 * time.Millisecond, SweepInterval: 50 * time.Millisecond, SweepRate: 1000}
+	opts := gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 16, MinIdle: 4, MaxItemAge: 2 * time.Second, WriteTimeout: 2 * time.Second, GraceWindow: 10 * time.Second, ClockSkew: 200 * time.Millisecond}, SweepInterval: 50 * time.Millisecond, SweepRate: 1000}
 	open := func(o gcsrapid.Options) *gcsrapid.Store {
 		c, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
 		if err != nil {

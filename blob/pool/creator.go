@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -29,9 +30,10 @@ type Creator struct {
 	closing sync.WaitGroup             // pooled writers in Close
 }
 
-// CreatorOptions configure a Creator. MaxItemAge + WriteTimeout must be below
-// GraceWindow (the orphan reconciler's), or a prewarmed object could be
-// reclaimed between its write and its commit.
+// CreatorOptions configure a Creator. InFlightAge (MaxItemAge +
+// WriteTimeout + ClockSkew) must be below GraceWindow (the orphan
+// reconciler's), or a prewarmed object could be reclaimed between its write
+// and its commit.
 //
 // The bound holds from the moment a pooled name is made to the end of its
 // commit, however long the prewarm and the commit take: a name is made when
@@ -60,6 +62,11 @@ type CreatorOptions struct {
 	WriteTimeout time.Duration
 	// GraceWindow is the orphan reconciler's (DefaultGraceWindow).
 	GraceWindow time.Duration
+	// ClockSkew is the largest difference between the clocks of the
+	// processes that pool under the same prefixes, the service's and the
+	// reclaimer's (DefaultClockSkew, or half of what GraceWindow leaves
+	// above MaxItemAge + WriteTimeout if that is less).
+	ClockSkew time.Duration
 	// MaxPools bounds the prefixes with a pool; Creates under further
 	// prefixes create inline (DefaultMaxPools).
 	MaxPools int
@@ -73,6 +80,7 @@ const (
 	DefaultMaxItemAge      = time.Minute
 	DefaultWriteTimeout    = 30 * time.Second
 	DefaultGraceWindow     = 10 * time.Minute
+	DefaultClockSkew       = 30 * time.Second
 	DefaultMaxPools        = 16
 )
 
@@ -95,12 +103,36 @@ func (o CreatorOptions) WithDefaults() CreatorOptions {
 			*d.v = d.d
 		}
 	}
+	if margin := o.GraceWindow - o.MaxItemAge - o.WriteTimeout; o.ClockSkew == 0 && margin > 0 {
+		o.ClockSkew = min(DefaultClockSkew, margin/2)
+	}
 	return o
+}
+
+// InFlightAge is the age past which no pooled write can still commit to
+// its object, on any clock within ClockSkew: a name is handed out within
+// MaxItemAge of being made, and its commit ends within WriteTimeout of the
+// hand-out. Whatever deletes unwritten pooled objects (gcsrapid's sweep, the
+// orphan reconciler) waits at least this long, and GraceWindow must exceed
+// it (CheckGrace).
+func (o CreatorOptions) InFlightAge() time.Duration {
+	return o.MaxItemAge + o.WriteTimeout + o.ClockSkew
+}
+
+// CheckGrace reports whether grace leaves room for a pooled write in
+// flight: it must exceed maxItemAge + writeTimeout + clockSkew (see
+// InFlightAge). The error names the four values with their URL parameters.
+func CheckGrace(maxItemAge, writeTimeout, clockSkew, grace time.Duration) error {
+	if maxItemAge+writeTimeout+clockSkew < grace {
+		return nil
+	}
+	return fmt.Errorf("max_item_age (%v) + write_timeout (%v) + clock_skew (%v) must be below grace_window (%v): "+
+		"a pooled object could be reclaimed as an orphan between its write and its commit", maxItemAge, writeTimeout, clockSkew, grace)
 }
 
 // OptionsFromQuery reads the pool parameters of a store URL (pool_size,
 // pool_min_idle, load_concurrency, max_item_age, write_timeout,
-// grace_window, max_pools), as gcsrapid:// and quorum:// take them; an
+// grace_window, clock_skew, max_pools), as gcsrapid:// and quorum:// take them; an
 // absent one is zero (its default).
 func OptionsFromQuery(q *driver.Query) CreatorOptions {
 	return CreatorOptions{
@@ -110,6 +142,7 @@ func OptionsFromQuery(q *driver.Query) CreatorOptions {
 		MaxItemAge:      q.Duration("max_item_age", 0),
 		WriteTimeout:    q.Duration("write_timeout", 0),
 		GraceWindow:     q.Duration("grace_window", 0),
+		ClockSkew:       q.Duration("clock_skew", 0),
 		MaxPools:        q.Int("max_pools", 0),
 	}
 }
@@ -119,12 +152,10 @@ func OptionsFromQuery(q *driver.Query) CreatorOptions {
 func (o CreatorOptions) Validate() error {
 	switch {
 	case o.Capacity < 0 || o.MinIdle < 0 || o.LoadConcurrency < 0 || o.MaxPools < 0 ||
-		o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0:
+		o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0 || o.ClockSkew < 0:
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: counts and durations must not be negative")
-	case o.MaxItemAge+o.WriteTimeout >= o.GraceWindow:
-		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument,
-			"pool: MaxItemAge (%v) + WriteTimeout (%v) must be below GraceWindow (%v): a prewarmed object could be reclaimed as an orphan between its write and its commit",
-			o.MaxItemAge, o.WriteTimeout, o.GraceWindow)
+	case CheckGrace(o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow) != nil:
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: %v", CheckGrace(o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow))
 	case o.MinIdle > o.Capacity:
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: MinIdle %d exceeds Capacity %d", o.MinIdle, o.Capacity)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -105,6 +106,20 @@ func TestCreatorRefusesUnsafeAges(t *testing.T) {
 	_, err := pool.NewCreator(mem, pool.CreatorOptions{MaxItemAge: 9 * time.Minute, WriteTimeout: time.Minute, GraceWindow: 10 * time.Minute})
 	if !errors.Is(err, blob.ErrInvalidArgument) {
 		t.Errorf("NewCreator with MaxItemAge+WriteTimeout = GraceWindow: %v", err)
+	}
+	// The clocks' skew counts too: a reclaimer whose clock runs ahead sees
+	// the object older than it is.
+	_, err = pool.NewCreator(mem, pool.CreatorOptions{MaxItemAge: 8 * time.Minute, WriteTimeout: time.Minute, ClockSkew: time.Minute, GraceWindow: 10 * time.Minute})
+	if !errors.Is(err, blob.ErrInvalidArgument) || !strings.Contains(err.Error(), "clock_skew") {
+		t.Errorf("NewCreator with MaxItemAge+WriteTimeout+ClockSkew = GraceWindow: %v", err)
+	}
+	// Unset, the skew is taken within what the window leaves.
+	o := pool.CreatorOptions{MaxItemAge: 8 * time.Minute, WriteTimeout: time.Minute, GraceWindow: 10 * time.Minute}.WithDefaults()
+	if o.ClockSkew != 30*time.Second || o.InFlightAge() != 9*time.Minute+30*time.Second || o.Validate() != nil {
+		t.Errorf("defaults %+v: skew %v, in flight %v, %v; want 30s, 9m30s, valid", o, o.ClockSkew, o.InFlightAge(), o.Validate())
+	}
+	if o := (pool.CreatorOptions{MaxItemAge: 9 * time.Minute, WriteTimeout: 50 * time.Second, GraceWindow: 10 * time.Minute}).WithDefaults(); o.ClockSkew != 5*time.Second || o.Validate() != nil {
+		t.Errorf("a 10s margin: skew %v, %v; want 5s (half the margin), valid", o.ClockSkew, o.Validate())
 	}
 }
 
