@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/blob/pool"
+	"github.com/zonalblob/zonalblob/internal/parallel"
 )
 
 // Options configure a Reconciler.
@@ -79,9 +81,9 @@ func New(s blob.Store, opts Options) (*Reconciler, error) {
 		return nil, blob.Errorf(opReconcile, opts.Prefix, blob.ErrInvalidArgument, "a liveness check is required")
 	case opts.GraceWindow <= 0 || opts.MaxItemAge < 0 || opts.WriteTimeout < 0 || opts.ClockSkew < 0:
 		return nil, blob.Errorf(opReconcile, opts.Prefix, blob.ErrInvalidArgument, "grace window must be positive and the other durations not negative")
-	case opts.MaxItemAge+opts.WriteTimeout+opts.ClockSkew >= opts.GraceWindow:
-		return nil, &blob.Error{Op: opReconcile, Key: opts.Prefix, Kind: blob.ErrInvalidArgument, Err: fmt.Errorf("%w: MaxItemAge %v + WriteTimeout %v + ClockSkew %v >= GraceWindow %v",
-			ErrUnsafe, opts.MaxItemAge, opts.WriteTimeout, opts.ClockSkew, opts.GraceWindow)}
+	case pool.CheckGrace(opts.MaxItemAge, opts.WriteTimeout, opts.ClockSkew, opts.GraceWindow) != nil:
+		return nil, &blob.Error{Op: opReconcile, Key: opts.Prefix, Kind: blob.ErrInvalidArgument, Err: fmt.Errorf("%w: %v",
+			ErrUnsafe, pool.CheckGrace(opts.MaxItemAge, opts.WriteTimeout, opts.ClockSkew, opts.GraceWindow))}
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
@@ -108,51 +110,46 @@ type Report struct {
 func (r *Reconciler) Run(ctx context.Context) (*Report, error) {
 	rep := &Report{}
 	var mu sync.Mutex
-	sem := make(chan struct{}, r.opts.Concurrency)
-	var wg sync.WaitGroup
 	var listErr error
-	for obj, err := range blob.All(ctx, r.s, &blob.ListOptions{Prefix: r.opts.Prefix}) {
-		if err != nil {
-			listErr = err
-			break
-		}
-		if obj.IsDir {
-			continue
-		}
-		mu.Lock()
-		rep.Scanned++
-		mu.Unlock()
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			listErr = ctx.Err()
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			v, err := r.examine(ctx, obj)
-			mu.Lock()
-			defer mu.Unlock()
-			switch v {
-			case young:
-				rep.Young++
-			case live:
-				rep.Live++
-			case undated:
-				rep.Undated++
-			case changed:
-				rep.Changed++
-			case deleted:
-				rep.Deleted = append(rep.Deleted, obj.Key)
-			}
+	objects := func(yield func(blob.ListObject) bool) {
+		for obj, err := range blob.All(ctx, r.s, &blob.ListOptions{Prefix: r.opts.Prefix}) {
 			if err != nil {
-				rep.Errors = append(rep.Errors, err)
+				listErr = err
+				return
 			}
-		})
+			if obj.IsDir {
+				continue
+			}
+			mu.Lock()
+			rep.Scanned++
+			mu.Unlock()
+			if !yield(obj) {
+				return
+			}
+		}
 	}
-	wg.Wait()
+	if !parallel.Range(ctx, objects, r.opts.Concurrency, func(obj blob.ListObject) {
+		v, err := r.examine(ctx, obj)
+		mu.Lock()
+		defer mu.Unlock()
+		switch v {
+		case young:
+			rep.Young++
+		case live:
+			rep.Live++
+		case undated:
+			rep.Undated++
+		case changed:
+			rep.Changed++
+		case deleted:
+			rep.Deleted = append(rep.Deleted, obj.Key)
+		}
+		if err != nil {
+			rep.Errors = append(rep.Errors, err)
+		}
+	}) && listErr == nil {
+		listErr = ctx.Err()
+	}
 	return rep, listErr
 }
 

@@ -7,11 +7,10 @@ import (
 	"maps"
 	"strconv"
 
-	"sync"
-
 	"cloud.google.com/go/storage"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/parallel"
 )
 
 // An object made by Create does not exist for anyone until its writer's Close
@@ -232,19 +231,16 @@ func notFoundUnwritten(op, key string) error {
 func (s *Store) visible(ctx context.Context, attrs []*storage.ObjectAttrs) ([]*storage.ObjectAttrs, error) {
 	hide := make([]bool, len(attrs))
 	errs := make([]error, len(attrs))
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
+	var doubt []int
 	for i, a := range attrs {
-		if a.Prefix != "" || !doubtful(a.Metadata, a.Size) {
-			continue
+		if a.Prefix == "" && doubtful(a.Metadata, a.Size) {
+			doubt = append(doubt, i)
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			hide[i], errs[i] = s.unwritten(ctx, a)
-		})
 	}
-	wg.Wait()
+	parallel.Do(len(doubt), 16, func(j int) {
+		i := doubt[j]
+		hide[i], errs[i] = s.unwritten(ctx, attrs[i])
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

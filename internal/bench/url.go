@@ -10,6 +10,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/cost"
+	"github.com/zonalblob/zonalblob/internal/parallel"
 )
 
 // LiveProfile names the rows of a run against a real bucket: no emulator,
@@ -136,24 +137,17 @@ func cleanup(store blob.Store, name string, keys []string, timeout time.Duration
 	var mu sync.Mutex
 	var failed int
 	var first error
-	slots := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for _, k := range keys {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			err := bounded(ctx, timeout, func(ctx context.Context) error { return store.Delete(ctx, k, nil) })
-			if err != nil && !errors.Is(err, blob.ErrNotFound) {
-				mu.Lock()
-				failed++
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
+	parallel.Do(len(keys), 16, func(i int) {
+		err := bounded(ctx, timeout, func(ctx context.Context) error { return store.Delete(ctx, keys[i], nil) })
+		if err != nil && !errors.Is(err, blob.ErrNotFound) {
+			mu.Lock()
+			failed++
+			if first == nil {
+				first = err
 			}
-		})
-	}
-	wg.Wait()
+			mu.Unlock()
+		}
+	})
 	if failed > 0 {
 		return fmt.Sprintf("%s: could not delete %d of the %d objects this run wrote under zonalblob-bench/ (first error: %v)", name, failed, len(keys), first)
 	}
