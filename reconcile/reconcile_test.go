@@ -11,6 +11,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	_ "github.com/zonalblob/zonalblob/blob/regional"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/reconcile"
 	"github.com/zonalblob/zonalblob/tiered"
 )
@@ -318,8 +319,7 @@ func TestOrphansInBothTiers(t *testing.T) {
 	// the compactor retires once no move can be taking it. Nothing of
 	// either orphan is left to read or list, in the tiered store or (after
 	// that pass) under the prefix in either tier.
-	later, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: time.Nanosecond, Manual: true,
-		Now: func() time.Time { return time.Now().Add(tiered.GraveHold(0, 0) + time.Minute) }})
+	later, err := tiered.New(testkit.AgedBy(hot, tiered.GraveHold(0, 0)+time.Minute), nopClose{cold}, tiered.Options{After: time.Nanosecond, Manual: true})
 	if err != nil {
 		t.Fatal(err)
 	}

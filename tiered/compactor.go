@@ -15,6 +15,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
+	"github.com/zonalblob/zonalblob/internal/parallel"
 )
 
 // Stats is the compactor's progress since the Store was made.
@@ -263,7 +264,7 @@ func (s *Store) CompactOnce(ctx context.Context) PassResult {
 
 // compactShard runs one pass of shard, under its lease (ctx).
 func (s *Store) compactShard(ctx context.Context, shard int) PassResult {
-	start := s.opts.Now()
+	start := time.Now()
 	var res PassResult
 	var mu sync.Mutex
 	note := func(o moveOutcome, size int64, err error) {
@@ -298,7 +299,7 @@ func (s *Store) compactShard(ctx context.Context, shard int) PassResult {
 	}
 	s.stats.passes.Add(1)
 	s.stats.mu.Lock()
-	s.stats.lastPass, s.stats.lastTook = start, s.opts.Now().Sub(start)
+	s.stats.lastPass, s.stats.lastTook = start, time.Now().Sub(start)
 	s.stats.mu.Unlock()
 	return res
 }
@@ -385,14 +386,14 @@ func (s *Store) eligible(ctx context.Context, shard int, note func(moveOutcome, 
 				}
 				return
 			}
-			if obj.IsDir || isMarker(obj.Key) || !s.inShard(obj.Key, shard) || s.opts.Now().Sub(obj.ModTime) < s.opts.After {
+			if obj.IsDir || isMarker(obj.Key) || !s.inShard(obj.Key, shard) || time.Now().Sub(obj.ModTime) < s.opts.After {
 				continue
 			}
 			if obj.Size == 0 {
 				// A grave (one of the empty objects) is retired, not moved.
 				a, err := s.hot.Stat(ctx, obj.Key)
 				if err == nil && isGrave(a) {
-					if s.opts.Now().Sub(a.ModTime) >= s.graveHold() {
+					if time.Now().Sub(a.ModTime) >= s.graveHold() {
 						graves = append(graves, graveAt{obj.Key, a})
 					}
 					continue
@@ -413,7 +414,7 @@ func (s *Store) setLag(shard int, oldest time.Time) {
 	}
 	s.stats.lag[shard] = 0
 	if !oldest.IsZero() {
-		s.stats.lag[shard] = max(s.opts.Now().Sub(oldest)-s.opts.After, 0)
+		s.stats.lag[shard] = max(time.Now().Sub(oldest)-s.opts.After, 0)
 	}
 }
 
@@ -421,36 +422,23 @@ func (s *Store) setLag(shard int, oldest time.Time) {
 // most Concurrency at a time.
 func (s *Store) compactEach(ctx context.Context, shard int, note func(moveOutcome, int64, error)) {
 	var mu sync.Mutex
-	sem := make(chan struct{}, s.opts.Concurrency)
-	var wg sync.WaitGroup
 	var oldest time.Time
-	for obj := range s.eligible(ctx, shard, note) {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
+	parallel.Range(ctx, s.eligible(ctx, shard, note), s.opts.Concurrency, func(obj blob.ListObject) {
+		o, size, err := s.moveKey(ctx, obj.Key)
+		if err != nil && ctx.Err() == nil {
+			s.fail(err)
+		} else if err != nil {
+			err = nil // cancelled by Close: not a failure of the move
 		}
-		if ctx.Err() != nil {
-			break
+		note(o, size, err)
+		if o == busy || err != nil {
+			mu.Lock()
+			if oldest.IsZero() || obj.ModTime.Before(oldest) {
+				oldest = obj.ModTime
+			}
+			mu.Unlock()
 		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			o, size, err := s.moveKey(ctx, obj.Key)
-			if err != nil && ctx.Err() == nil {
-				s.fail(err)
-			} else if err != nil {
-				err = nil // cancelled by Close: not a failure of the move
-			}
-			note(o, size, err)
-			if o == busy || err != nil {
-				mu.Lock()
-				if oldest.IsZero() || obj.ModTime.Before(oldest) {
-					oldest = obj.ModTime
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	})
 	s.setLag(shard, oldest)
 }
 
@@ -491,7 +479,7 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 	} else if err != nil {
 		return none, 0, err
 	}
-	if s.opts.Now().Sub(a.ModTime) < s.opts.After || isGrave(a) {
+	if time.Now().Sub(a.ModTime) < s.opts.After || isGrave(a) {
 		return none, 0, nil // overwritten or deleted since it was listed
 	}
 	g1 := a.Generation

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
@@ -68,9 +69,7 @@ func TestGravesShadowAndRetire(t *testing.T) {
 	}
 	gone("after a pass too early to retire them")
 
-	o := opts
-	o.Now = func() time.Time { return time.Now().Add(tiered.GraveHold(opts.MoveTimeout, opts.MaxClockSkew)) }
-	later := manualWith(t, hot, cold, o)
+	later := manualWith(t, testkit.AgedBy(hot, tiered.GraveHold(opts.MoveTimeout, opts.MaxClockSkew)), cold, opts)
 	if res := later.CompactOnce(ctx); res.Failed != 0 {
 		t.Fatalf("pass %+v (%s)", res, later.Stats().LastError)
 	}

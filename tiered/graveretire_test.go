@@ -8,6 +8,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
@@ -56,9 +57,7 @@ func graveRetiredPastAReplica(t *testing.T, packs int) {
 	}
 	// A compactor whose clock is past the grave's hold; zone 2 does not
 	// answer its pass.
-	ro := o
-	ro.Now = func() time.Time { return time.Now().Add(tiered.GraveHold(o.MoveTimeout, o.MaxClockSkew) + time.Minute) }
-	compactor := manualWith(t, newQuorum(t, rs), cold, ro)
+	compactor := manualWith(t, testkit.AgedBy(newQuorum(t, rs), tiered.GraveHold(o.MoveTimeout, o.MaxClockSkew)+time.Minute), cold, o)
 	compactor.CompactOnce(ctx)
 	replicas[2].SetDown(false)
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 	"github.com/zonalblob/zonalblob/tiered"
 )
@@ -25,7 +26,7 @@ func (quorumHot) Close() error { return nil }
 // keepOpen returns s with a Close that does nothing (a quorum stays one).
 func keepOpen(s blob.Store) blob.Store {
 	switch s := s.(type) {
-	case quorumHot, *hooked, *countedQuorum: // their Close does nothing
+	case quorumHot, *hooked, *countedQuorum, testkit.Aged, testkit.AgedRetirer: // their Close does nothing
 		return s
 	}
 	return nopClose{s}
@@ -233,8 +234,7 @@ func newQuorum(t *testing.T, replicas []blob.Store, tune ...func(*quorum.Options
 // shadow), as a later pass would.
 func retireGraves(t *testing.T, hot, cold blob.Store, o tiered.Options) {
 	t.Helper()
-	o.Now = func() time.Time { return time.Now().Add(tiered.GraveHold(o.MoveTimeout, o.MaxClockSkew) + time.Minute) }
-	s := manualWith(t, hot, cold, o)
+	s := manualWith(t, testkit.AgedBy(hot, tiered.GraveHold(o.MoveTimeout, o.MaxClockSkew)+time.Minute), cold, o)
 	if res := s.CompactOnce(ctxT(t)); res.Failed != 0 {
 		t.Fatalf("pass retiring the graves: %+v (%s)", res, s.Stats().LastError)
 	}

@@ -74,7 +74,7 @@ func (s *Store) lockHot(ctx context.Context, key string) (context.Context, func(
 			return nil, nil, err
 		case a.Metadata[lockTokenKey] == token:
 			// Our own write, which reported a failure but took effect.
-		case s.opts.Now().Sub(a.ModTime) > s.lockLease():
+		case time.Now().Sub(a.ModTime) > s.lockLease():
 			// Its holder is gone: remove it, on condition of its generation.
 			if err := s.hot.Delete(ctx, lk, &blob.DeleteOptions{IfGenerationMatch: a.Generation}); err != nil &&
 				!errors.Is(err, blob.ErrNotFound) && !errors.Is(err, blob.ErrPrecondition) {
@@ -141,7 +141,7 @@ func (s *Store) recoverLock(ctx context.Context, obj blob.ListObject) error {
 	} else if err != nil {
 		return err
 	}
-	if s.opts.Now().Sub(a.ModTime) <= s.lockLease() {
+	if time.Now().Sub(a.ModTime) <= s.lockLease() {
 		return nil
 	}
 	if err := s.fence(ctx); err != nil {

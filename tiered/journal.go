@@ -56,7 +56,7 @@ func newOwner() string {
 // marker is there: another move of key is running, or one ended without
 // cleaning up and recovery has not yet looked at it.
 func (s *Store) writeMarker(ctx context.Context, key, g1 string) (gen string, err error) {
-	m := marker{Key: key, Gen: g1, Owner: s.opts.Owner, State: stateMoving, Time: s.opts.Now()}
+	m := marker{Key: key, Gen: g1, Owner: s.opts.Owner, State: stateMoving, Time: time.Now()}
 	b, _ := json.Marshal(m)
 	mk := markerKey(key)
 	if err := s.fence(ctx); err != nil {
@@ -191,7 +191,7 @@ func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject, shard in
 	if !s.inShard(m.Key, shard) {
 		return nil // another shard's, recovered under its lease
 	}
-	if m.Owner != s.opts.Owner && s.opts.Now().Sub(m.Time) < 2*s.opts.MoveTimeout {
+	if m.Owner != s.opts.Owner && time.Now().Sub(m.Time) < 2*s.opts.MoveTimeout {
 		return nil // another process may still be moving it
 	}
 	unlock, ok := s.locks.tryLock(m.Key)

@@ -132,7 +132,7 @@ func newMetrics(s *Store, mp metric.MeterProvider) (*metrics, error) {
 		}
 		o.ObserveFloat64(lag, st.Lag.Seconds())
 		if !st.LastPass.IsZero() {
-			o.ObserveFloat64(sinceLast, max(s.opts.Now().Sub(st.LastPass).Seconds(), 0))
+			o.ObserveFloat64(sinceLast, max(time.Now().Sub(st.LastPass).Seconds(), 0))
 			o.ObserveFloat64(took, st.LastPassTook.Seconds())
 		}
 		o.ObserveInt64(cacheBytes, st.IndexCacheBytes)

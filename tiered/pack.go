@@ -15,6 +15,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/internal/parallel"
 )
 
 // batchPrefix starts the names of a pack move's marker in cold.
@@ -117,7 +118,7 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 	}
 	chosen := s.logNow()
 	name := logName(kindPack, chosen)
-	m := batchMarker{Pack: name, Owner: s.opts.Owner, Time: s.opts.Now()}
+	m := batchMarker{Pack: name, Owner: s.opts.Owner, Time: time.Now()}
 	if err := s.fillGenerations(ctx, held); err != nil {
 		return 0, 0, err
 	}
@@ -151,25 +152,18 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 
 	// 3. Stat and read, Concurrency at a time.
 	items := make([]*packItem, len(held))
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
-	sem := make(chan struct{}, s.opts.Concurrency)
-	for i, o := range held {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			it, err := s.readForPack(ctx, o)
-			if err != nil {
-				mu.Lock()
-				firstErr = cmpErr(firstErr, err)
-				mu.Unlock()
-				return
-			}
-			items[i] = it
-		})
-	}
-	wg.Wait()
+	parallel.Do(len(held), s.opts.Concurrency, func(i int) {
+		it, err := s.readForPack(ctx, held[i])
+		if err != nil {
+			mu.Lock()
+			firstErr = cmpErr(firstErr, err)
+			mu.Unlock()
+			return
+		}
+		items[i] = it
+	})
 	if firstErr != nil {
 		return done(firstErr)
 	}
@@ -248,31 +242,27 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 		}
 	}
 	unretired := 0
-	for _, it := range keep {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			gone, err := s.removeMoved(ctx, it)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil && gone:
-				moved++
-				size += it.attrs.Size
-			case err == nil:
-				// Overwritten (hot shadows the copy) or deleted by a user
-				// (who kills the copy through the marker).
-				s.stats.conflicts.Add(1)
-			case s.ret != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
-				// A replica did not answer: recovery retires it again.
-				unretired++
-				s.stats.unretired.Add(1)
-			default:
-				firstErr = cmpErr(firstErr, err)
-			}
-		})
-	}
-	wg.Wait()
+	parallel.Do(len(keep), s.opts.Concurrency, func(i int) {
+		it := keep[i]
+		gone, err := s.removeMoved(ctx, it)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil && gone:
+			moved++
+			size += it.attrs.Size
+		case err == nil:
+			// Overwritten (hot shadows the copy) or deleted by a user
+			// (who kills the copy through the marker).
+			s.stats.conflicts.Add(1)
+		case s.ret != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+			// A replica did not answer: recovery retires it again.
+			unretired++
+			s.stats.unretired.Add(1)
+		default:
+			firstErr = cmpErr(firstErr, err)
+		}
+	})
 	s.stats.moved.Add(int64(moved))
 	s.stats.bytes.Add(size)
 	if s.ret != nil {
@@ -360,34 +350,31 @@ var errTooYoung = errors.New("tiered: version too young to retire")
 // gave no generation (mem and quorum listings do not); one gone since it was
 // listed keeps none, and is not moved.
 func (s *Store) fillGenerations(ctx context.Context, objs []blob.ListObject) error {
-	var wg sync.WaitGroup
+	var missing []int
+	for i := range objs {
+		if objs[i].Generation == "" {
+			missing = append(missing, i)
+		}
+	}
 	var mu sync.Mutex
 	var first error
-	sem := make(chan struct{}, s.opts.Concurrency)
-	for i := range objs {
-		if objs[i].Generation != "" {
-			continue
+	parallel.Do(len(missing), s.opts.Concurrency, func(j int) {
+		i := missing[j]
+		sctx := ctx
+		if s.ret != nil {
+			// The survey after the marker checks it against a majority.
+			sctx = blob.WithFastestRead(ctx)
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			sctx := ctx
-			if s.ret != nil {
-				// The survey after the marker checks it against a majority.
-				sctx = blob.WithFastestRead(ctx)
-			}
-			a, err := s.hot.Stat(sctx, objs[i].Key)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				objs[i].Generation = a.Generation
-			case !errors.Is(err, blob.ErrNotFound):
-				first = cmpErr(first, err)
-			}
-		})
-	}
-	wg.Wait()
+		a, err := s.hot.Stat(sctx, objs[i].Key)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			objs[i].Generation = a.Generation
+		case !errors.Is(err, blob.ErrNotFound):
+			first = cmpErr(first, err)
+		}
+	})
 	return first
 }
 
@@ -410,7 +397,7 @@ func (s *Store) readForPack(ctx context.Context, o blob.ListObject) (*packItem, 
 	} else if err != nil {
 		return nil, err
 	}
-	if a.Generation != o.Generation || s.opts.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes || isGrave(a) {
+	if a.Generation != o.Generation || time.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes || isGrave(a) {
 		return nil, nil // changed since the marker named it
 	}
 	if a.Generation == "" {
@@ -461,7 +448,7 @@ func (s *Store) readHeld(ctx context.Context, o blob.ListObject) (*packItem, err
 		return nil, err
 	}
 	a := h.Attributes()
-	if a == nil || a.Generation != o.Generation || s.opts.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes || isGrave(a) {
+	if a == nil || a.Generation != o.Generation || time.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes || isGrave(a) {
 		return nil, nil // changed since the marker named it
 	}
 	b, err := s.ret.ReadHeld(ctx, h)
@@ -508,7 +495,7 @@ func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject, shard int
 	if len(m.Items) > 0 && !s.inShard(m.Items[0].Key, shard) || len(m.Items) == 0 && shard != 0 {
 		return nil
 	}
-	if s.activeBatch(obj.Key) || (m.Owner != s.opts.Owner && s.opts.Now().Sub(m.Time) < 2*s.opts.MoveTimeout) {
+	if s.activeBatch(obj.Key) || (m.Owner != s.opts.Owner && time.Now().Sub(m.Time) < 2*s.opts.MoveTimeout) {
 		return nil // being moved, here or perhaps by another process
 	}
 	if m.Packed && s.ret != nil {
@@ -516,14 +503,14 @@ func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject, shard int
 		// move that ended within MoveTimeout of m.Time: once operations in
 		// flight meanwhile have landed, a retirement that finds nothing
 		// left on any replica confirms it.
-		if s.opts.Now().Sub(m.Time) < s.opts.MoveTimeout+s.ret.InFlightBound()+s.opts.MaxClockSkew {
+		if time.Now().Sub(m.Time) < s.opts.MoveTimeout+s.ret.InFlightBound()+s.opts.MaxClockSkew {
 			return nil
 		}
 		clean, err := s.confirmRetired(ctx, m.Items)
 		if err != nil || !clean {
 			// Retired again (or a replica did not answer): confirm again
 			// later.
-			m.Time = s.opts.Now()
+			m.Time = time.Now()
 			mb, _ := json.Marshal(m)
 			if err := s.fence(ctx); err != nil {
 				return err

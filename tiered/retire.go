@@ -37,7 +37,7 @@ func (s *Store) mayBePacked(gen string) bool {
 	if !ok {
 		return true
 	}
-	return s.opts.Now().Sub(t) >= s.opts.After-2*s.opts.MaxClockSkew-s.opts.MoveTimeout
+	return time.Now().Sub(t) >= s.opts.After-2*s.opts.MaxClockSkew-s.opts.MoveTimeout
 }
 
 // staleHot reports whether hot's version gen of key is one a pack move

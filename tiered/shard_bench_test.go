@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 	"github.com/zonalblob/zonalblob/tiered"
 )
@@ -77,11 +78,11 @@ func benchShards(b *testing.B, hotKind string, shards int) {
 	b.Cleanup(func() { cold.Close() })
 	var behind atomic.Int64 // how far the holders' clocks are held back
 	behind.Store(int64(time.Hour))
-	now := func() time.Time { return time.Now().Add(-time.Duration(behind.Load())) }
+	younger := func() time.Duration { return -time.Duration(behind.Load()) }
 	var stores []*tiered.Store
 	for h := range shards {
-		s, err := tiered.New(hotOf(h), nopClose{cold}, tiered.Options{
-			After: time.Nanosecond, Interval: 5 * time.Millisecond, Concurrency: 16, Now: now,
+		s, err := tiered.New(testkit.AgedByFunc(hotOf(h), younger), nopClose{cold}, tiered.Options{
+			After: time.Nanosecond, Interval: 5 * time.Millisecond, Concurrency: 16,
 			Shards: shards, LeaseDuration: 3 * time.Second, MaxClockSkew: skew, Owner: fmt.Sprint("holder-", h),
 		})
 		if err != nil {

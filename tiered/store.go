@@ -145,8 +145,6 @@ type Options struct {
 	// named by time, and readers list the pack log from a little before
 	// their last listing.
 	MaxClockSkew time.Duration
-	// Now is the clock used for ages (default time.Now); tests move it.
-	Now func() time.Time
 	// Owner names this process in move markers (default: random per Store).
 	// A Store recovers the markers of its own Owner at once, and those of
 	// others only after 2*MoveTimeout. Give a restarted process the Owner it
@@ -198,9 +196,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MoveTimeout <= 0 {
 		o.MoveTimeout = DefaultMoveTimeout
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -1310,7 +1305,7 @@ func (s *Store) deleteColdObject(ctx context.Context, key, g string) (copyOfG bo
 // with attributes a: it is older than After, less the clock skew and a
 // move's duration (a move checks the age when it reads, on its own clock).
 func (s *Store) mayBeMoving(a *blob.Attributes) bool {
-	return s.opts.Now().Sub(a.ModTime) >= s.opts.After-s.opts.MaxClockSkew-s.opts.MoveTimeout
+	return time.Now().Sub(a.ModTime) >= s.opts.After-s.opts.MaxClockSkew-s.opts.MoveTimeout
 }
 
 // deleteCold deletes the cold object of key (hot has none), in a Store that
