@@ -174,10 +174,9 @@ type Store struct {
 	bg       context.Context // cancelled at the end of Close
 	cancelBG context.CancelFunc
 	workers  sync.WaitGroup // prober, repairer, anti-entropy
-	tasks    sync.WaitGroup // stragglers and cleanups Close waits for
+	tasks    driver.Tasks   // acknowledged writes' stragglers, which Close waits for
 
-	mu      sync.Mutex
-	closing bool // set under mu, so no task starts after Close waits for them
+	mu sync.Mutex
 	// floors: keys this process wrote whose replicas may not all hold the
 	// write yet, with its ballot; fastest reads of them read a majority.
 	floors map[string]string
@@ -319,9 +318,7 @@ func (s *Store) Close() error {
 	if !s.life.Close() {
 		return driver.ClosedError(driver.OpClose, "")
 	}
-	s.mu.Lock()
-	s.closing = true
-	s.mu.Unlock()
+	s.tasks.Stop()
 	done := make(chan struct{})
 	go func() {
 		s.tasks.Wait()

@@ -243,20 +243,7 @@ func (s *Store) createFresh(ctx context.Context, key string, v *value, tok strin
 }
 
 // goTask runs fn as a task Close waits for, unless the store is closing.
-func (s *Store) goTask(fn func()) bool {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return false
-	}
-	s.tasks.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.tasks.Done()
-		fn()
-	}()
-	return true
-}
+func (s *Store) goTask(fn func()) bool { return s.tasks.Go(fn) }
 
 // Prewarm implements blob.Prewarmer. For a store-chosen name (one that
 // blob.NewName made, as Create and pool.NewCreator use: unique, so no one

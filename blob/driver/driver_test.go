@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,5 +233,60 @@ func TestCheckList(t *testing.T) {
 	l.Close()
 	if _, err := l.CheckList(&blob.ListOptions{PageSize: -1}); !errors.Is(err, blob.ErrClosed) {
 		t.Errorf("closed store: %v", err)
+	}
+}
+
+// Tasks: Wait waits for every task Go took, and once it has begun Go takes
+// none (the caller decides what to do instead), whatever races them.
+func TestTasks(t *testing.T) {
+	var tasks driver.Tasks
+	release := make(chan struct{})
+	var done atomic.Int64
+	for range 3 {
+		if !tasks.Go(func() { <-release; done.Add(1) }) {
+			t.Fatal("Go refused a task before Wait")
+		}
+	}
+	waited := make(chan struct{})
+	go func() { tasks.Wait(); close(waited) }()
+	// Go refuses once Wait has begun (Stop is its first step).
+	for tasks.Go(func() { done.Add(100) }) {
+		done.Add(-100) // taken before Wait began: undo its count when it runs
+		runtime.Gosched()
+	}
+	select {
+	case <-waited:
+		t.Fatal("Wait returned with tasks running")
+	default:
+	}
+	close(release)
+	<-waited
+	if n := done.Load(); n != 3 {
+		t.Errorf("%d counted after Wait, want the 3 tasks taken (and nothing of the refused ones)", n)
+	}
+	if tasks.Go(func() {}) {
+		t.Error("Go took a task after Wait")
+	}
+
+	// Many Go calls racing Wait: each is either waited for or refused.
+	for range 20 {
+		var tasks driver.Tasks
+		var took, ran atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 50 {
+					if tasks.Go(func() { ran.Add(1) }) {
+						took.Add(1)
+					}
+				}
+			})
+		}
+		tasks.Wait()
+		ranAtWait := ran.Load()
+		wg.Wait()
+		if ranAtWait != took.Load() || ran.Load() != took.Load() {
+			t.Fatalf("took %d tasks, %d ran by Wait's return, %d in all", took.Load(), ranAtWait, ran.Load())
+		}
 	}
 }

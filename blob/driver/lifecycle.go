@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -49,4 +50,40 @@ func (l *Lifecycle) CheckList(opts *blob.ListOptions) (blob.ListOptions, error) 
 		return blob.ListOptions{}, err
 	}
 	return CheckListOptions(opts)
+}
+
+// Tasks is the work a Store goes on with after its caller has the answer
+// (an abandoned upload's abort, an asynchronous close or delete, a write's
+// stragglers), which Close waits for. Once Close has begun, Go takes no more:
+// it returns false and the caller decides, on its own time, whether to do
+// the work inline or drop it. The zero value takes tasks.
+type Tasks struct {
+	mu      sync.Mutex
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// Go runs f in a goroutine that Wait waits for, and reports true; after
+// Stop it runs nothing and reports false.
+func (t *Tasks) Go(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
+	t.wg.Go(f)
+	return true
+}
+
+// Stop makes Go refuse new tasks; Wait then waits for the ones it took.
+func (t *Tasks) Stop() {
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
+}
+
+// Wait stops taking tasks and waits for every task Go took.
+func (t *Tasks) Wait() {
+	t.Stop()
+	t.wg.Wait()
 }

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -188,15 +187,10 @@ type Store struct {
 	name        string
 	opts        Options
 
-	life driver.Lifecycle
-	bg   sync.WaitGroup // asynchronous closes and deletes
-	// bgMu orders background's Add before Close's Wait: a writer abandoned
-	// while the Store closes (by a wrapper's late cleanup, say) must not Add
-	// to a WaitGroup that Close is already waiting on.
-	bgMu      sync.Mutex
-	bgStopped bool
-	bgCtx     context.Context
-	stop      context.CancelFunc
+	life  driver.Lifecycle
+	bg    driver.Tasks // asynchronous closes and deletes, which Close waits for
+	bgCtx context.Context
+	stop  context.CancelFunc
 
 	creator *pool.Creator // nil when pooling is off
 	sweeper *sweeper      // nil when pooling or the sweep is off
@@ -605,9 +599,6 @@ func (s *Store) Close() error {
 		// Discards every pooled object (deleting it) and waits for that.
 		s.creator.Close()
 	}
-	s.bgMu.Lock()
-	s.bgStopped = true
-	s.bgMu.Unlock()
 	s.bg.Wait()
 	s.stop()
 	s.metrics.close()
@@ -621,21 +612,15 @@ func (s *Store) Close() error {
 // background runs f after the caller has its answer (asynchronous closes and
 // deletes); Close waits for it.
 func (s *Store) background(f func(ctx context.Context)) {
-	s.bgMu.Lock()
-	if s.bgStopped {
-		s.bgMu.Unlock()
-		// Close has waited already: do it now, on the caller's time.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.bgCtx), time.Minute)
-		defer cancel()
-		f(ctx)
-		return
-	}
-	s.bg.Add(1)
-	s.bgMu.Unlock()
-	go func() {
-		defer s.bg.Done()
+	if s.bg.Go(func() {
 		ctx, cancel := context.WithTimeout(s.bgCtx, time.Minute)
 		defer cancel()
 		f(ctx)
-	}()
+	}) {
+		return
+	}
+	// Close has waited already: do it now, on the caller's time.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.bgCtx), time.Minute)
+	defer cancel()
+	f(ctx)
 }

@@ -160,7 +160,7 @@ type Store struct {
 	warm    chan struct{}
 	warmErr atomic.Pointer[error]
 	stop    context.CancelFunc
-	bg      sync.WaitGroup
+	bg      driver.Tasks // the warm-up and abandoned uploads' aborts, which Close waits for
 
 	snapshots snapshotCache
 }

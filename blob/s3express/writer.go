@@ -354,13 +354,16 @@ func (m *multipart) complete(ctx context.Context, o *blob.WriterOptions) (*strin
 // abort ends the upload in the background, so its parts stop costing
 // storage; the caller's ctx may be the reason the write failed.
 func (m *multipart) abort() {
-	m.s.bg.Go(func() {
+	abort := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		m.s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
 			Bucket: aws.String(m.s.bucket), Key: aws.String(m.key), UploadId: aws.String(m.id),
 		}, m.s.session)
-	})
+	}
+	if !m.s.bg.Go(abort) {
+		abort() // Close has begun: on the caller's time
+	}
 }
 
 // appendCondition is the write condition an append carries to PutObject.
