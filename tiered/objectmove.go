@@ -1,17 +1,23 @@
 package tiered
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
+	"github.com/zonalblob/zonalblob/internal/parallel"
 )
 
 // markerPrefix starts the names of move markers in the hot store. Two
@@ -256,4 +262,233 @@ func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject, shard in
 		}
 	}
 	return s.removeMarker(ctx, m.Key, gen)
+}
+
+// compactEach moves the objects of shard older than After one by one, at
+// most Concurrency at a time.
+func (s *Store) compactEach(ctx context.Context, shard int, note func(moveOutcome, int64, error)) {
+	var mu sync.Mutex
+	var oldest time.Time
+	parallel.Range(ctx, s.eligible(ctx, shard, note), s.opts.Concurrency, func(obj blob.ListObject) {
+		o, size, err := s.moveKey(ctx, obj.Key)
+		if err != nil && ctx.Err() == nil {
+			s.fail(err)
+		} else if err != nil {
+			err = nil // cancelled by Close: not a failure of the move
+		}
+		note(o, size, err)
+		if o == busy || err != nil {
+			mu.Lock()
+			if oldest.IsZero() || obj.ModTime.Before(oldest) {
+				oldest = obj.ModTime
+			}
+			mu.Unlock()
+		}
+	})
+	s.setLag(shard, oldest)
+}
+
+// moveKey moves key from hot to cold. The steps, and what a crash or a
+// concurrent user does between them, are described in the package doc.
+func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, error) {
+	unlock, ok := s.locks.tryLock(key)
+	if !ok {
+		s.stats.busy.Add(1)
+		return busy, 0, nil
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
+	defer cancel()
+
+	// 1. Finalize, where the hot store needs it.
+	if blob.CapabilitiesOf(s.hot).Finalize {
+		if err := blob.Finalize(ctx, s.hot, key); errors.Is(err, blob.ErrNotFound) {
+			return none, 0, nil
+		} else if err != nil {
+			return none, 0, fmt.Errorf("tiered: finalize %q: %w", key, err)
+		}
+	}
+	// 2. Stat hot: the generation g1 is what we move and what the hot delete
+	// is conditional on.
+	a, err := s.hot.Stat(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return none, 0, nil
+	} else if err != nil {
+		return none, 0, err
+	}
+	if time.Now().Sub(a.ModTime) < s.opts.After || isGrave(a) {
+		return none, 0, nil // overwritten or deleted since it was listed
+	}
+	g1 := a.Generation
+	if g1 == "" {
+		return none, 0, fmt.Errorf("tiered: hot store gives no generation for %q: cannot move it safely", key)
+	}
+	// 3. The marker, then hot again: a user who deletes g1 from now on finds
+	// the marker; one who deleted it before is seen here.
+	mgen, err := s.writeMarker(ctx, key, g1)
+	if errors.Is(err, blob.ErrExists) {
+		s.stats.busy.Add(1)
+		return busy, 0, nil
+	} else if err != nil {
+		return none, 0, err
+	}
+	// Until the copy may have landed, the marker can simply go.
+	abandon := func(o moveOutcome, err error) (moveOutcome, int64, error) {
+		rerr := s.removeMarker(ctx, key, mgen)
+		if errors.Is(rerr, blob.ErrPrecondition) {
+			// A user deleted g1 and marked the marker; no copy of ours is in
+			// cold, so there is nothing left for the mark to do.
+			rerr = s.dropMarker(ctx, key)
+		}
+		if rerr != nil && err == nil {
+			err = rerr
+		}
+		if o == conflict {
+			s.stats.conflicts.Add(1)
+		}
+		return o, 0, err
+	}
+	if a2, err := s.hot.Stat(ctx, key); errors.Is(err, blob.ErrNotFound) || (err == nil && a2.Generation != g1) {
+		return abandon(conflict, nil)
+	} else if err != nil {
+		return abandon(none, err)
+	}
+	// 4. Copy to cold, recording g1.
+	if err := s.copyToCold(ctx, key, a); errors.Is(err, errGenerationChanged) {
+		return abandon(conflict, nil)
+	} else if err != nil {
+		// The commit may have happened though it failed: the marker stays,
+		// and recovery decides about the copy.
+		return none, 0, err
+	}
+	// 5. Verify the cold copy and learn its generation c1.
+	ca, err := s.cold.Stat(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		// Only a delete removes a cold copy, and a delete removes hot too.
+		return abandon(conflict, nil)
+	} else if err != nil {
+		return none, 0, fmt.Errorf("tiered: verify %q: %w", key, err)
+	}
+	c1 := ca.Generation
+	if ca.Size != a.Size || ca.Metadata[generationKey] != g1 || (len(a.MD5) > 0 && len(ca.MD5) > 0 && !bytes.Equal(a.MD5, ca.MD5)) {
+		// Not ours, or not intact: hot still has the object, so removing the
+		// copy loses nothing.
+		if err := s.removeCopy(ctx, key, c1); err != nil {
+			return none, 0, err
+		}
+		return abandon(none, fmt.Errorf("tiered: verify %q: cold copy differs (size %d vs %d)", key, ca.Size, a.Size))
+	}
+	// Reads prefer what packs serve to cold's own object: older versions of
+	// key in packs die before hot's goes (writeTombstone waits
+	// hotDeleteDelay).
+	if _, err := s.killPacked(ctx, key); err != nil {
+		return none, 0, err
+	}
+	if err := s.fence(ctx); err != nil {
+		return none, 0, err
+	}
+	// 6. Delete hot, only if it is still generation g1.
+	err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g1})
+	switch {
+	case err == nil:
+		// 7. Remove the marker. If a user deleted g1 meanwhile (after step 6
+		// their hot delete found nothing, but their cold delete may have run
+		// before the copy landed), they marked it: the copy goes.
+		if rerr := s.removeMarker(ctx, key, mgen); errors.Is(rerr, blob.ErrPrecondition) {
+			if err := s.removeCopy(ctx, key, c1); err != nil {
+				return none, 0, err
+			}
+			s.stats.conflicts.Add(1)
+			return conflict, 0, s.dropMarker(ctx, key)
+		} else if rerr != nil {
+			return none, 0, rerr // recovery will find hot gone and keep the copy
+		}
+		s.stats.moved.Add(1)
+		s.stats.bytes.Add(a.Size)
+		return moved, a.Size, nil
+	case errors.Is(err, blob.ErrPrecondition), errors.Is(err, blob.ErrNotFound):
+		// Overwritten (hot's newer version shadows the copy) or deleted by a
+		// user who could not see the copy: either way it goes.
+		if err := s.removeCopy(ctx, key, c1); err != nil {
+			return none, 0, err
+		}
+		s.stats.conflicts.Add(1)
+		return conflict, 0, s.dropMarker(ctx, key)
+	default:
+		// Ambiguous (the delete may have happened): the marker stays and
+		// recovery, seeing whether hot still has g1, decides.
+		return none, 0, err
+	}
+}
+
+var errGenerationChanged = errors.New("tiered: hot object changed during the copy")
+
+func (s *Store) copyToCold(ctx context.Context, key string, a *blob.Attributes) error {
+	r, err := s.hot.NewRangeReader(ctx, key, 0, -1)
+	if errors.Is(err, blob.ErrNotFound) {
+		return errGenerationChanged
+	} else if err != nil {
+		return err
+	}
+	defer r.Close()
+	if g := r.Attributes().Generation; g != "" && g != a.Generation {
+		return errGenerationChanged
+	}
+	wo := blob.WriterOptionsFrom(a)
+	wo.Metadata = maps.Clone(a.Metadata)
+	if wo.Metadata == nil {
+		wo.Metadata = map[string]string{}
+	}
+	wo.Metadata[generationKey] = a.Generation
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.cold.NewWriter(wctx, key, &wo)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		cancel()
+		w.Close()
+		if errors.Is(err, blob.ErrNotFound) {
+			return errGenerationChanged
+		}
+		return err
+	}
+	err = w.Close()
+	if errors.Is(err, blob.ErrPrecondition) {
+		// The copy carries hot's MD5 from the Stat; bytes that do not match it
+		// are a newer generation read after the Stat.
+		return errGenerationChanged
+	}
+	return err
+}
+
+// removeCopy deletes the cold copy of generation c1 that a move made,
+// conditional on c1 so that a newer copy is never touched. On failure the
+// move's marker stays, so recovery removes the copy later.
+func (s *Store) removeCopy(ctx context.Context, key, c1 string) error {
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
+	err := s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: c1})
+	if err == nil || errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
+		return nil
+	}
+	return err
+}
+
+// dropMarker removes key's marker whatever its state, once the move has
+// dealt with its copy.
+func (s *Store) dropMarker(ctx context.Context, key string) error {
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
+	err := s.hot.Delete(ctx, markerKey(key), nil)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil
+	}
+	return err
 }

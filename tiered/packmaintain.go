@@ -1,0 +1,185 @@
+package tiered
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob"
+)
+
+// maintainPacks rewrites packs whose live share fell below PackMinLive and
+// removes tombstones no pack needs, after a full refresh of the catalog.
+// Only log objects older than the log window are touched, so no move or
+// rewrite that could still depend on them is in flight.
+func (s *Store) maintainPacks(ctx context.Context) error {
+	if err := s.cat.refreshFull(ctx); err != nil {
+		return err
+	}
+	packs, tombs := s.cat.snapshot()
+	old := time.Now().Add(-s.cat.window())
+	// A pack move's marker names versions its retirement may have left
+	// copies of in hot: a pack that holds one of them keeps it until the
+	// marker is gone, killed or not (see retirer).
+	marked, err := s.markedItems(ctx)
+	if err != nil {
+		return err
+	}
+	// What this pass removes (rewritten packs, tombstones no pack needs) is
+	// removed only once the inventory records it, at the end.
+	var removals []string
+	for _, sum := range packs {
+		if t, _, _ := logTime(sum.name); t.After(old) {
+			continue
+		}
+		live, err := s.cat.liveFraction(ctx, sum)
+		if err != nil {
+			return err
+		}
+		if live >= s.opts.PackMinLive {
+			continue
+		}
+		done, err := s.rewritePack(ctx, sum, marked)
+		if err != nil {
+			return err
+		}
+		if done {
+			removals = append(removals, sum.name)
+		}
+	}
+	// A tombstone is kept four windows, and while a pack move under way
+	// names one of its versions (its pack may land late, and is only then
+	// listed): long after any pack that could hold one of its versions was
+	// committed.
+	gc := time.Now().Add(-4 * s.cat.window())
+	for name, ks := range tombs {
+		if t, _, _ := logTime(name); t.After(gc) {
+			continue
+		}
+		needed := false
+		for _, k := range ks {
+			held, err := s.cat.holds(ctx, k, "")
+			if err != nil {
+				return err
+			}
+			if held || marked[k] {
+				needed = true
+				break
+			}
+		}
+		if !needed {
+			removals = append(removals, name)
+		}
+	}
+	if err := s.recordInventory(ctx, removals, nil); err != nil {
+		return err
+	}
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
+	for _, name := range removals {
+		if err := s.cold.Delete(ctx, name, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+		if _, ok := tombs[name]; !ok {
+			s.stats.rewrites.Add(1)
+		}
+		s.cat.drop(name)
+	}
+	return nil
+}
+
+// rewritePack copies a pack's live entries, and the kills it carries that
+// still apply to another pack, into a new pack, and reports whether the old
+// one is to be removed (maintainPacks removes it, once the inventory says
+// so). A crash in between leaves both: their common entries are the same
+// versions, and a kill applies to every copy. A reader that finds the old
+// pack gone relists the log and finds the new one, committed before.
+func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[kill]bool) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
+	defer cancel()
+	lp, err := s.cat.index(ctx, sum)
+	if errors.Is(err, errPackGone) {
+		s.cat.drop(sum.name)
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	idx := &packIndex{}
+	var live []packEntry
+	for _, e := range lp.index.Entries {
+		keep, err := s.cat.keep(ctx, e, lp.name)
+		if err != nil {
+			return false, err
+		}
+		if !keep && marked[kill{Key: e.Key, Gen: e.Attrs.Generation}] {
+			return false, nil // rewritten once the marker is gone
+		}
+		if keep {
+			live = append(live, e)
+		}
+	}
+	for _, k := range lp.index.Kills {
+		held, err := s.cat.holds(ctx, k, lp.name)
+		if err != nil {
+			return false, err
+		}
+		if held {
+			idx.Kills = append(idx.Kills, k)
+		}
+	}
+	if len(live) > 0 {
+		old, err := readRange(ctx, s.cold, lp.name, lp.base, lp.index.DataBytes)
+		if errors.Is(err, blob.ErrNotFound) {
+			s.cat.drop(lp.name)
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		if int64(len(old)) != lp.index.DataBytes {
+			return false, fmt.Errorf("tiered: pack %s: read %d data bytes, index says %d", lp.name, len(old), lp.index.DataBytes)
+		}
+		var data bytes.Buffer
+		for _, e := range live {
+			b := old[e.Off : e.Off+e.Len]
+			if lp.checked && crc32.Checksum(b, castagnoli) != e.CRC {
+				// Never copy bytes that do not verify: the pack stays,
+				// and its reads of e fail with the same error.
+				return false, s.corruptEntry(packed{lp, e}, "checksum mismatch; the pack is not rewritten")
+			}
+			ne := e
+			ne.Off = int64(data.Len())
+			data.Write(b)
+			idx.Entries = append(idx.Entries, ne)
+		}
+		chosen := s.logNow()
+		name := logName(kindPack, chosen)
+		body, err := encodePack(idx, data.Bytes())
+		if err != nil {
+			return false, err
+		}
+		if err := s.fence(ctx); err != nil {
+			return false, err
+		}
+		if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: logMetadata(indexKeys(idx))}); err != nil {
+			return false, err
+		}
+		if time.Since(chosen) >= s.cat.window()/2 {
+			return false, fmt.Errorf("tiered: rewrite of %s took %v, more than half the log window", lp.name, time.Since(chosen))
+		}
+		np, err := readPackIndex(ctx, s.cold, name)
+		if err != nil {
+			return false, err
+		}
+		s.cat.addPack(np)
+		s.stats.packs.Add(1)
+	} else if len(idx.Kills) > 0 {
+		if err := s.writeTombstone(ctx, idx.Kills); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
