@@ -289,7 +289,7 @@ func (s *Store) compactEach(ctx context.Context, shard int, note func(moveOutcom
 }
 
 // moveKey moves key from hot to cold. The steps, and what a crash or a
-// concurrent user does between them, are described in the package doc.
+// concurrent user does between them, are described in docs/tiered.md (A move).
 func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, error) {
 	unlock, ok := s.locks.tryLock(key)
 	if !ok {

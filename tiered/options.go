@@ -74,7 +74,7 @@ type Options struct {
 	// the pass if no other process holds it, and giving it up after).
 	Manual bool
 	// LeaseDuration is how long the compactor lease lasts from each
-	// renewal (see Compactors in the package documentation): default
+	// renewal (see Compactors in docs/tiered.md): default
 	// three MaxClockSkews, and at least ten seconds. It must exceed twice
 	// MaxClockSkew: its holder stops acting MaxClockSkew before it ends, and
 	// a successor starts MaxClockSkew after. A dead holder is replaced
@@ -93,8 +93,7 @@ type Options struct {
 	// holds it, so that passes run in as many processes at once: when one
 	// holder's pass rate is the limit. A process takes shards up to its
 	// share of those the processes it sees hold, and asks for one when it
-	// has two fewer than another (see Compactors in the package
-	// documentation). A pack holds the keys of one shard. Every process
+	// has two fewer than another (see Compactors in docs/tiered.md). A pack holds the keys of one shard. Every process
 	// sharing the tiers must give the same Shards and ShardOf: shard 0's
 	// lease records the number, and a process whose number differs runs no
 	// pass (CompactOnce and Stats.LastError say why) until no lease of the
