@@ -88,73 +88,151 @@ type packItem struct {
 // after 2), finds g in the marker. No step removes anything a reader could
 // need.
 func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int, size int64, err error) {
-	var held []blob.ListObject
-	for _, o := range objs {
-		unlock, ok := s.locks.tryLock(o.Key)
-		if !ok {
-			s.stats.busy.Add(1)
-			continue
-		}
-		defer unlock()
-		held = append(held, o)
-	}
-	if len(held) == 0 {
+	mv := &packMove{s: s}
+	defer mv.release()
+	if !mv.lock(objs) {
 		return 0, 0, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
 	defer cancel()
-	if blob.CapabilitiesOf(s.hot).Finalize {
-		kept := held[:0]
-		for _, o := range held {
-			if err := blob.Finalize(ctx, s.hot, o.Key); errors.Is(err, blob.ErrNotFound) {
-				continue
-			} else if err != nil {
-				return 0, 0, fmt.Errorf("tiered: finalize %q: %w", o.Key, err)
-			}
-			kept = append(kept, o)
-		}
-		held = kept
-	}
-	chosen := s.logNow()
-	name := logName(kindPack, chosen)
-	m := batchMarker{Pack: name, Owner: s.opts.Owner, Time: time.Now()}
-	if err := s.fillGenerations(ctx, held); err != nil {
+	if err := mv.finalize(ctx); err != nil {
 		return 0, 0, err
 	}
-	for _, o := range held {
-		if o.Generation != "" {
-			m.Items = append(m.Items, kill{Key: o.Key, Gen: o.Generation})
-		}
-	}
-	mb, _ := json.Marshal(m)
-	mk := batchMarkerKey(name)
-	s.batchMu.Lock()
-	s.batches[mk] = true
-	s.batchMu.Unlock()
-	defer func() {
-		s.batchMu.Lock()
-		delete(s.batches, mk)
-		s.batchMu.Unlock()
-	}()
-	if err := s.fence(ctx); err != nil {
+	if err := mv.mark(ctx); err != nil {
 		return 0, 0, err
 	}
-	if err := blob.Put(ctx, s.cold, mk, mb, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
-		return 0, 0, err
+	if err := mv.read(ctx); err != nil || len(mv.keep) == 0 {
+		return mv.end(ctx, err)
 	}
-	done := func(err error) (int, int64, error) {
-		if rerr := s.dropBatchMarker(ctx, mk); rerr != nil && err == nil {
-			err = rerr
-		}
-		return moved, size, err
+	if err := mv.index(ctx); err != nil {
+		return mv.end(ctx, err)
 	}
+	if err := mv.write(ctx); err != nil {
+		return mv.end(ctx, err)
+	}
+	if err := mv.markPacked(ctx); err != nil {
+		return mv.end(ctx, err)
+	}
+	err = mv.removeFromHot(ctx)
+	if s.ret != nil {
+		// The marker stays, and with it what the log knows of these
+		// versions, until a later retirement confirms every copy is gone
+		// (recoverBatch).
+		return mv.moved, mv.size, err
+	}
+	return mv.end(ctx, err)
+}
 
-	// 3. Stat and read, Concurrency at a time.
-	items := make([]*packItem, len(held))
+// packMove is one pack move: movePack's steps, one method each, in order.
+type packMove struct {
+	s       *Store
+	unlocks []func()
+	held    []blob.ListObject // the objects whose keys it locked
+	chosen  time.Time         // when the pack's name was chosen
+	name    string            // the pack's name in the log
+	marker  batchMarker
+	mk      string // the marker's key in cold; "" until it is written
+	keep    []*packItem
+	idx     *packIndex
+	data    bytes.Buffer
+	moved   int
+	size    int64
+}
+
+// lock takes each key's lock; busy keys are left for the next pass. It
+// reports whether any key is held.
+func (mv *packMove) lock(objs []blob.ListObject) bool {
+	for _, o := range objs {
+		unlock, ok := mv.s.locks.tryLock(o.Key)
+		if !ok {
+			mv.s.stats.busy.Add(1)
+			continue
+		}
+		mv.unlocks = append(mv.unlocks, unlock)
+		mv.held = append(mv.held, o)
+	}
+	return len(mv.held) > 0
+}
+
+// release undoes what the move holds in this process: the keys' locks and
+// the batch it announced as active.
+func (mv *packMove) release() {
+	if mv.mk != "" {
+		mv.s.batchMu.Lock()
+		delete(mv.s.batches, mv.mk)
+		mv.s.batchMu.Unlock()
+	}
+	for i := len(mv.unlocks) - 1; i >= 0; i-- {
+		mv.unlocks[i]()
+	}
+}
+
+// finalize seals each object where hot needs it (1); an object gone
+// meanwhile is left out.
+func (mv *packMove) finalize(ctx context.Context) error {
+	s := mv.s
+	if !blob.CapabilitiesOf(s.hot).Finalize {
+		return nil
+	}
+	kept := mv.held[:0]
+	for _, o := range mv.held {
+		if err := blob.Finalize(ctx, s.hot, o.Key); errors.Is(err, blob.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("tiered: finalize %q: %w", o.Key, err)
+		}
+		kept = append(kept, o)
+	}
+	mv.held = kept
+	return nil
+}
+
+// mark writes the move's marker (2), naming the pack and each key with the
+// generation the listing gave (or a Stat, where it gave none).
+func (mv *packMove) mark(ctx context.Context) error {
+	s := mv.s
+	mv.chosen = s.logNow()
+	mv.name = logName(kindPack, mv.chosen)
+	mv.marker = batchMarker{Pack: mv.name, Owner: s.opts.Owner, Time: time.Now()}
+	if err := s.fillGenerations(ctx, mv.held); err != nil {
+		return err
+	}
+	for _, o := range mv.held {
+		if o.Generation != "" {
+			mv.marker.Items = append(mv.marker.Items, kill{Key: o.Key, Gen: o.Generation})
+		}
+	}
+	mb, _ := json.Marshal(mv.marker)
+	mv.mk = batchMarkerKey(mv.name)
+	s.batchMu.Lock()
+	s.batches[mv.mk] = true
+	s.batchMu.Unlock()
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
+	if err := blob.Put(ctx, s.cold, mv.mk, mb, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json"}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// end drops the marker (7) and returns what the move did, with err.
+func (mv *packMove) end(ctx context.Context, err error) (int, int64, error) {
+	if rerr := mv.s.dropBatchMarker(ctx, mv.mk); rerr != nil && err == nil {
+		err = rerr
+	}
+	return mv.moved, mv.size, err
+}
+
+// read Stats and reads each object (3), Concurrency at a time: it is
+// packed only if its generation is still the marker's.
+func (mv *packMove) read(ctx context.Context) error {
+	s := mv.s
+	items := make([]*packItem, len(mv.held))
 	var mu sync.Mutex
 	var firstErr error
-	parallel.Do(len(held), s.opts.Concurrency, func(i int) {
-		it, err := s.readForPack(ctx, held[i])
+	parallel.Do(len(mv.held), s.opts.Concurrency, func(i int) {
+		it, err := s.readForPack(ctx, mv.held[i])
 		if err != nil {
 			mu.Lock()
 			firstErr = cmpErr(firstErr, err)
@@ -164,27 +242,27 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 		items[i] = it
 	})
 	if firstErr != nil {
-		return done(firstErr)
+		return firstErr
 	}
-	var keep []*packItem
 	for _, it := range items {
 		if it != nil {
-			keep = append(keep, it)
+			mv.keep = append(mv.keep, it)
 		}
 	}
-	if len(keep) == 0 {
-		return done(nil)
-	}
+	return nil
+}
 
-	// 4. The catalog, brought up to date after the Stats: a version of one
-	// of these keys that a pack serves was moved before the one read here
-	// was written, so its pack is committed and listed by now.
+// index builds the pack's index and data (4) from a catalog brought up to
+// date after the Stats: a version of one of these keys that a pack serves
+// was moved before the one read here was written, so its pack is committed
+// and listed by now, and the new pack records it as killed.
+func (mv *packMove) index(ctx context.Context) error {
+	s := mv.s
 	if err := s.cat.sync(ctx, time.Now()); err != nil {
-		return done(err)
+		return err
 	}
-	idx := &packIndex{}
-	var data bytes.Buffer
-	for _, it := range keep {
+	mv.idx = &packIndex{}
+	for _, it := range mv.keep {
 		if s.ret != nil {
 			// Over a retirer, a version packed and killed since, or one
 			// older than a version a pack holds, is only retired (a copy a
@@ -193,7 +271,7 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 			// find.
 			p, err := s.cat.packedAs(ctx, it.obj.Key, it.attrs.Generation)
 			if err != nil {
-				return done(err)
+				return err
 			}
 			it.stale = p.dead()
 			if it.stale {
@@ -201,76 +279,85 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 			}
 		}
 		a := *it.attrs
-		idx.Entries = append(idx.Entries, packEntry{Key: a.Key, Off: int64(data.Len()), Len: int64(len(it.data)), Attrs: &a})
-		data.Write(it.data)
+		mv.idx.Entries = append(mv.idx.Entries, packEntry{Key: a.Key, Off: int64(mv.data.Len()), Len: int64(len(it.data)), Attrs: &a})
+		mv.data.Write(it.data)
 		live, err := s.cat.live(ctx, a.Key)
 		if err != nil {
-			return done(err)
+			return err
 		}
 		for _, k := range live {
 			if k.Gen != a.Generation {
-				idx.Kills = append(idx.Kills, k)
+				mv.idx.Kills = append(mv.idx.Kills, k)
 			}
 		}
 	}
-	if len(idx.Entries) > 0 {
-		committed, err := s.writePack(ctx, chosen, name, idx, data.Bytes())
-		if err != nil {
-			return done(err)
-		}
-		// 6. Hot deletes, conditional on the generation packed, no sooner
-		// than hotDeleteDelay after the pack was committed: a reader whose
-		// hot lookup takes less than that lists the log alongside it.
-		if err := latency.Sleep(ctx, s.hotDeleteDelay()-time.Since(committed)); err != nil {
-			return done(err)
-		}
+	return nil
+}
+
+// write writes the pack (5, writePack), if it holds anything, and waits
+// until hotDeleteDelay has passed since it was committed: a reader whose hot
+// lookup takes less than that lists the log alongside the removals from hot
+// that follow.
+func (mv *packMove) write(ctx context.Context) error {
+	s := mv.s
+	if len(mv.idx.Entries) == 0 {
+		return nil
 	}
-	if s.ret != nil {
-		// Recovery retires what the marker names from now on: only what
-		// was packed or stale.
-		m.Packed, m.Items = true, nil
-		for _, it := range keep {
-			m.Items = append(m.Items, kill{Key: it.obj.Key, Gen: it.attrs.Generation})
-		}
-		mb, _ := json.Marshal(m)
-		if err := s.fence(ctx); err != nil {
-			return done(err)
-		}
-		if err := blob.Put(ctx, s.cold, mk, mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
-			return done(err)
-		}
+	committed, err := s.writePack(ctx, mv.chosen, mv.name, mv.idx, mv.data.Bytes())
+	if err != nil {
+		return err
 	}
-	unretired := 0
-	parallel.Do(len(keep), s.opts.Concurrency, func(i int) {
-		it := keep[i]
+	return latency.Sleep(ctx, s.hotDeleteDelay()-time.Since(committed))
+}
+
+// markPacked, over a retirer, rewrites the marker as packed, naming what
+// was packed or stale: recovery retires those from now on.
+func (mv *packMove) markPacked(ctx context.Context) error {
+	s := mv.s
+	if s.ret == nil {
+		return nil
+	}
+	mv.marker.Packed, mv.marker.Items = true, nil
+	for _, it := range mv.keep {
+		mv.marker.Items = append(mv.marker.Items, kill{Key: it.obj.Key, Gen: it.attrs.Generation})
+	}
+	mb, _ := json.Marshal(mv.marker)
+	if err := s.fence(ctx); err != nil {
+		return err
+	}
+	return blob.Put(ctx, s.cold, mv.mk, mb, &blob.WriterOptions{ContentType: "application/json"})
+}
+
+// removeFromHot removes each object from hot (6) if it is still the
+// generation packed (removeMoved), Concurrency at a time, and counts what
+// moved.
+func (mv *packMove) removeFromHot(ctx context.Context) error {
+	s := mv.s
+	var mu sync.Mutex
+	var firstErr error
+	parallel.Do(len(mv.keep), s.opts.Concurrency, func(i int) {
+		it := mv.keep[i]
 		gone, err := s.removeMoved(ctx, it)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case err == nil && gone:
-			moved++
-			size += it.attrs.Size
+			mv.moved++
+			mv.size += it.attrs.Size
 		case err == nil:
 			// Overwritten (hot shadows the copy) or deleted by a user
 			// (who kills the copy through the marker).
 			s.stats.conflicts.Add(1)
 		case s.ret != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 			// A replica did not answer: recovery retires it again.
-			unretired++
 			s.stats.unretired.Add(1)
 		default:
 			firstErr = cmpErr(firstErr, err)
 		}
 	})
-	s.stats.moved.Add(int64(moved))
-	s.stats.bytes.Add(size)
-	if s.ret != nil {
-		// The marker stays, and with it what the log knows of these
-		// versions, until a later retirement confirms every copy is gone
-		// (recoverBatch).
-		return moved, size, firstErr
-	}
-	return done(firstErr)
+	s.stats.moved.Add(int64(mv.moved))
+	s.stats.bytes.Add(mv.size)
+	return firstErr
 }
 
 // writePack writes a pack, verifies it, checks it was committed in time for
