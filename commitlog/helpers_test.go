@@ -48,13 +48,12 @@ func s3Zones(profile string) func(t testing.TB, n int) []blob.Store {
 	return func(t testing.TB, n int) []blob.Store {
 		out := make([]blob.Store, n)
 		for i := range out {
-			srv := s3expresstest.NewServer(s3expresstest.Options{Profile: s3expresstest.MustProfile(profile), Seed: uint64(i + 1)})
-			t.Cleanup(srv.Close)
+			srv := s3expresstest.Start(t, s3expresstest.Options{Profile: s3expresstest.MustProfile(profile), Seed: uint64(i + 1)})
 			name := fmt.Sprintf("log%d--use1-az%d--x-s3", bucketSeq.Add(1), i+1)
 			if err := srv.CreateBucket(name); err != nil {
 				t.Fatal(err)
 			}
-			s, err := s3express.New(context.Background(), srv.NewClient(), name, s3express.Options{})
+			s, err := s3express.New(context.Background(), srv.Client(), name, s3express.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,11 +167,11 @@ func readN(t testing.TB, ctx context.Context, r *Reader, n int) []Record {
 // staged blocks committed under the blob's ETag).
 func azZones(p azuritetest.Profile) func(t testing.TB, n int) []blob.Store {
 	return func(t testing.TB, n int) []blob.Store {
-		srv := azuritetest.Start(t)
+		srv := azuritetest.Start(t, azuritetest.Options{})
 		out := make([]blob.Store, n)
 		for i := range out {
 			name := fmt.Sprintf("log%d", bucketSeq.Add(1))
-			endpoint := srv.Endpoint
+			endpoint := srv.Endpoint()
 			if p.Name != azuritetest.None.Name {
 				proxy := srv.WithLatency(p, uint64(i+1))
 				t.Cleanup(proxy.Close)

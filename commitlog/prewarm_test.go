@@ -38,13 +38,12 @@ func s3Counted(opts s3expresstest.Options) func(t testing.TB, n int) countedZone
 		for i := range n {
 			o := opts
 			o.Profile, o.Seed = s3expresstest.MustProfile("zero"), uint64(i+1)
-			srv := s3expresstest.NewServer(o)
-			t.Cleanup(srv.Close)
+			srv := s3expresstest.Start(t, o)
 			name := fmt.Sprintf("log%d--use1-az%d--x-s3", bucketSeq.Add(1), i+1)
 			if err := srv.CreateBucket(name); err != nil {
 				t.Fatal(err)
 			}
-			s, err := s3express.New(context.Background(), srv.NewClient(), name, s3express.Options{})
+			s, err := s3express.New(context.Background(), srv.Client(), name, s3express.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

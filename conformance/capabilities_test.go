@@ -25,11 +25,7 @@ func zones(ctx context.Context, t *testing.T, n int) ([]*gcsrapidtest.Server, []
 	var srvs []*gcsrapidtest.Server
 	var stores []blob.Store
 	for i := range n {
-		srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Seed: uint64(i + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Close)
+		srv := gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Seed: uint64(i + 1)})
 		if err := srv.CreateBucket("zone", true); err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,8 @@ import (
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
+// largeSize keeps its package prefix rather than -sim.*: it sizes one object
+// of one test, and drives no seeded simulation or checker.
 var largeSize = flag.Int64("quorum.largesize", 24<<20, "bytes of TestLargeWriteThroughRapidZones' object (try 1<<30)")
 
 // rapidZones starts n GCS Rapid emulators with no latency profile, one
@@ -28,11 +30,7 @@ func rapidZones(t testing.TB, n int) []blob.Store {
 	t.Helper()
 	var out []blob.Store
 	for i := range n {
-		srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Seed: uint64(i + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Close)
+		srv := gcsrapidtest.Start(t, gcsrapidtest.Options{Seed: uint64(i + 1)})
 		if err := srv.CreateBucket("zone", true); err != nil {
 			t.Fatal(err)
 		}

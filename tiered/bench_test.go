@@ -297,14 +297,10 @@ func BenchmarkDeleteLatency(b *testing.B) {
 	rapidQuorum := func(b *testing.B, seed uint64) (blob.Store, func()) {
 		v := url.Values{"straggler_timeout": {"250ms"}, "anti_entropy_interval": {"-1s"}}
 		for i := range 3 {
-			srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{
+			srv := gcsrapidtest.Start(b, gcsrapidtest.Options{
 				Profile: gcsrapidtest.Rapid(), Seed: 10*seed + uint64(i),
 				Buckets: []gcsrapidtest.Bucket{{Name: "bench", Zonal: true}},
 			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(srv.Close)
 			v.Add("replica", "gcsrapid://bench?endpoint="+srv.Endpoint())
 		}
 		q, err := blob.Open(context.Background(), "quorum://?"+v.Encode())

@@ -43,14 +43,10 @@ const (
 // epoch once another has reported holding a later one, and no two report
 // one epoch. Every write a process acknowledged reads back at the end.
 func TestFleet(t *testing.T) {
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{
+	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{
 		Buckets: []gcsrapidtest.Bucket{{Name: "hot", Zonal: true}, {Name: "cold", Zonal: true}},
 		Profile: gcsrapidtest.Zero(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	tierURL := "tiered://?" + url.Values{
 		"hot":              {"gcsrapid://hot?endpoint=" + srv.Endpoint()},
 		"cold":             {"gcsrapid://cold?endpoint=" + srv.Endpoint()},

@@ -24,8 +24,8 @@ import (
 const linMoveTimeout = 50 * time.Millisecond
 
 var (
-	linSeed = flag.Uint64("tiered.linseed", 0, "replay TestLinearizable with this seed (0: a new one)")
-	linOps  = flag.Int("tiered.linops", 400, "operations per process of TestLinearizable")
+	linSeed = flag.Uint64("sim.linseed", 0, "replay TestLinearizable with this seed (0: a new one)")
+	linOps  = flag.Int("sim.linops", 400, "operations per process of TestLinearizable")
 	// A whole process paused (user operations as well as its pass): about
 	// one run in ten of quorum/packs/three-compactors gave a history that
 	// was not linearizable (a Delete that succeeds after one that found
@@ -34,7 +34,7 @@ var (
 	// paused and went on serving the removed pack the tombstone killed
 	// (TestIdleCatalogMissesATombstone). Off by default; the pass's own
 	// pause is checked by TestCompactorLease and TestFleet.
-	linPause = flag.Bool("tiered.linpause", true, "pause process 1 whole, past its lease, in TestLinearizable's three-compactors runs (every other fault; false: cut it off from cold every time)")
+	linPause = flag.Bool("sim.linpause", true, "pause process 1 whole, past its lease, in TestLinearizable's three-compactors runs (every other fault; false: cut it off from cold every time)")
 )
 
 // This file checks tiered stores against a per-key register with porcupine,
@@ -147,7 +147,7 @@ func TestLinearizable(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d (replay: go test ./tiered -run TestLinearizable -tiered.linseed=%d)", seed, seed)
+	t.Logf("seed %d (replay: go test ./tiered -run TestLinearizable -sim.linseed=%d)", seed, seed)
 	for _, hotKind := range []string{"mem", "quorum", "flaky"} {
 		for _, packs := range []int{-1, 3} {
 			name := hotKind + "/objects"
@@ -208,7 +208,7 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, com
 	cold.AddLatency(fault.OpRead, latency.Dist{P50: 2 * time.Millisecond, P99: 8 * time.Millisecond})
 	cold.AddLatency(fault.OpCommit, latency.Dist{P50: 2 * time.Millisecond, P99: 8 * time.Millisecond})
 	// With several compactors, process 2 is cut off from cold now and then,
-	// for longer than its lease at times, and with -tiered.linpause process
+	// for longer than its lease at times, and with -sim.linpause process
 	// 1 is paused now and then past its lease (every call of its stops where
 	// it is, then goes on): each holds the lease in turn, and loses it so.
 	var gates []*paused

@@ -21,13 +21,13 @@ import (
 )
 
 var (
-	simSeed  = flag.Uint64("tiered.seed", 0, "replay TestSimulation with this seed (0: a new one)")
-	simSteps = flag.Int("tiered.steps", 2000, "steps of TestSimulation")
-	simSeeds = flag.Int("tiered.seeds", 1, "seeds TestSimulation runs, one after another from -tiered.seed")
+	simSeed  = flag.Uint64("sim.seed", 0, "replay TestSimulation with this seed (0: a new one)")
+	simSteps = flag.Int("sim.steps", 2000, "steps of TestSimulation")
+	simSeeds = flag.Int("sim.seeds", 1, "seeds TestSimulation runs, one after another from -sim.seed")
 	// The quorum mode is slower per step (every hot call is a round over
 	// three replicas, and faults make moves fail and recover), so it runs
 	// fewer steps by default.
-	simQuorumSteps = flag.Int("tiered.quorumsteps", 500, "steps of TestSimulation's quorum mode")
+	simQuorumSteps = flag.Int("sim.quorumsteps", 500, "steps of TestSimulation's quorum mode")
 )
 
 // simRecentGone is how many deleted keys each full check reads back. Older
@@ -110,7 +110,7 @@ func TestSimulation(t *testing.T) {
 			total := map[string]int{}
 			for i := range max(*simSeeds, 1) {
 				sd := seed + uint64(i)
-				t.Logf("seed %d (replay: go test ./tiered -run TestSimulation/%s -tiered.seed=%d -tiered.%s=%d)", sd, mode.name, sd, stepsFlag, steps)
+				t.Logf("seed %d (replay: go test ./tiered -run TestSimulation/%s -sim.seed=%d -sim.%s=%d)", sd, mode.name, sd, stepsFlag, steps)
 				for k, v := range runSimulation(t, sd, steps, mode.packObjects, mode.quorum) {
 					total[k] += v
 				}

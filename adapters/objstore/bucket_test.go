@@ -43,14 +43,10 @@ func open(t *testing.T, rawURL string) blob.Store {
 // TestAcceptance runs objstore's own acceptance test over each store, and
 // over a gcsrapid bucket on the in-process emulator.
 func TestAcceptance(t *testing.T) {
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{
+	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{
 		Buckets: []gcsrapidtest.Bucket{{Name: "zonal", Zonal: true}},
 		Profile: gcsrapidtest.Zero(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	all := append(slices.Clone(stores), struct{ name, url string }{"gcsrapid", "gcsrapid://zonal?endpoint=" + srv.Endpoint()})
 	for _, tc := range all {
 		t.Run(tc.name, func(t *testing.T) {

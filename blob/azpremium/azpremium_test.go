@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 
 func azurite(t testing.TB) *azuritetest.Server {
 	t.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = azuritetest.NewServer() })
+	sharedOnce.Do(func() { shared, sharedErr = azuritetest.NewServer(azuritetest.Options{}) })
 	if sharedErr != nil {
 		emulators.Unavailable(t, "azurite", sharedErr)
 	}
@@ -46,7 +46,7 @@ var containerSeq atomic.Int64
 func newContainer(t testing.TB, srv *azuritetest.Server) string {
 	t.Helper()
 	name := fmt.Sprintf("t%d-%d", os.Getpid(), containerSeq.Add(1))
-	s, err := azpremium.New(context.Background(), name, azpremium.Options{Account: srv.Account, Endpoint: srv.Endpoint, AccountKey: azpremium.Secret(srv.Key), WarmConns: -1})
+	s, err := azpremium.New(context.Background(), name, azpremium.Options{Account: srv.Account, Endpoint: srv.Endpoint(), AccountKey: azpremium.Secret(srv.Key), WarmConns: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func newContainer(t testing.TB, srv *azuritetest.Server) string {
 }
 
 func storeOptions(srv *azuritetest.Server) azpremium.Options {
-	return azpremium.Options{Account: srv.Account, Endpoint: srv.Endpoint, AccountKey: azpremium.Secret(srv.Key)}
+	return azpremium.Options{Account: srv.Account, Endpoint: srv.Endpoint(), AccountKey: azpremium.Secret(srv.Key)}
 }
 
 func newStore(t testing.TB, o azpremium.Options) *azpremium.Store {

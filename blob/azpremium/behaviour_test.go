@@ -11,7 +11,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	azlog "github.com/Azure/azure-sdk-for-go/sdk/azcore/log"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/blob/azureblob"
 
@@ -110,9 +109,9 @@ func TestCredentialsNeverShown(t *testing.T) {
 	ctx := context.Background()
 	var shown []string
 	for _, o := range []azpremium.Options{
-		{Account: srv.Account, Endpoint: srv.Endpoint, AccountKey: azpremium.Secret(wrongKey)},
-		{Account: srv.Account, Endpoint: srv.Endpoint, SASToken: azpremium.Secret(sas)},
-		{Account: srv.Account, Endpoint: srv.Endpoint, AccountKey: azpremium.Secret(srv.Key)},
+		{Account: srv.Account, Endpoint: srv.Endpoint(), AccountKey: azpremium.Secret(wrongKey)},
+		{Account: srv.Account, Endpoint: srv.Endpoint(), SASToken: azpremium.Secret(sas)},
+		{Account: srv.Account, Endpoint: srv.Endpoint(), AccountKey: azpremium.Secret(srv.Key)},
 		{ConnectionString: azpremium.Secret(strings.Replace(srv.ConnectionString(), srv.Key, wrongKey, 1))},
 	} {
 		o.Retry.MaxRetries = -1
@@ -407,15 +406,11 @@ func TestRegionalOverAzureblob(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
 			name := newContainer(t, srv)
-			cred, err := container.NewSharedKeyCredential(srv.Account, srv.Key)
+			client, err := srv.Client(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			client, err := container.NewClientWithSharedKeyCredential(srv.Endpoint+"/"+name, cred, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := azureblob.OpenBucket(ctx, client, nil)
+			b, err := azureblob.OpenBucket(ctx, client.ServiceClient().NewContainerClient(name), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -36,7 +36,7 @@ func BenchmarkPut(b *testing.B) {
 	if !ok {
 		b.Fatalf("unknown ZONALBLOB_AZ_PROFILE %q", name)
 	}
-	endpoint := srv.Endpoint
+	endpoint := srv.Endpoint()
 	if profile.Name != "none" {
 		proxy := srv.WithLatency(profile, 1)
 		defer proxy.Close()

@@ -58,7 +58,7 @@ func TestOpenMissingContainer(t *testing.T) {
 	if !errors.Is(err, blob.ErrBucketNotFound) || errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("open of a missing container: %v, want ErrBucketNotFound only", err)
 	}
-	if !strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), srv.Endpoint) {
+	if !strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), srv.Endpoint()) {
 		t.Errorf("error does not name the container and the endpoint: %v", err)
 	}
 	if strings.Contains(err.Error(), srv.Key) {

@@ -30,7 +30,7 @@ type countingProxy struct {
 
 func newCountingProxy(t *testing.T, srv *azuritetest.Server) *countingProxy {
 	t.Helper()
-	target, err := url.Parse(srv.Endpoint)
+	target, err := url.Parse(srv.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}

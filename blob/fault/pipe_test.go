@@ -20,11 +20,7 @@ import (
 // pipelinedStore is a gcsrapid store with pipelined append streams, wrapped.
 func pipelinedStore(t *testing.T) (*fault.Store, blob.Store) {
 	t.Helper()
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{})
 	if err := srv.CreateBucket("zone", true); err != nil {
 		t.Fatal(err)
 	}

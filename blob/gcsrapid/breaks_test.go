@@ -37,12 +37,7 @@ func strictServer(t *testing.T, opts gcsrapidtest.Options) *gcsrapidtest.Server 
 	opts.Seed = 1
 	opts.MaxWriteMessage = gcsrapidtest.MaxWriteMessage
 	opts.RefuseZeroGenerationTakeover = true
-	srv, err := gcsrapidtest.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
+	return gcsrapidtest.Start(t, opts)
 }
 
 func mustRead(ctx context.Context, t *testing.T, s blob.Store, key string) []byte {

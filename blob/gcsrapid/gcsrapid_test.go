@@ -29,12 +29,7 @@ import (
 
 func newServer(t *testing.T, profile gcsrapidtest.Profile) *gcsrapidtest.Server {
 	t.Helper()
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: profile, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
+	return gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: profile, Seed: 1})
 }
 
 var bucketSeq int
@@ -668,12 +663,8 @@ func TestPoolsFitUnderTheStreamCap(t *testing.T) {
 // With hierarchical namespace rules on, keys they forbid fail before any I/O.
 func TestHierarchicalNamesCheckedBeforeIO(t *testing.T) {
 	ctx := context.Background()
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Hierarchical: true,
+	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Hierarchical: true,
 		Buckets: []gcsrapidtest.Bucket{{Name: "hns", Zonal: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	client, err := srv.Client(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -714,11 +705,7 @@ func TestHierarchicalNamesCheckedBeforeIO(t *testing.T) {
 func TestConformanceStrict(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.StaleSize = time.Hour
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: p, Seed: 7, TransientFaults: 0.02})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: p, Seed: 7, TransientFaults: 0.02})
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
 			return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8}, Retries: 5})
@@ -809,12 +796,8 @@ func TestSweepTakesOnlyUnwrittenResidue(t *testing.T) {
 // backoff and succeed; an unconditional Put is not retried and fails.
 func TestTransientWriteFaultsRetriedWhereSafe(t *testing.T) {
 	ctx := context.Background()
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Seed: 3,
+	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Seed: 3,
 		TransientFaults: 0.2, TransientFaultMethods: []string{"BidiWriteObject"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
 	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}, Retries: 9})
 	defer s.Close()
 	unconditional := 0

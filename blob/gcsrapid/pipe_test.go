@@ -245,11 +245,7 @@ func TestPipelinedStreamRedirectsAndContexts(t *testing.T) {
 // gives its place back.
 func TestPipelinedStreamsShareConnections(t *testing.T) {
 	ctx := context.Background()
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{MaxStreamsPerConn: 10, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{MaxStreamsPerConn: 10, Seed: 1})
 	s := openPipelined(ctx, t, srv, "&max_streams_per_conn=10")
 	base := srv.Stats().Connections
 	var streams []blob.AppendStream

@@ -20,7 +20,7 @@ import (
 func TestConformanceUnderRapidFaults(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.StaleSize = time.Hour
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{
+	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{
 		Profile: p, Seed: 11,
 		MaxWriteMessage:              gcsrapidtest.MaxWriteMessage,
 		RefuseZeroGenerationTakeover: true,
@@ -37,10 +37,6 @@ func TestConformanceUnderRapidFaults(t *testing.T) {
 			{At: gcsrapidtest.BreakAfterFlush, N: 1, Streams: 10, Redirect: true, OmitGeneration: true},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
 			return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}})

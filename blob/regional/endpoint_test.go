@@ -18,12 +18,7 @@ import (
 // regional (non-zonal) bucket, so every test starts empty.
 func regionalServer(t *testing.T) *gcsrapidtest.Server {
 	t.Helper()
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: gcsrapidtest.Zero()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
+	return gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: gcsrapidtest.Zero()})
 }
 
 var bucketSeq atomic.Int64

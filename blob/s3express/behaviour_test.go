@@ -186,13 +186,16 @@ func TestWritesSendCRC32C(t *testing.T) {
 func TestTLSStreamsChecksumTrailer(t *testing.T) {
 	var mu sync.Mutex
 	var trailer string
-	srv := s3expresstest.NewTLSServer(s3expresstest.Options{Observe: func(op s3expresstest.Op, r *http.Request) {
+	srv, err := s3expresstest.NewTLSServer(s3expresstest.Options{Observe: func(op s3expresstest.Op, r *http.Request) {
 		if op == s3expresstest.OpPutObject {
 			mu.Lock()
 			trailer = r.Header.Get("X-Amz-Trailer")
 			mu.Unlock()
 		}
 	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer srv.Close()
 	s := newStore(t, srv, s3express.Options{})
 	defer s.Close()
@@ -284,7 +287,7 @@ func TestCanceledMultipartIsAborted(t *testing.T) {
 	if st.MultipartAbort != 1 || st.MultipartDone != 0 {
 		t.Errorf("aborts %d, completes %d; want 1 and 0", st.MultipartAbort, st.MultipartDone)
 	}
-	s2, err := s3express.New(context.Background(), srv.NewClient(), s.Bucket(), s3express.Options{})
+	s2, err := s3express.New(context.Background(), srv.Client(), s.Bucket(), s3express.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +442,7 @@ func TestListHonoursTheContract(t *testing.T) {
 
 func TestWarmUpErrorSurfacesAtFirstCall(t *testing.T) {
 	srv := newServer(t, s3expresstest.Options{})
-	s, err := s3express.New(context.Background(), srv.NewClient(), "absent--use1-az4--x-s3", s3express.Options{})
+	s, err := s3express.New(context.Background(), srv.Client(), "absent--use1-az4--x-s3", s3express.Options{})
 	if err != nil {
 		t.Fatalf("New made a request or failed: %v", err)
 	}

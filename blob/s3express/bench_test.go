@@ -54,7 +54,7 @@ func BenchmarkFirstWrite(b *testing.B) {
 			if err := blob.Put(ctx, warm, fmt.Sprintf("first/%d", i), data, nil); err != nil {
 				b.Fatal(err)
 			}
-			coldClient := srv.NewClient(freshTransport(b))
+			coldClient := srv.Client(freshTransport(b))
 			coldBucket := newBucket(b, srv)
 			t1 := time.Now()
 			// Opened here, so its warm-up has no head start.
@@ -93,12 +93,12 @@ func BenchmarkPutVsS3blob(b *testing.B) {
 			srv := newServer(b, s3expresstest.Options{Profile: profile})
 			ctx := context.Background()
 			bucket := newBucket(b, srv)
-			ours, err := s3express.New(ctx, srv.NewClient(), bucket, s3express.Options{})
+			ours, err := s3express.New(ctx, srv.Client(), bucket, s3express.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer ours.Close()
-			theirs, err := s3blob.OpenBucket(ctx, srv.NewClient(), bucket, nil)
+			theirs, err := s3blob.OpenBucket(ctx, srv.Client(), bucket, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

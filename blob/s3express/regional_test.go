@@ -26,7 +26,7 @@ func TestConformanceRegionalS3(t *testing.T) {
 			if err := srv.CreateBucket(name); err != nil {
 				t.Fatal(err)
 			}
-			b, err := s3blob.OpenBucket(ctx, srv.NewClient(), name, nil)
+			b, err := s3blob.OpenBucket(ctx, srv.Client(), name, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,9 +19,7 @@ func newServer(t testing.TB, opts s3expresstest.Options) *s3expresstest.Server {
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
-	srv := s3expresstest.NewServer(opts)
-	t.Cleanup(srv.Close)
-	return srv
+	return s3expresstest.Start(t, opts)
 }
 
 var bucketSeq atomic.Int64
@@ -40,7 +38,7 @@ func newBucket(t testing.TB, srv *s3expresstest.Server) string {
 // starts without a session.
 func newStore(t testing.TB, srv *s3expresstest.Server, opts s3express.Options, optFns ...func(*s3.Options)) *s3express.Store {
 	t.Helper()
-	s, err := s3express.New(context.Background(), srv.NewClient(optFns...), newBucket(t, srv), opts)
+	s, err := s3express.New(context.Background(), srv.Client(optFns...), newBucket(t, srv), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +53,7 @@ func TestConformance(t *testing.T) {
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 		OpenMissingBucket: func(ctx context.Context, t *testing.T) (blob.Store, error) {
-			return s3express.New(ctx, srv.NewClient(), "nope--use1-az4--x-s3", s3express.Options{})
+			return s3express.New(ctx, srv.Client(), "nope--use1-az4--x-s3", s3express.Options{})
 		},
 	})
 }

@@ -15,8 +15,7 @@ import (
 // endpoint.
 func newS3(t *testing.T, bucket string) string {
 	t.Helper()
-	srv := s3expresstest.NewServer(s3expresstest.Options{})
-	t.Cleanup(srv.Close)
+	srv := s3expresstest.Start(t, s3expresstest.Options{})
 	if err := srv.CreateBucket(bucket); err != nil {
 		t.Fatal(err)
 	}

@@ -177,7 +177,10 @@ func startEmulators(ctx context.Context, p *servePlan, stderr io.Writer) (_ *run
 			prof = s3expresstest.MustProfile("zero")
 		}
 		seed++
-		srv := s3expresstest.NewServer(s3expresstest.Options{Buckets: p.s3express, Profile: prof, Seed: seed})
+		srv, err := s3expresstest.NewServer(s3expresstest.Options{Buckets: p.s3express, Profile: prof, Seed: seed})
+		if err != nil {
+			return nil, fmt.Errorf("starting the S3 Express emulator: %w", err)
+		}
 		em.closers = append(em.closers, srv.Close)
 		em.s3 = expose(srv.Endpoint())
 	}
@@ -210,13 +213,13 @@ func azuriteUnavailable() error {
 // startAzurite starts Azurite, behind a latency proxy unless the profile is
 // zero, and creates the containers; it returns the address clients use.
 func startAzurite(ctx context.Context, p *servePlan, em *runningEmulators, seed uint64) (string, error) {
-	srv, err := azuritetest.NewServer()
+	srv, err := azuritetest.NewServer(azuritetest.Options{})
 	if err != nil {
 		return "", fmt.Errorf("starting Azurite: %w", err)
 	}
 	em.closers = append(em.closers, srv.Close)
 	for _, name := range p.azure {
-		st, err := azpremium.New(ctx, name, azpremium.Options{Account: srv.Account, Endpoint: srv.Endpoint, AccountKey: azpremium.Secret(srv.Key), WarmConns: -1})
+		st, err := azpremium.New(ctx, name, azpremium.Options{Account: srv.Account, Endpoint: srv.Endpoint(), AccountKey: azpremium.Secret(srv.Key), WarmConns: -1})
 		if err != nil {
 			return "", fmt.Errorf("creating Azure container %s: %w", name, err)
 		}
@@ -226,7 +229,7 @@ func startAzurite(ctx context.Context, p *servePlan, em *runningEmulators, seed 
 			return "", fmt.Errorf("creating Azure container %s: %w", name, err)
 		}
 	}
-	endpoint := srv.Endpoint
+	endpoint := srv.Endpoint()
 	if p.profile.Name != gcsrapidtest.Zero().Name {
 		proxy := srv.WithLatency(azuritetest.Premium, seed)
 		em.closers = append(em.closers, proxy.Close)

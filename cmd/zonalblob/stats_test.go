@@ -66,11 +66,7 @@ func TestStatsFlag(t *testing.T) {
 		}
 	})
 	t.Run("gcsrapid", func(t *testing.T) {
-		srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Seed: 1, Buckets: []gcsrapidtest.Bucket{{Name: "zone", Zonal: true}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
+		srv := gcsrapidtest.Start(t, gcsrapidtest.Options{Seed: 1, Buckets: []gcsrapidtest.Bucket{{Name: "zone", Zonal: true}}})
 		s := statsOutput(t, zb(t, "hi", "--stats", "put", "-q", "gcsrapid://zone?endpoint="+srv.Endpoint(), "k"))
 		st := s.Stores[0]
 		if m, ok := st.Stats.(map[string]any); st.Type != "gcsrapid.Store" || !ok || m["Writes"] == nil {

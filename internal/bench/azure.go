@@ -25,7 +25,7 @@ import (
 // on one Azurite behind two latency proxies. Azurite is an npm tool that
 // `make tools` installs; without it the scenario is skipped, not failed.
 func runAzure(ctx context.Context, env *Env) error {
-	srv, err := azuritetest.NewServer()
+	srv, err := azuritetest.NewServer(azuritetest.Options{})
 	if err != nil {
 		return &SkipError{Reason: fmt.Sprintf("Azurite unavailable (%v); `make tools` installs it into tools/node_modules", err)}
 	}
@@ -91,7 +91,7 @@ func runAzure(ctx context.Context, env *Env) error {
 // azureEndpoint returns an endpoint for srv that delays requests by profile
 // and counts them, since Azurite keeps no request count.
 func azureEndpoint(srv *azuritetest.Server, p azuritetest.Profile, seed uint64) (endpoint string, requests func() int64, closeFn func(), err error) {
-	target := srv.Endpoint
+	target := srv.Endpoint()
 	closeLatency := func() {}
 	if p.Name != azuritetest.None.Name {
 		lp := srv.WithLatency(p, seed)

@@ -202,9 +202,12 @@ func logS3Express(ctx context.Context, env *Env) error {
 	}()
 	for i := range 3 {
 		bucket := fmt.Sprintf("log--use1-az%d--x-s3", i+1)
-		srv := s3expresstest.NewServer(s3expresstest.Options{Profile: express, Seed: env.Seed + uint64(i)*7919, Buckets: []string{bucket}})
+		srv, err := s3expresstest.NewServer(s3expresstest.Options{Profile: express, Seed: env.Seed + uint64(i)*7919, Buckets: []string{bucket}})
+		if err != nil {
+			return err
+		}
 		servers = append(servers, srv)
-		s, err := s3express.New(ctx, srv.NewClient(), bucket, s3express.Options{})
+		s, err := s3express.New(ctx, srv.Client(), bucket, s3express.Options{})
 		if err != nil {
 			return err
 		}
@@ -225,7 +228,7 @@ func logS3Express(ctx context.Context, env *Env) error {
 // committed under the blob's ETag). Without Azurite the row is left out and
 // the report says why, as the azure scenario does.
 func logAzure(ctx context.Context, env *Env) error {
-	srv, err := azuritetest.NewServer()
+	srv, err := azuritetest.NewServer(azuritetest.Options{})
 	if err != nil {
 		env.note(fmt.Sprintf("log: commitlog-azpremium-2of3 not run: Azurite unavailable (%v); `make tools` installs it into tools/node_modules", err))
 		return nil

@@ -26,17 +26,23 @@ func runS3(ctx context.Context, env *Env) error {
 		return err
 	}
 	const dirBucket = "bench--use1-az4--x-s3"
-	xsrv := s3expresstest.NewServer(s3expresstest.Options{Profile: express, Seed: env.Seed, Buckets: []string{dirBucket}})
+	xsrv, err := s3expresstest.NewServer(s3expresstest.Options{Profile: express, Seed: env.Seed, Buckets: []string{dirBucket}})
+	if err != nil {
+		return err
+	}
 	defer xsrv.Close()
-	ssrv := s3expresstest.NewServer(s3expresstest.Options{Profile: standard, Seed: env.Seed, Buckets: []string{"bench"}})
+	ssrv, err := s3expresstest.NewServer(s3expresstest.Options{Profile: standard, Seed: env.Seed, Buckets: []string{"bench"}})
+	if err != nil {
+		return err
+	}
 	defer ssrv.Close()
 
-	ours, err := s3express.New(ctx, xsrv.NewClient(), dirBucket, s3express.Options{})
+	ours, err := s3express.New(ctx, xsrv.Client(), dirBucket, s3express.Options{})
 	if err != nil {
 		return err
 	}
 	defer ours.Close()
-	b, err := s3blob.OpenBucket(ctx, ssrv.NewClient(), "bench", nil)
+	b, err := s3blob.OpenBucket(ctx, ssrv.Client(), "bench", nil)
 	if err != nil {
 		return err
 	}

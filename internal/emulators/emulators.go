@@ -54,3 +54,18 @@ func Blackhole(t testing.TB) string {
 	}()
 	return l.Addr().String()
 }
+
+// Started returns a function that takes what an emulator's NewServer
+// returned: it fails t on an error and closes the server when t ends. It is
+// the body of every emulator's Start(t, opts), so that the three emulators
+// start in tests the same way.
+func Started[S interface{ Close() }](t testing.TB) func(S, error) S {
+	return func(s S, err error) S {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+}

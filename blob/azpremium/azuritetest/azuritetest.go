@@ -7,8 +7,12 @@
 // Start ends the test through internal/emulators when it cannot run: a skip
 // that names `make test`, or a failure under ZONALBLOB_REQUIRE_EMULATORS=1.
 //
-//	srv := azuritetest.Start(t)
-//	// srv.Endpoint is "http://127.0.0.1:PORT/devstoreaccount1"
+//	srv := azuritetest.Start(t, azuritetest.Options{})
+//	// srv.Endpoint() is "http://127.0.0.1:PORT/devstoreaccount1"
+//	client, err := srv.Client(nil) // azblob, signed with the account key
+//
+// Outside a test, NewServer starts one and returns an error instead; the
+// caller closes it.
 package azuritetest
 
 import (
@@ -25,6 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
 	"github.com/zonalblob/zonalblob/internal/emulators"
 )
 
@@ -35,15 +41,19 @@ const (
 	Key     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 
+// Options configures a Server. Azurite runs with fixed settings (in memory,
+// on a free loopback port, the well-known account), so there is nothing to
+// set yet; the type gives NewServer and Start the signatures of the other
+// emulators' (gcsrapidtest, s3expresstest), and room to grow.
+type Options struct{}
+
 // Server is a running Azurite blob service.
 type Server struct {
-	// Endpoint is the blob service URL including the account path segment,
-	// as emulators address accounts: http://127.0.0.1:PORT/devstoreaccount1.
-	Endpoint string
-	Account  string
-	Key      string
-	Port     int
+	Account string
+	Key     string
+	Port    int
 
+	endpoint  string
 	cmd       *exec.Cmd
 	dir       string
 	out       *lockedBuffer
@@ -51,16 +61,31 @@ type Server struct {
 	closeOnce sync.Once
 }
 
+// Endpoint is the blob service URL including the account path segment, as
+// emulators address accounts: http://127.0.0.1:PORT/devstoreaccount1.
+func (s *Server) Endpoint() string { return s.endpoint }
+
 // ConnectionString is the Azure connection string for the server.
 func (s *Server) ConnectionString() string {
-	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;BlobEndpoint=%s;", s.Account, s.Key, s.Endpoint)
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;BlobEndpoint=%s;", s.Account, s.Key, s.endpoint)
+}
+
+// Client returns an azblob client for the server's blob service, signed with
+// the account key; ServiceClient().NewContainerClient reaches one container.
+// opts may be nil.
+func (s *Server) Client(opts *azblob.ClientOptions) (*azblob.Client, error) {
+	cred, err := azblob.NewSharedKeyCredential(s.Account, s.Key)
+	if err != nil {
+		return nil, err
+	}
+	return azblob.NewClientWithSharedKeyCredential(s.endpoint, cred, opts)
 }
 
 // Start starts a server for t and stops it when t ends. When Azurite cannot
 // start, t ends through emulators.Unavailable.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	s, err := NewServer()
+	s, err := NewServer(opts)
 	if err != nil {
 		emulators.Unavailable(t, "azurite", err)
 	}
@@ -93,7 +118,7 @@ func Binary() (string, error) {
 }
 
 // NewServer starts a server; the caller must Close it.
-func NewServer() (*Server, error) {
+func NewServer(opts Options) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -123,7 +148,7 @@ func start(bin string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		Endpoint: fmt.Sprintf("http://127.0.0.1:%d/%s", port, Account),
+		endpoint: fmt.Sprintf("http://127.0.0.1:%d/%s", port, Account),
 		Account:  Account,
 		Key:      Key,
 		Port:     port,
@@ -175,7 +200,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			return fmt.Errorf("azurite exited before answering: %s", s.out.String())
 		default:
 		}
-		resp, err := client.Get(s.Endpoint + "?comp=list")
+		resp, err := client.Get(s.endpoint + "?comp=list")
 		if err == nil {
 			resp.Body.Close()
 			return nil

@@ -77,7 +77,7 @@ func (p Profile) dist(r *http.Request) latency.Dist {
 // LatencyProxy is a reverse proxy in front of a Server that delays each
 // request by a draw from its profile, seeded, before forwarding it.
 type LatencyProxy struct {
-	// Endpoint replaces Server.Endpoint for clients that should see latency.
+	// Endpoint replaces Server.Endpoint() for clients that should see latency.
 	Endpoint string
 	srv      *httptest.Server
 }
@@ -87,7 +87,7 @@ func (p *LatencyProxy) Close() { p.srv.Close() }
 
 // WithLatency starts a LatencyProxy for s with profile p and seed.
 func (s *Server) WithLatency(p Profile, seed uint64) *LatencyProxy {
-	target, _ := url.Parse(s.Endpoint)
+	target, _ := url.Parse(s.endpoint)
 	target.Path = ""
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 256}

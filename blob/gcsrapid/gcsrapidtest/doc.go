@@ -16,7 +16,9 @@
 //	client, err := srv.Client(ctx) // gRPC, appendable uploads, bidi reads
 //	defer client.Close()
 //
-// Callers that build their own client pass srv.ClientOptions().
+// Callers that build their own client pass srv.ClientOptions(). In a test,
+// Start(t, opts) starts the server, fails t if it cannot, and closes it when
+// t ends.
 //
 // Guarantees: every operation on one object is atomic and immediately
 // consistent; generations strictly increase; preconditions fail with

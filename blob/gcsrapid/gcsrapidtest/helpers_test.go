@@ -16,20 +16,13 @@ func newTestServer(t testing.TB, opts Options) (*Server, *storage.Client) {
 	if opts.Buckets == nil {
 		opts.Buckets = []Bucket{{Name: "zonal", Zonal: true}, {Name: "regional"}}
 	}
-	srv, err := NewServer(opts)
+	srv := Start(t, opts)
+	c, err := srv.Client(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	c, err := srv.Client(ctx)
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		srv.Close()
-	})
+	// Cleanups run in reverse order: the client closes before the server.
+	t.Cleanup(func() { c.Close() })
 	return srv, c
 }
 

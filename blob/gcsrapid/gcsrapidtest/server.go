@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/internal/emulators"
 )
 
 // DefaultMaxBytes is the memory cap used when Options.MaxBytes is zero.
@@ -199,6 +201,13 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Start starts a Server for t, fails t if it cannot, and closes it when t
+// ends.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	return emulators.Started[*Server](t)(NewServer(opts))
 }
 
 // Start listens on 127.0.0.1:0 and serves in the background.

@@ -37,11 +37,15 @@ type harness struct {
 }
 
 func newHarness(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-	return &harness{srv: s3expresstest.NewServer(s3expresstest.Options{Buckets: []string{conformanceBucket}})}, nil
+	srv, err := s3expresstest.NewServer(s3expresstest.Options{Buckets: []string{conformanceBucket}})
+	if err != nil {
+		return nil, err
+	}
+	return &harness{srv: srv}, nil
 }
 
 func (h *harness) open(ctx context.Context, bucket string) (driver.Bucket, error) {
-	b, err := s3blob.OpenBucket(ctx, h.srv.NewClient(), bucket, nil)
+	b, err := s3blob.OpenBucket(ctx, h.srv.Client(), bucket, nil)
 	if err != nil {
 		return nil, err
 	}

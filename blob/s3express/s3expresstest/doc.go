@@ -39,12 +39,15 @@
 //
 // Usage, in the spirit of net/http/httptest:
 //
-//	srv := s3expresstest.NewServer(s3expresstest.Options{
+//	srv, err := s3expresstest.NewServer(s3expresstest.Options{
 //		Buckets: []string{"logs--use1-az4--x-s3"},
 //		Profile: s3expresstest.MustProfile("express"),
 //	})
 //	defer srv.Close()
-//	client := srv.NewClient() // path style, static credentials, us-east-1
+//	client := srv.Client() // path style, static credentials, us-east-1
+//
+// In a test, Start(t, opts) starts the server, fails t if it cannot, and
+// closes it when t ends.
 //
 // The server listens on 127.0.0.1:0; URL returns "http://127.0.0.1:PORT".
 // Every operation is delayed by the Profile's seeded latency distribution,

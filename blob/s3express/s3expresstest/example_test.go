@@ -14,17 +14,21 @@ import (
 )
 
 func ExampleNewServer() {
-	srv := s3expresstest.NewServer(s3expresstest.Options{
+	srv, err := s3expresstest.NewServer(s3expresstest.Options{
 		Buckets: []string{"logs--use1-az4--x-s3"},
 		Profile: s3expresstest.MustProfile("zero"),
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer srv.Close()
-	client := srv.NewClient()
+	client := srv.Client()
 	ctx := context.Background()
 
 	// The SDK sees a directory bucket name, calls CreateSession, and signs
 	// the PutObject with the session credentials.
-	_, err := client.PutObject(ctx, &s3.PutObjectInput{
+	_, err = client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:            aws.String("logs--use1-az4--x-s3"),
 		Key:               aws.String("segment-0001"),
 		Body:              strings.NewReader("first record"),

@@ -41,7 +41,7 @@ func TestFaults(t *testing.T) {
 		}
 	}
 	srv.InjectFault(s3expresstest.Fault{Op: s3expresstest.OpCreateSession, Nth: srv.Stats().CreateSession + 1, Status: 500})
-	other := srv.NewClient(noRetry)
+	other := srv.Client(noRetry)
 	if _, err := other.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("a")}); err == nil {
 		t.Errorf("HeadObject succeeded although CreateSession failed")
 	}

@@ -77,9 +77,8 @@ func TestDirectoryListingIsShuffledCompleteAndPaged(t *testing.T) {
 	if !slices.Equal(again, keys) {
 		t.Errorf("one page of 1000 lists in a different order than pages of 10")
 	}
-	other := s3expresstest.NewServer(s3expresstest.Options{Buckets: []string{dirBucket}, Seed: 8})
-	defer other.Close()
-	oc := other.NewClient()
+	other := s3expresstest.Start(t, s3expresstest.Options{Buckets: []string{dirBucket}, Seed: 8})
+	oc := other.Client()
 	for _, k := range want {
 		put(t, oc, k, "x")
 	}
@@ -119,9 +118,8 @@ func TestDirectoryListingRejects(t *testing.T) {
 }
 
 func TestPlainBucketListsInOrderWithStartAfter(t *testing.T) {
-	srv := s3expresstest.NewServer(s3expresstest.Options{Buckets: []string{"regional"}})
-	defer srv.Close()
-	c := srv.NewClient()
+	srv := s3expresstest.Start(t, s3expresstest.Options{Buckets: []string{"regional"}})
+	c := srv.Client()
 	ctx := context.Background()
 	var want []string
 	for i := range 25 {

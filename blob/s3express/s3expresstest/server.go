@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,12 +20,13 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/internal/emulators"
 )
 
-// Region is the region NewClient configures; the server accepts any.
+// Region is the region Client configures; the server accepts any.
 const Region = "us-east-1"
 
-// Default static credentials used by NewClient. The server does not check
+// Default static credentials used by Client. The server does not check
 // them: only session credentials of directory buckets are checked.
 const (
 	DefaultAccessKeyID     = "AKIDS3EXPRESSTEST"
@@ -126,16 +128,27 @@ type upload struct {
 }
 
 // NewServer starts and returns a new Server. The caller should call Close
-// when finished, to shut it down.
-func NewServer(opts Options) *Server {
-	s := NewUnstartedServer(opts)
+// when finished, to shut it down. It fails if a bucket of opts.Buckets
+// cannot be created.
+func NewServer(opts Options) (*Server, error) {
+	s, err := NewUnstartedServer(opts)
+	if err != nil {
+		return nil, err
+	}
 	s.Start()
-	return s
+	return s, nil
+}
+
+// Start starts a Server for t, fails t if it cannot, and closes it when t
+// ends.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	return emulators.Started[*Server](t)(NewServer(opts))
 }
 
 // NewUnstartedServer returns a new Server that is not started yet; call
 // Start to begin serving. Its listener is open, so Endpoint is known.
-func NewUnstartedServer(opts Options) *Server {
+func NewUnstartedServer(opts Options) (*Server, error) {
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = DefaultSessionTTL
 	}
@@ -158,22 +171,25 @@ func NewUnstartedServer(opts Options) *Server {
 	s.fake = gofakes3.New(s.backend, gofakes3.WithTimeSkewLimit(0)).Server()
 	for _, b := range opts.Buckets {
 		if err := s.CreateBucket(b); err != nil {
-			panic(fmt.Sprintf("s3expresstest: creating bucket %q: %v", b, err))
+			return nil, fmt.Errorf("s3expresstest: creating bucket %q: %w", b, err)
 		}
 	}
 	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
-	return s
+	return s, nil
 }
 
 // NewTLSServer starts and returns a new Server serving HTTPS with a
-// self-signed certificate; NewClient trusts it. Over HTTPS the SDK sends
+// self-signed certificate; Client trusts it. Over HTTPS the SDK sends
 // bodies aws-chunked with the checksum in a trailer, as it does against AWS,
 // and accepts unseekable bodies; over HTTP it sends the checksum as a header
 // and requires a seekable body.
-func NewTLSServer(opts Options) *Server {
-	s := NewUnstartedServer(opts)
+func NewTLSServer(opts Options) (*Server, error) {
+	s, err := NewUnstartedServer(opts)
+	if err != nil {
+		return nil, err
+	}
 	s.StartTLS()
-	return s
+	return s, nil
 }
 
 // Start starts a server from NewUnstartedServer.
@@ -204,7 +220,7 @@ func (s *Server) Endpoint() string { return s.ts.Listener.Addr().String() }
 
 // ClientOptions configures an s3.Client for this server: base endpoint, path
 // style, static credentials, Region and HTTPClient. Use it with s3.New or
-// s3.NewFromConfig; NewClient is the short form.
+// s3.NewFromConfig; Client is the short form.
 func (s *Server) ClientOptions(o *s3.Options) {
 	o.BaseEndpoint = aws.String(s.URL())
 	o.UsePathStyle = true
@@ -213,8 +229,9 @@ func (s *Server) ClientOptions(o *s3.Options) {
 	o.HTTPClient = s.ts.Client()
 }
 
-// NewClient returns an AWS SDK S3 client that talks to this server.
-func (s *Server) NewClient(optFns ...func(*s3.Options)) *s3.Client {
+// Client returns an AWS SDK S3 client that talks to this server; optFns
+// apply after ClientOptions.
+func (s *Server) Client(optFns ...func(*s3.Options)) *s3.Client {
 	return s3.New(s3.Options{}, append([]func(*s3.Options){s.ClientOptions}, optFns...)...)
 }
 

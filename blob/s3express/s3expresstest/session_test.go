@@ -28,9 +28,8 @@ const dirBucket = "logs--use1-az4--x-s3"
 func newDirServer(t *testing.T, opts s3expresstest.Options) (*s3expresstest.Server, *s3.Client) {
 	t.Helper()
 	opts.Buckets = append(opts.Buckets, dirBucket)
-	srv := s3expresstest.NewServer(opts)
-	t.Cleanup(srv.Close)
-	return srv, srv.NewClient()
+	srv := s3expresstest.Start(t, opts)
+	return srv, srv.Client()
 }
 
 func apiCode(err error) string {
@@ -223,10 +222,9 @@ func TestOneCreateSessionForConcurrentFirstCalls(t *testing.T) {
 	slowSession := s3expresstest.Profile{CreateSession: latency.Fixed(50 * time.Millisecond)}
 
 	t.Run("shared provider", func(t *testing.T) {
-		srv := s3expresstest.NewServer(s3expresstest.Options{Buckets: []string{dirBucket}, Profile: slowSession})
-		defer srv.Close()
-		provider := &sharedSessions{plain: srv.NewClient(), sessions: map[string]*sessionCall{}}
-		c := srv.NewClient(func(o *s3.Options) { o.ExpressCredentials = provider })
+		srv := s3expresstest.Start(t, s3expresstest.Options{Buckets: []string{dirBucket}, Profile: slowSession})
+		provider := &sharedSessions{plain: srv.Client(), sessions: map[string]*sessionCall{}}
+		c := srv.Client(func(o *s3.Options) { o.ExpressCredentials = provider })
 		concurrentFirstPuts(t, c, n)
 		st := srv.Stats()
 		if st.CreateSession != 1 {
@@ -245,9 +243,8 @@ func TestOneCreateSessionForConcurrentFirstCalls(t *testing.T) {
 		// Documents the SDK: its default provider deduplicates CreateSession
 		// only within one operation, so concurrent first calls each create a
 		// session. A driver must prewarm the session or share a provider.
-		srv := s3expresstest.NewServer(s3expresstest.Options{Buckets: []string{dirBucket}, Profile: slowSession})
-		defer srv.Close()
-		c := srv.NewClient()
+		srv := s3expresstest.Start(t, s3expresstest.Options{Buckets: []string{dirBucket}, Profile: slowSession})
+		c := srv.Client()
 		concurrentFirstPuts(t, c, n)
 		st := srv.Stats()
 		t.Logf("SDK default provider: %d CreateSession calls for %d concurrent first calls", st.CreateSession, n)
@@ -324,7 +321,7 @@ func TestSessionExpiryMakesTheSDKRefresh(t *testing.T) {
 func TestTLSStreamsChecksumTrailers(t *testing.T) {
 	var mu sync.Mutex
 	var sha, enc, trailer string
-	srv := s3expresstest.NewTLSServer(s3expresstest.Options{Buckets: []string{dirBucket},
+	srv, err := s3expresstest.NewTLSServer(s3expresstest.Options{Buckets: []string{dirBucket},
 		Observe: func(op s3expresstest.Op, r *http.Request) {
 			if op == s3expresstest.OpPutObject {
 				mu.Lock()
@@ -332,11 +329,14 @@ func TestTLSStreamsChecksumTrailers(t *testing.T) {
 				mu.Unlock()
 			}
 		}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer srv.Close()
 	if !strings.HasPrefix(srv.URL(), "https://") {
 		t.Fatalf("URL %s", srv.URL())
 	}
-	c := srv.NewClient()
+	c := srv.Client()
 	ctx := context.Background()
 	body := strings.Repeat("0123456789", 10000)
 	// An io.Reader that is not an io.Seeker: over HTTP the SDK refuses it.
@@ -360,9 +360,8 @@ func TestTLSStreamsChecksumTrailers(t *testing.T) {
 		t.Errorf("HeadObject: crc %q encoding %q err %v", aws.ToString(head.ChecksumCRC32C), aws.ToString(head.ContentEncoding), err)
 	}
 
-	plainHTTP := s3expresstest.NewServer(s3expresstest.Options{Buckets: []string{dirBucket}})
-	defer plainHTTP.Close()
-	_, err = plainHTTP.NewClient().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("t"),
+	plainHTTP := s3expresstest.Start(t, s3expresstest.Options{Buckets: []string{dirBucket}})
+	_, err = plainHTTP.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("t"),
 		Body: io.MultiReader(strings.NewReader(body)), ContentLength: aws.Int64(int64(len(body)))})
 	if err == nil || !strings.Contains(err.Error(), "not seekable") {
 		t.Errorf("unseekable body over HTTP: got %v, want the SDK to refuse an unseekable body over HTTP", err)
@@ -379,9 +378,8 @@ func (w wrongSecret) Retrieve(ctx context.Context, bucket string) (aws.Credentia
 }
 
 func TestSignaturesAreVerified(t *testing.T) {
-	srv := s3expresstest.NewServer(s3expresstest.Options{Buckets: []string{dirBucket, "plain"},
+	srv := s3expresstest.Start(t, s3expresstest.Options{Buckets: []string{dirBucket, "plain"},
 		Credentials: map[string]string{"AKIDOTHER": "other-secret"}})
-	defer srv.Close()
 	ctx := context.Background()
 	noRetry := func(o *s3.Options) { o.RetryMaxAttempts = 1 }
 	withCreds := func(ak, secret string) func(*s3.Options) {
@@ -396,24 +394,24 @@ func TestSignaturesAreVerified(t *testing.T) {
 			Body: strings.NewReader("v")}, noRetry)
 		return err
 	}
-	if err := putPlain(srv.NewClient(withCreds("AKIDOTHER", "other-secret"))); err != nil {
+	if err := putPlain(srv.Client(withCreds("AKIDOTHER", "other-secret"))); err != nil {
 		t.Errorf("configured credentials: %v", err)
 	}
-	if err := putPlain(srv.NewClient(withCreds(s3expresstest.DefaultAccessKeyID, "wrong"))); apiCode(err) != "SignatureDoesNotMatch" {
+	if err := putPlain(srv.Client(withCreds(s3expresstest.DefaultAccessKeyID, "wrong"))); apiCode(err) != "SignatureDoesNotMatch" {
 		t.Errorf("wrong secret: got %v, want SignatureDoesNotMatch", err)
 	}
-	if err := putPlain(srv.NewClient(withCreds("AKIDUNKNOWN", "x"))); apiCode(err) != "InvalidAccessKeyId" {
+	if err := putPlain(srv.Client(withCreds("AKIDUNKNOWN", "x"))); apiCode(err) != "InvalidAccessKeyId" {
 		t.Errorf("unknown access key: got %v, want InvalidAccessKeyId", err)
 	}
 	// CreateSession is signed with the static credentials too.
-	_, err := srv.NewClient(withCreds(s3expresstest.DefaultAccessKeyID, "wrong")).CreateSession(ctx,
+	_, err := srv.Client(withCreds(s3expresstest.DefaultAccessKeyID, "wrong")).CreateSession(ctx,
 		&s3.CreateSessionInput{Bucket: aws.String(dirBucket)}, noRetry)
 	if apiCode(err) != "SignatureDoesNotMatch" {
 		t.Errorf("CreateSession with a wrong secret: got %v, want SignatureDoesNotMatch", err)
 	}
 	// Data-plane requests are signed with the session secret.
-	provider := wrongSecret{&sharedSessions{plain: srv.NewClient(), sessions: map[string]*sessionCall{}}}
-	c := srv.NewClient(func(o *s3.Options) { o.ExpressCredentials = provider })
+	provider := wrongSecret{&sharedSessions{plain: srv.Client(), sessions: map[string]*sessionCall{}}}
+	c := srv.Client(func(o *s3.Options) { o.ExpressCredentials = provider })
 	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(dirBucket), Key: aws.String("k"),
 		Body: strings.NewReader("v")}, noRetry)
 	if apiCode(err) != "SignatureDoesNotMatch" {
