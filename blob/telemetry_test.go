@@ -20,6 +20,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/conformance"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 func recorder() (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
@@ -27,14 +28,7 @@ func recorder() (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
 	return rec, sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 }
 
-func openMem(t testing.TB) blob.Store {
-	t.Helper()
-	s, err := blob.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func openMem(t testing.TB) blob.Store { return testkit.Mem(t) }
 
 func attrOf(s sdktrace.ReadOnlySpan, k attribute.Key) (attribute.Value, bool) {
 	for _, kv := range s.Attributes() {

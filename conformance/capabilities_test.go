@@ -6,14 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/storage"
-
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/pool"
-	"github.com/zonalblob/zonalblob/blob/regional"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 	"github.com/zonalblob/zonalblob/tiered"
 )
@@ -26,32 +24,13 @@ func zones(ctx context.Context, t *testing.T, n int) ([]*gcsrapidtest.Server, []
 	var stores []blob.Store
 	for i := range n {
 		srv := gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Seed: uint64(i + 1)})
-		if err := srv.CreateBucket("zone", true); err != nil {
-			t.Fatal(err)
-		}
-		client, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { client.Close() })
-		s, err := gcsrapid.New(ctx, client, "zone", gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: -1}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		srvs = append(srvs, srv)
-		stores = append(stores, s)
+		stores = append(stores, testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: -1}}))
 	}
 	return srvs, stores
 }
 
-func mem(t *testing.T) blob.Store {
-	t.Helper()
-	s, err := regional.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func mem(t *testing.T) blob.Store { return testkit.Mem(t) }
 
 // TestCapabilitiesSurviveWrappers walks every wrapper and composite over the
 // stores they are used with and checks which optional capabilities each

@@ -10,6 +10,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/fault"
 	_ "github.com/zonalblob/zonalblob/blob/regional"
 	"github.com/zonalblob/zonalblob/conformance"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -25,18 +26,7 @@ func testOptions() quorum.Options {
 	}
 }
 
-func memReplicas(t testing.TB, n int) []blob.Store {
-	t.Helper()
-	var rs []blob.Store
-	for range n {
-		s, err := blob.Open(context.Background(), "mem://")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, s)
-	}
-	return rs
-}
+func memReplicas(t testing.TB, n int) []blob.Store { return testkit.Mems(t, n) }
 
 // faulted wraps n mem:// stores with fault injection, one seed per replica.
 func faulted(t testing.TB, n int, seed uint64) ([]blob.Store, []*fault.Store) {

@@ -21,14 +21,7 @@ func nameAt(prefix string, t time.Time, n int) string {
 	return fmt.Sprintf("%s%s-%016x", prefix, t.UTC().Format("20060102T150405.000000000Z"), n)
 }
 
-func memStore(t *testing.T) blob.Store {
-	s, err := blob.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+func memStore(t *testing.T) blob.Store { return testkit.Mem(t) }
 
 func put(t *testing.T, s blob.Store, key string) {
 	t.Helper()

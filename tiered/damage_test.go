@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
@@ -27,9 +28,9 @@ import (
 func packed200(t *testing.T) (hot, cold blob.Store, model map[string]string, packs []string, tomb string) {
 	t.Helper()
 	hot, cold = memPair(t)
-	// A short MoveTimeout, so that the Delete's grave is soon old enough
-	// for a pass to retire it with a tombstone.
-	opts := tiered.Options{PackMaxObjects: 50, MoveTimeout: 100 * time.Millisecond, MaxClockSkew: time.Millisecond}
+	// MoveTimeout bounds each pass (a busy machine must finish one within
+	// it) and sets how long passes wait for other processes' catalogs.
+	opts := tiered.Options{PackMaxObjects: 50, MoveTimeout: 2 * time.Second, MaxClockSkew: time.Millisecond}
 	c := manualWith(t, hot, cold, opts)
 	model = map[string]string{}
 	for i := range 200 {
@@ -46,9 +47,11 @@ func packed200(t *testing.T) (hot, cold blob.Store, model map[string]string, pac
 		t.Fatal(err)
 	}
 	delete(model, "k/150")
-	time.Sleep(tiered.GraveHold(opts.MoveTimeout, opts.MaxClockSkew))
-	if res := c.CompactOnce(ctxT(t)); res.Failed != 0 || c.Stats().GravesRetired != 1 {
-		t.Fatalf("the pass retiring k/150's grave: %+v, stats %+v", res, c.Stats())
+	// A compactor whose clock is past the grave's hold retires it with a
+	// tombstone.
+	r := manualWith(t, testkit.AgedBy(hot, tiered.GraveHold(opts.MoveTimeout, opts.MaxClockSkew)), cold, opts)
+	if res := r.CompactOnce(ctxT(t)); res.Failed != 0 || r.Stats().GravesRetired != 1 {
+		t.Fatalf("the pass retiring k/150's grave: %+v, stats %+v", res, r.Stats())
 	}
 	for o, err := range blob.All(ctxT(t), cold, nil) {
 		if err != nil {

@@ -104,16 +104,7 @@ func (w *hookedWriter) Close() error {
 
 func memPair(t *testing.T) (hot, cold blob.Store) {
 	t.Helper()
-	ctx := context.Background()
-	var err error
-	if hot, err = blob.Open(ctx, "mem://"); err != nil {
-		t.Fatal(err)
-	}
-	if cold, err = blob.Open(ctx, "mem://"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hot.Close(); cold.Close() })
-	return hot, cold
+	return testkit.Mem(t), testkit.Mem(t)
 }
 
 // manual returns a tiered store over hot and cold whose compactor runs only
@@ -221,12 +212,7 @@ func newQuorum(t *testing.T, replicas []blob.Store, tune ...func(*quorum.Options
 		// rounds' retry window, and so InFlightBound, is too.
 		o.TombstoneGrace = o.StragglerTimeout * 5 / 2
 	}
-	q, err := quorum.New(replicas, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	return quorumHot{q}
+	return quorumHot{testkit.Quorum(t, replicas, o)}
 }
 
 // retireGraves runs a pass, with options o, of a compactor whose clock is

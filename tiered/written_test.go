@@ -10,6 +10,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 	"github.com/zonalblob/zonalblob/tiered"
 )
@@ -55,27 +56,14 @@ type writtenHot struct {
 
 var writtenHots = []writtenHot{
 	{"mem", func(t *testing.T) (blob.Store, func() [4]int64) {
-		m, err := blob.Open(context.Background(), "mem://")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		f := fault.Wrap(m, fault.Options{Seed: 1})
+		f := testkit.Faulted(t, fault.Options{Seed: 1})
 		return f, func() [4]int64 {
 			st := f.Stats()
 			return [4]int64{st[fault.OpStat].Calls, st[fault.OpRead].Calls, st[fault.OpWrite].Calls, st[fault.OpDelete].Calls}
 		}
 	}},
 	{"quorum", func(t *testing.T) (blob.Store, func() [4]int64) {
-		var reps []blob.Store
-		for range 3 {
-			m, err := blob.Open(context.Background(), "mem://")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { m.Close() })
-			reps = append(reps, m)
-		}
+		reps := testkit.Mems(t, 3)
 		// Short, so that a pass may move what a test wrote a moment ago
 		// (a move over a retirer waits InFlightBound; see moverOver).
 		q := newQuorum(t, reps, func(o *quorum.Options) { o.StragglerTimeout = 100 * time.Millisecond })
@@ -101,15 +89,7 @@ func waitInFlight(hot blob.Store) {
 	}
 }
 
-func memCold(t *testing.T) blob.Store {
-	t.Helper()
-	cold, err := blob.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cold.Close() })
-	return cold
-}
+func memCold(t *testing.T) blob.Store { return testkit.Mem(t) }
 
 // writtenOptions are those of an LSM engine's store: packs, and objects
 // young enough that a move may be taking any of them (After one minute, less

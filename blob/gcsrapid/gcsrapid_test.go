@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
@@ -32,25 +33,9 @@ func newServer(t *testing.T, profile gcsrapidtest.Profile) *gcsrapidtest.Server 
 	return gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: profile, Seed: 1})
 }
 
-var bucketSeq int
-
 func newStore(ctx context.Context, t *testing.T, srv *gcsrapidtest.Server, opts gcsrapid.Options) *gcsrapid.Store {
 	t.Helper()
-	bucketSeq++
-	name := "zb" + fmtInt(bucketSeq)
-	if err := srv.CreateBucket(name, true); err != nil {
-		t.Fatal(err)
-	}
-	client, err := srv.Client(ctx, storage.WithDisabledClientMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	s, err := gcsrapid.New(ctx, client, name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testkit.GCSRapid(t, srv, opts)
 }
 
 func fmtInt(i int) string {

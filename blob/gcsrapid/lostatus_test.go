@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/storage"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,6 +18,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/pool"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // answerFirst makes the server's answer to a chosen read stream arrive
@@ -77,23 +77,7 @@ func (s *heldStream) SendMsg(m any) error {
 // newHeldStore is newStore with a client whose read streams h can hold.
 func newHeldStore(ctx context.Context, t *testing.T, srv *gcsrapidtest.Server, h *answerFirst, opts gcsrapid.Options) *gcsrapid.Store {
 	t.Helper()
-	bucketSeq++
-	name := "zb" + fmtInt(bucketSeq)
-	if err := srv.CreateBucket(name, true); err != nil {
-		t.Fatal(err)
-	}
-	client, err := srv.Client(ctx, storage.WithDisabledClientMetrics(),
-		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(h.intercept)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	s, err := gcsrapid.New(ctx, client, name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return testkit.GCSRapid(t, srv, opts, option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(h.intercept)))
 }
 
 // A read stream that the service fails before reading its request (a

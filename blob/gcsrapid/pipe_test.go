@@ -14,17 +14,14 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // openPipelined opens a bucket of srv by URL, which pipelines append
 // streams unless query turns it off.
 func openPipelined(ctx context.Context, t *testing.T, srv *gcsrapidtest.Server, query string) *gcsrapid.Store {
 	t.Helper()
-	bucketSeq++
-	name := "zb" + fmtInt(bucketSeq)
-	if err := srv.CreateBucket(name, true); err != nil {
-		t.Fatal(err)
-	}
+	name := testkit.RapidBucket(t, srv)
 	u, err := url.Parse("gcsrapid://" + name + "?endpoint=" + srv.Endpoint() + query)
 	if err != nil {
 		t.Fatal(err)
