@@ -215,15 +215,20 @@ type Stats struct {
 	Hedges        int64 // reads that asked a second replica after a delay
 	Repairs       int64 // copies written or removed by repair
 	RepairPending int   // keys queued for repair
-	MarkedDown    int64
-	CameBack      int64
-	AntiEntropy   int64 // completed anti-entropy passes
-	TrackedKeys   int   // keys this process wrote that some replica may still lack
-	Rounds        int64 // consensus rounds run (conditional operations, settling reads)
-	Contended     int64 // rounds retried after losing to a concurrent one
-	ReadRepairs   int64 // reads that found the newest version on fewer than a majority
-	Collected     int64 // tombstones and placeholders collected
-	Retired       int64 // replica objects deleted by Retire
+	// Background is the work this process owes now: stragglers and
+	// cleanups of finished operations still running, and repairs due or
+	// running (not the collections of tombstones scheduled for later,
+	// which RepairPending counts).
+	Background  int
+	MarkedDown  int64
+	CameBack    int64
+	AntiEntropy int64 // completed anti-entropy passes
+	TrackedKeys int   // keys this process wrote that some replica may still lack
+	Rounds      int64 // consensus rounds run (conditional operations, settling reads)
+	Contended   int64 // rounds retried after losing to a concurrent one
+	ReadRepairs int64 // reads that found the newest version on fewer than a majority
+	Collected   int64 // tombstones and placeholders collected
+	Retired     int64 // replica objects deleted by Retire
 	// Damaged counts replica objects found damaged: bytes that do not match
 	// their checksum, or an acceptor state that does not parse. Each is
 	// rewritten by repair from the version a majority holds.
@@ -248,7 +253,7 @@ func (s *Store) Stats() Stats {
 	st := Stats{
 		Writes: s.stats.writes.Load(), FailedWrites: s.stats.failedWrites.Load(), Hedges: s.stats.hedges.Load(),
 		Repairs: s.stats.repairs.Load(), MarkedDown: s.stats.markedDown.Load(), CameBack: s.stats.cameBack.Load(),
-		AntiEntropy: s.stats.antiEntropy.Load(), RepairPending: s.rq.len(),
+		AntiEntropy: s.stats.antiEntropy.Load(), RepairPending: s.rq.len(), Background: s.tasks.Running() + s.rq.owed(),
 		Rounds: s.stats.rounds.Load(), Contended: s.stats.contended.Load(), ReadRepairs: s.stats.readRepairs.Load(),
 		Collected: s.stats.collected.Load(), Retired: s.stats.retired.Load(),
 		Damaged: s.stats.damaged.Load(), Rewritten: s.stats.rewritten.Load(), Uncertain: s.stats.uncertain.Load(),

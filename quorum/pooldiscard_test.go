@@ -113,10 +113,11 @@ func TestPooledQuorumCloseLeavesNoLateCreate(t *testing.T) {
 	}
 	// The pool loads a spare: its prewarm is ready on replicas 0 and 1,
 	// and held on replica 2.
-	for held.held.Load() < 2 {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); held.held.Load() < 2 || c.Stats()["log/"].Ready < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool's spare was never ready: %d held creates, stats %+v", held.held.Load(), c.Stats()["log/"])
+		}
 	}
-	time.Sleep(20 * time.Millisecond)
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
 	// The discard's Delete has written (a placeholder or a tombstone)

@@ -14,6 +14,7 @@ import (
 type repairQueue struct {
 	mu      sync.Mutex
 	due     map[string]time.Time
+	active  int // keys takeDue returned whose repair has not ended
 	backoff map[string]time.Duration
 	wake    chan struct{}
 	ae      chan struct{}
@@ -53,10 +54,26 @@ func (q *repairQueue) len() int {
 	return len(q.due)
 }
 
+// owed counts the keys due now and those being repaired: work this process
+// owes at once, where len also counts collections scheduled for later.
+func (q *repairQueue) owed() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := time.Now()
+	n := q.active
+	for _, t := range q.due {
+		if !t.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
 // retry schedules key, taken by takeDue, again with a doubling backoff;
 // sooner if it was queued again meanwhile.
 func (q *repairQueue) retry(key string, first time.Duration) {
 	q.mu.Lock()
+	q.active--
 	b := q.backoff[key]
 	b = min(max(2*b, first), 5*time.Second)
 	q.backoff[key] = b
@@ -71,6 +88,7 @@ func (q *repairQueue) retry(key string, first time.Duration) {
 // landed during the repair, which the repair's survey may have missed.
 func (q *repairQueue) repaired(key string) {
 	q.mu.Lock()
+	q.active--
 	delete(q.backoff, key)
 	q.mu.Unlock()
 }
@@ -113,6 +131,7 @@ func (q *repairQueue) takeDue() ([]string, time.Duration) {
 			next = min(next, t.Sub(now))
 		}
 	}
+	q.active += len(keys)
 	return keys, next
 }
 

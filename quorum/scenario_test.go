@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/quorum"
@@ -53,7 +54,7 @@ func TestScenarioLateStragglerAfterConditionalWrite(t *testing.T) {
 			h1.Release()
 			h2.Release()
 			waitDone(t, done)
-			time.Sleep(50 * time.Millisecond) // let stragglers and repairs run
+			c.settle() // stragglers and repairs end
 			c.finalReads(h, key)
 			t.Logf("replicas: %q", replicaBytes(c, key))
 			h.Check(t, checkTimeout)
@@ -105,12 +106,12 @@ func TestScenarioIfNotExistRaceAcrossProcesses(t *testing.T) {
 	hxDel.Release()
 	waitDone(t, doneX)
 	waitDone(t, doneY)
-	time.Sleep(50 * time.Millisecond)
+	c.settle()
 	// Straggler repair in every process, then anti-entropy.
 	for _, p := range c.procs {
 		p.q.AntiEntropy(ctx)
 	}
-	time.Sleep(100 * time.Millisecond)
+	c.settle()
 	c.finalReads(h, key)
 	t.Logf("replicas: %q", replicaBytes(c, key))
 	h.Check(t, checkTimeout)
@@ -163,7 +164,7 @@ func TestScenarioConditionalWriteBelowMajority(t *testing.T) {
 			if err := h.put(ctx, 0, p.q, key, "base"); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(20 * time.Millisecond)
+			c.settle() // the put's stragglers land
 			v, gen, err := h.read(majority(ctx), 0, p.q, key)
 			if err != nil {
 				t.Fatal(err)
@@ -180,7 +181,7 @@ func TestScenarioConditionalWriteBelowMajority(t *testing.T) {
 			for _, hd := range holds {
 				hd.Release()
 			}
-			time.Sleep(50 * time.Millisecond)
+			c.settle()
 			c.finalReads(h, key)
 			h.Check(t, checkTimeout)
 		})
@@ -215,7 +216,7 @@ func TestScenarioDeleteReadAcrossProcesses(t *testing.T) {
 	if _, err := n.q.AntiEntropy(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	c.settle()
 	for range 3 {
 		h.read(majority(ctx), 2, n.q, key)
 		h.read(ctx, 3, n.q, key)
@@ -258,7 +259,7 @@ func TestScenarioMajorityReadsAfterOverwrite(t *testing.T) {
 	r.faults[2].SetDown(true)
 	h.read(ctx, 2, r.q, key)
 	r.faults[2].SetDown(false)
-	time.Sleep(50 * time.Millisecond)
+	c.settle()
 	c.finalReads(h, key)
 	t.Logf("replicas: %q", replicaBytes(c, key))
 	h.Check(t, checkTimeout)
@@ -280,5 +281,58 @@ func waitAll(t testing.TB, c *cluster, key, value string) {
 			t.Fatalf("replicas never all held %q: %q", value, replicaBytes(c, key))
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// settle waits until no process owes background work (quorum.Stats
+// Background: stragglers, cleanups, repairs due or running), so that
+// what a test reads next is what the protocol settled on, not a race with
+// its own background work.
+func (c *cluster) settle() {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		busy := ""
+		for i, p := range c.procs {
+			if p.q == nil {
+				continue // stopped
+			}
+			if st := p.q.Stats(); st.Background > 0 {
+				busy = fmt.Sprintf("process %d owes %d", i, st.Background)
+				break
+			}
+		}
+		if busy == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("background work did not settle in 30s: %s", busy)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Stats.Background counts a write's straggler from the acknowledgement
+// until it lands, which is what settle waits on.
+func TestBackgroundCountsStragglers(t *testing.T) {
+	c := newCluster(t, 3, 1, testOptions(), 6)
+	p := c.procs[0]
+	ctx := context.Background()
+	held := p.gates[2].holdData("straggling", 1)
+	if err := blob.Put(ctx, p.q, "k", []byte("straggling"), nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held.reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("replica 2's write never arrived")
+	}
+	if st := p.q.Stats(); st.Background < 1 {
+		t.Errorf("acknowledged with replica 2's write held: Background %d, want at least 1", st.Background)
+	}
+	held.Release()
+	c.settle()
+	if b, err := blob.ReadAll(ctx, c.mems[2], "k"); err != nil || string(b) != "straggling" {
+		t.Errorf("after settling, replica 2 holds %q, %v", b, err)
 	}
 }

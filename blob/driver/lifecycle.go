@@ -61,6 +61,7 @@ type Tasks struct {
 	mu      sync.Mutex
 	stopped bool
 	wg      sync.WaitGroup
+	running atomic.Int64
 }
 
 // Go runs f in a goroutine that Wait waits for, and reports true; after
@@ -71,9 +72,16 @@ func (t *Tasks) Go(f func()) bool {
 	if t.stopped {
 		return false
 	}
-	t.wg.Go(f)
+	t.running.Add(1)
+	t.wg.Go(func() {
+		defer t.running.Add(-1)
+		f()
+	})
 	return true
 }
+
+// Running counts the tasks Go took that have not returned.
+func (t *Tasks) Running() int { return int(t.running.Load()) }
 
 // Stop makes Go refuse new tasks; Wait then waits for the ones it took.
 func (t *Tasks) Stop() {
