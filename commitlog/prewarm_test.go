@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -98,8 +99,11 @@ func waitPrewarm(t *testing.T, l *Log, cz countedZones) {
 }
 
 // TestRollCreatesNothing checks with the emulators' counters that a roll
-// issues no create: the next segment was created ahead, once the open one
-// was half full, and the roll only switches to it.
+// creates no object: the next segment was created ahead, once the open one
+// was half full, and the roll only switches to it. The zones' requests mark
+// the roll and the switch: a roll starts once W zones hold the segment's
+// seal, and the writer appends to the next segment only once it switched to
+// it.
 func TestRollCreatesNothing(t *testing.T) {
 	for _, be := range []struct {
 		name  string
@@ -108,18 +112,45 @@ func TestRollCreatesNothing(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			ctx := context.Background()
 			cz := be.zones(t, 3)
-			l := mustOpen(t, cz.stores, "prewarm", &Options{MaxSegmentAppends: 20})
+			const quorum = 2 // the default for 3 zones
 			var mu sync.Mutex
-			var atRoll, atSwitch []int64
-			l.onRoll = func(segKey) {
-				mu.Lock()
-				atRoll = append(atRoll, cz.total())
-				mu.Unlock()
+			// Per segment: the zones that acknowledged its seal, the
+			// objects created when the W-th did (the roll), and those
+			// created when its first append after the header came (the
+			// switch to it).
+			sealedOn := map[segKey]int{}
+			atRoll := map[segKey]int64{}
+			atSwitch := map[segKey]int64{}
+			stores := make([]blob.Store, len(cz.stores))
+			for i, s := range cz.stores {
+				stores[i] = &watchStore{Store: s,
+					before: func(r watchReq) error {
+						if k, ok := watchedSeg("prewarm", r.key); ok && r.op == watchAppend {
+							mu.Lock()
+							if _, ok := atSwitch[k]; !ok {
+								atSwitch[k] = cz.total()
+							}
+							mu.Unlock()
+						}
+						return nil
+					},
+					after: func(r watchReq, err error) error {
+						k, ok := watchedSeg("prewarm", r.key)
+						if !ok || r.op != watchAppend || err != nil || !slices.ContainsFunc(framesOf(r.data), func(f frame) bool { return f.kind == frameSeal }) {
+							return err
+						}
+						mu.Lock()
+						if sealedOn[k]++; sealedOn[k] == quorum {
+							atRoll[k] = cz.total()
+						}
+						mu.Unlock()
+						return nil
+					},
+				}
 			}
-			l.onSwitch = func(segKey) {
-				mu.Lock()
-				atSwitch = append(atSwitch, cz.total())
-				mu.Unlock()
+			l := mustOpen(t, stores, "prewarm", &Options{MaxSegmentAppends: 20})
+			if l.opts.WriteQuorum != quorum {
+				t.Fatalf("write quorum %d, want %d", l.opts.WriteQuorum, quorum)
 			}
 			const n = 120
 			for i := range n {
@@ -128,18 +159,61 @@ func TestRollCreatesNothing(t *testing.T) {
 				}
 				waitPrewarm(t, l, cz)
 			}
+			// The last roll may have no append after it. Once the writer
+			// is quiet (nothing left to cut, so no seal and no roll to
+			// come), the segment it is on is the one it switched to last,
+			// and nothing was created since: without appends to it, it
+			// never got half full, which is when the next one is created.
+			quiet := false
+			for range 5000 {
+				l.mu.Lock()
+				cur := l.seg.key
+				quiet = len(l.pending) == 0 && !l.seg.full && l.lacCut >= l.lac
+				l.mu.Unlock()
+				if quiet {
+					mu.Lock()
+					if _, ok := atSwitch[cur]; !ok {
+						atSwitch[cur] = cz.total()
+					}
+					mu.Unlock()
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if !quiet {
+				t.Fatal("the writer still had frames to cut after its appends returned")
+			}
 			st := l.Stats()
 			mu.Lock()
 			defer mu.Unlock()
-			if len(atSwitch) < 4 || len(atRoll) != len(atSwitch) {
-				t.Fatalf("%d rolls, %d switches for %d appends at 20 frames a segment", len(atRoll), len(atSwitch), n)
+			// Each roll, and the switch after it: to the first segment
+			// after it that the writer appended to.
+			var rolls []segKey
+			for k := range atRoll {
+				rolls = append(rolls, k)
 			}
-			for i := range atSwitch {
-				if atSwitch[i] != atRoll[i] {
-					t.Errorf("roll %d: the zones created %d objects between the roll and the switch, want 0", i, atSwitch[i]-atRoll[i])
+			slices.SortFunc(rolls, segKey.compare)
+			switched := 0
+			for _, k := range rolls {
+				var next segKey
+				for s := range atSwitch {
+					if s.compare(k) > 0 && (next == segKey{} || s.compare(next) < 0) {
+						next = s
+					}
+				}
+				if next == (segKey{}) {
+					t.Errorf("the roll from segment %s never switched to the next one", k)
+					continue
+				}
+				switched++
+				if atSwitch[next] != atRoll[k] {
+					t.Errorf("roll from %s: the zones created %d objects between the roll and the switch, want 0", k, atSwitch[next]-atRoll[k])
 				}
 			}
-			if st.RollWaits != 0 || st.Prewarms != int64(len(atSwitch)) && st.Prewarms != int64(len(atSwitch))+1 {
+			if len(rolls) < 4 || switched != len(rolls) {
+				t.Fatalf("%d rolls, %d switches for %d appends at 20 frames a segment", len(rolls), switched, n)
+			}
+			if st.RollWaits != 0 || st.Prewarms != int64(len(rolls)) && st.Prewarms != int64(len(rolls))+1 {
 				t.Errorf("stats %+v: want no roll waiting and one prewarm per roll", st)
 			}
 			r, _ := l.NewReader(0)

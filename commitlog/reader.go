@@ -336,9 +336,10 @@ func (r *Reader) newCursor(s segInfo) *cursor {
 	return c
 }
 
-// onQuorum returns the last offset of the cursor's segment read from W
-// zones.
-func (r *Reader) onQuorum(c *cursor) int64 {
+// heldByQuorum returns the last offset of the cursor's segment that W zones
+// are known to hold (the W-th highest of zoneHigh): every record up to it
+// is committed.
+func (r *Reader) heldByQuorum(c *cursor) int64 {
 	h := slices.Clone(c.zoneHigh)
 	slices.Sort(h)
 	return h[len(h)-r.opts.WriteQuorum]
@@ -650,7 +651,7 @@ func (r *Reader) merge(c *cursor, z int, frames []frame, pos int64) {
 		}
 	}
 	c.zonePos[z] = max(c.zonePos[z], pos)
-	r.lac = max(r.lac, r.onQuorum(c))
+	r.lac = max(r.lac, r.heldByQuorum(c))
 }
 
 // refresh lists the segments and rebuilds the chain from the tip back to the

@@ -191,6 +191,108 @@ func zonesHolding(ctx context.Context, stores []blob.Store, name string, rec Rec
 	return n
 }
 
+// moveStopper stops one writer's moves midway now and then, each time with
+// a chance of one in six, at the requests that mark a move's steps (see
+// Log.moveSegment): before the regional copy is written; before it is
+// finalized; before a zone's marker is written; and after the markers,
+// every marker of the move is written but reported failed, so that the
+// writer does not count the move. Markers written again for zones that
+// missed theirs (the mover's later passes, the repairer) are the same
+// requests, and stop as the move's do.
+type moveStopper struct {
+	mu    sync.Mutex
+	rng   *rand.Rand
+	stops *atomic.Int64
+	done  map[segKey]stopDone // per segment: its move's last finalization chose to stop after the markers
+}
+
+type stopDone int
+
+const (
+	stopNotDone   stopDone = iota
+	stopDoneArmed          // chosen, no marker written yet
+	stopDoneFired          // a marker written and reported failed (the stop counted)
+)
+
+// stop draws whether to stop at a step (m.mu held).
+func (m *moveStopper) stop() bool {
+	if m.rng.IntN(6) != 0 {
+		return false
+	}
+	m.stops.Add(1)
+	return true
+}
+
+// wrap returns zones and regional, the stores of log name, as the writer
+// sees them.
+func (m *moveStopper) wrap(name string, zones []blob.Store, regional blob.Store) ([]blob.Store, blob.Store) {
+	rs := &watchStore{Store: regional, before: func(r watchReq) error {
+		k, ok := watchedSeg(name, r.key)
+		if !ok {
+			return nil
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		switch r.op {
+		case watchWrite:
+			if m.stop() {
+				return fmt.Errorf("move of %s stopped before its regional copy", k)
+			}
+		case watchFinalize:
+			if m.stop() {
+				return fmt.Errorf("move of %s stopped before finalizing its regional copy", k)
+			}
+			m.done[k] = stopNotDone
+			if m.rng.IntN(6) == 0 {
+				m.done[k] = stopDoneArmed
+			}
+		}
+		return nil
+	}}
+	marker := func(r watchReq) (segKey, bool) {
+		k, ok := watchedSeg(name, r.key)
+		if !ok || r.op != watchWrite {
+			return k, false
+		}
+		frames := framesOf(r.data)
+		return k, len(frames) == 1 && frames[0].kind == frameMoved
+	}
+	zs := make([]blob.Store, len(zones))
+	for i, z := range zones {
+		zs[i] = &watchStore{Store: z,
+			before: func(r watchReq) error {
+				k, ok := marker(r)
+				if !ok {
+					return nil
+				}
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				if m.stop() {
+					return fmt.Errorf("move of %s stopped before its marker on zone %d", k, i)
+				}
+				return nil
+			},
+			after: func(r watchReq, err error) error {
+				k, ok := marker(r)
+				if !ok || err != nil {
+					return err
+				}
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				switch m.done[k] {
+				case stopDoneArmed:
+					m.done[k] = stopDoneFired
+					m.stops.Add(1)
+				case stopNotDone:
+					return nil
+				}
+				return fmt.Errorf("move of %s stopped after its markers (zone %d)", k, i)
+			},
+		}
+	}
+	return zs, rs
+}
+
 func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	ctx := context.Background()
 	inner := be.zones(t, 3)
@@ -552,10 +654,18 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 			ackedBefore = max(ackedBefore, off)
 		}
 		mu.Unlock()
+		// Moves stop midway now and then, as if the writer crashed at that
+		// step; the next pass (or the next writer) finishes them. The
+		// writer sees the stores through its moveStopper, which stops them
+		// at the requests that mark the steps.
+		mstop := &moveStopper{rng: rand.New(rand.NewPCG(seed, uint64(len(writers))+1000)), stops: &moveStops, done: map[segKey]stopDone{}}
+		wstores, wregional := mstop.wrap(name, stores, regionalFault)
+		wopts := *opts
+		wopts.Regional = wregional
 		for attempt := 0; ; attempt++ {
 			octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			var err error
-			l, err = Open(octx, stores, name, opts)
+			l, err = Open(octx, wstores, name, &wopts)
 			cancel()
 			if err == nil {
 				break
@@ -586,19 +696,6 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 			t.Errorf("writer %d recovered to %d, but %d was acknowledged before it opened (replacements %v; amnesic at its open %v)",
 				l.Epoch(), got, ackedBefore, replacedLog, amnesicZones(l.zones))
 			zmu.Unlock()
-		}
-		// Moves stop midway now and then, as if the writer crashed at that
-		// step; the next pass (or the next writer) finishes them.
-		mrng := rand.New(rand.NewPCG(seed, uint64(len(writers))+1000))
-		var mmu sync.Mutex
-		l.moveHook = func(k segKey, step int) error {
-			mmu.Lock()
-			defer mmu.Unlock()
-			if mrng.IntN(6) == 0 {
-				moveStops.Add(1)
-				return fmt.Errorf("move of %s stopped at step %d", k, step)
-			}
-			return nil
 		}
 		mu.Lock()
 		writers = append(writers, l)

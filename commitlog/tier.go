@@ -119,14 +119,6 @@ type MoveStats struct {
 	Errors  int64 // moves that failed (and are retried later)
 }
 
-// moveSteps name the points of a move a test may stop it at.
-const (
-	moveStepRegional = iota // before writing the regional copy
-	moveStepFinalize        // after writing it, before finalizing it
-	moveStepMarker          // before each marker
-	moveStepDone            // after the markers
-)
-
 // moveOnce moves the segments sealed long enough; the writer runs it every
 // MoveAfter/4 while it lives.
 func (l *Log) moveOnce() {
@@ -372,12 +364,6 @@ func (l *Log) headerOf(ctx context.Context, k segKey) (frame, error) {
 // hold the marker (a zone down must not stop every later move); it returns
 // the zones that missed theirs, which the mover marks later.
 func (l *Log) moveSegment(ctx context.Context, k segKey, last int64) ([]int, error) {
-	step := func(s int) error {
-		if l.moveHook != nil {
-			return l.moveHook(k, s)
-		}
-		return nil
-	}
 	// The regional copy: from a zone that holds every record, or, if an
 	// earlier move wrote markers already, the copy that exists.
 	var content []byte
@@ -412,9 +398,6 @@ func (l *Log) moveSegment(ctx context.Context, k segKey, last int64) ([]int, err
 	}
 	key := l.regional.segKey(k)
 	if content != nil {
-		if err := step(moveStepRegional); err != nil {
-			return nil, err
-		}
 		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
 		err := blob.Put(c, l.regional.s, key, content, &blob.WriterOptions{If: blob.IfNotExist()})
 		cancel()
@@ -444,9 +427,6 @@ func (l *Log) moveSegment(ctx context.Context, k segKey, last int64) ([]int, err
 		}
 		content = p
 	}
-	if err := step(moveStepFinalize); err != nil {
-		return nil, err
-	}
 	c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
 	err := blob.Finalize(c, l.regional.s, key)
 	cancel()
@@ -455,9 +435,6 @@ func (l *Log) moveSegment(ctx context.Context, k segKey, last int64) ([]int, err
 	}
 	marker := encodeMoved(l.epoch, k, last, content)
 	errs = onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
-		if err := step(moveStepMarker); err != nil {
-			return err
-		}
 		return l.markMoved(ctx, z, k, marker)
 	})
 	if countNil(errs) < l.opts.WriteQuorum {
@@ -469,7 +446,7 @@ func (l *Log) moveSegment(ctx context.Context, k segKey, last int64) ([]int, err
 			pending = append(pending, i)
 		}
 	}
-	return pending, step(moveStepDone)
+	return pending, nil
 }
 
 // markMoved overwrites z's copy of segment k with marker, under the

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
+	"github.com/zonalblob/zonalblob/blob/fault"
 )
 
 // TestMoveToRegional: sealed segments move to the regional store, readers
@@ -25,18 +25,13 @@ func TestMoveToRegional(t *testing.T) {
 			ctx := context.Background()
 			stores := be.zones(t, 3)
 			regional := memZones(t, 1)[0]
-			opts := &Options{MaxSegmentAppends: 10, Regional: regional, MoveAfter: time.Millisecond}
+			// No move until a reader is in the middle of the first segment:
+			// a move's first step is writing the regional copy, and until
+			// then each one fails there, before the store sees it.
+			gated := fault.Wrap(regional, fault.Options{Name: "regional"})
+			notYet := gated.Add(fault.Rule{Op: fault.OpWrite, KeyPrefix: "tier/seg/", Err: errors.New("not yet")})
+			opts := &Options{MaxSegmentAppends: 10, Regional: gated, MoveAfter: time.Millisecond}
 			l := mustOpen(t, stores, "tier", opts)
-			// No move until a reader is in the middle of the first segment.
-			var allowed atomic.Bool
-			l.mu.Lock()
-			l.moveHook = func(segKey, int) error {
-				if !allowed.Load() {
-					return errors.New("not yet")
-				}
-				return nil
-			}
-			l.mu.Unlock()
 			const n = 100
 			early, _ := NewReader(stores, "tier", 0, opts)
 			defer early.Close()
@@ -51,7 +46,7 @@ func TestMoveToRegional(t *testing.T) {
 					readN(t, rctx, early, 3)
 				}
 			}
-			allowed.Store(true)
+			gated.Remove(notYet)
 			// The first segment among them: a move that fails (a zone
 			// slow under load) is retried on a later pass, after the
 			// segments behind it moved.

@@ -46,9 +46,6 @@ type Log struct {
 	lacScheduled bool
 	seg          *openSeg
 	err          error // sticky: ErrFenced, ErrClosed
-	// Tests observe rolls: onRoll when a roll starts, onSwitch (l.mu held)
-	// when the writer switches to the next segment.
-	onRoll, onSwitch func(segKey)
 
 	// The mover (tier.go); moved and sealedAt are its own, and tierMu
 	// keeps it and TruncateBefore out of each other's way.
@@ -72,7 +69,6 @@ type Log struct {
 	// moverDone: a newer writer's segments exist; it moves them now.
 	moverDone bool
 	moves     MoveStats
-	moveHook  func(k segKey, step int) error // tests stop moves at a step
 	stats     Stats
 	metrics   *writerMetrics
 }
@@ -1100,9 +1096,6 @@ func (l *Log) roll(seg *openSeg) {
 	l.mu.Lock()
 	last := seg.frames[seg.acked-1].last
 	l.mu.Unlock()
-	if l.onRoll != nil {
-		l.onRoll(seg.key)
-	}
 	for attempt := 0; ; attempt++ {
 		var next *openSeg
 		var err error
@@ -1136,9 +1129,6 @@ func (l *Log) roll(seg *openSeg) {
 			}
 			l.seg = next
 			l.ackLocked(next) // creates that finished before the switch
-			if l.onSwitch != nil {
-				l.onSwitch(next.key)
-			}
 			// A segment cut short has no seal to carry the LAC (and the
 			// frame that carried it last may be among those refused):
 			// publish it in the next one.
