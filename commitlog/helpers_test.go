@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 
-	"cloud.google.com/go/storage"
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 
 	"github.com/zonalblob/zonalblob/blob/azpremium"
 	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
-	"github.com/zonalblob/zonalblob/blob/regional"
 	"github.com/zonalblob/zonalblob/blob/s3express"
 	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
 )
@@ -29,36 +27,14 @@ type backend struct {
 	zones func(t testing.TB, n int) []blob.Store
 }
 
-func memZones(t testing.TB, n int) []blob.Store {
-	out := make([]blob.Store, n)
-	for i := range out {
-		s, err := regional.Open(context.Background(), "mem://")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		out[i] = s
-	}
-	return out
-}
-
-var bucketSeq atomic.Int64
+func memZones(t testing.TB, n int) []blob.Store { return testkit.Mems(t, n) }
 
 func s3Zones(profile string) func(t testing.TB, n int) []blob.Store {
 	return func(t testing.TB, n int) []blob.Store {
 		out := make([]blob.Store, n)
 		for i := range out {
 			srv := s3expresstest.Start(t, s3expresstest.Options{Profile: s3expresstest.MustProfile(profile), Seed: uint64(i + 1)})
-			name := fmt.Sprintf("log%d--use1-az%d--x-s3", bucketSeq.Add(1), i+1)
-			if err := srv.CreateBucket(name); err != nil {
-				t.Fatal(err)
-			}
-			s, err := s3express.New(context.Background(), srv.Client(), name, s3express.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			out[i] = s
+			out[i] = testkit.S3Express(t, srv, s3express.Options{})
 		}
 		return out
 	}
@@ -89,32 +65,12 @@ func rapidZone(t testing.TB, profile gcsrapidtest.Profile, i int) (blob.Store, *
 // rapidZoneOf is rapidZone with pipelined append streams or (piped false)
 // the client library's Writer, one flush at a time.
 func rapidZoneOf(t testing.TB, profile gcsrapidtest.Profile, i int, piped bool) (blob.Store, *gcsrapidtest.Server) {
-	srv, err := gcsrapidtest.NewServer(gcsrapidtest.Options{Profile: profile, Seed: uint64(i + 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	name := fmt.Sprintf("log%d", bucketSeq.Add(1))
-	if err := srv.CreateBucket(name, true); err != nil {
-		t.Fatal(err)
-	}
-	client, err := srv.Client(context.Background(), storage.WithDisabledClientMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: profile, Seed: uint64(i + 1)})
 	var opts gcsrapid.Options
 	if piped {
 		opts.StreamDial = gcsrapid.EmulatorStreamDial(srv.Endpoint())
 	}
-	s, err := gcsrapid.New(context.Background(), client, name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.Close()
-		client.Close()
-	})
-	return s, srv
+	return testkit.GCSRapid(t, srv, opts), srv
 }
 
 var backends = []backend{
@@ -170,23 +126,13 @@ func azZones(p azuritetest.Profile) func(t testing.TB, n int) []blob.Store {
 		srv := azuritetest.Start(t, azuritetest.Options{})
 		out := make([]blob.Store, n)
 		for i := range out {
-			name := fmt.Sprintf("log%d", bucketSeq.Add(1))
 			endpoint := srv.Endpoint()
 			if p.Name != azuritetest.None.Name {
 				proxy := srv.WithLatency(p, uint64(i+1))
 				t.Cleanup(proxy.Close)
 				endpoint = proxy.Endpoint
 			}
-			o := azpremium.Options{Account: srv.Account, Endpoint: endpoint, AccountKey: azpremium.Secret(srv.Key), WarmConns: -1}
-			s, err := azpremium.New(context.Background(), name, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Client().Create(context.Background(), nil); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			out[i] = s
+			out[i] = testkit.Azure(t, srv, azpremium.Options{Endpoint: endpoint, WarmConns: -1})
 		}
 		return out
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/s3express"
 	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // countedZones are n zonal stores on emulators whose request counters say
@@ -40,16 +41,7 @@ func s3Counted(opts s3expresstest.Options) func(t testing.TB, n int) countedZone
 			o := opts
 			o.Profile, o.Seed = s3expresstest.MustProfile("zero"), uint64(i+1)
 			srv := s3expresstest.Start(t, o)
-			name := fmt.Sprintf("log%d--use1-az%d--x-s3", bucketSeq.Add(1), i+1)
-			if err := srv.CreateBucket(name); err != nil {
-				t.Fatal(err)
-			}
-			s, err := s3express.New(context.Background(), srv.Client(), name, s3express.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			cz.stores = append(cz.stores, s)
+			cz.stores = append(cz.stores, testkit.S3Express(t, srv, s3express.Options{}))
 			// Creates are the PUTs that are not appends.
 			cz.created = append(cz.created, func() int64 { st := srv.Stats(); return st.PutObject - st.Appends })
 			cz.s3 = append(cz.s3, srv)
