@@ -203,6 +203,58 @@ func TestHelperFallbacks(t *testing.T) {
 	}
 }
 
+// TestOperationChecks: what CheckDelete, CheckAppend and CheckCopy accept,
+// return and refuse.
+func TestOperationChecks(t *testing.T) {
+	gen := blob.IfGenerationMatch("7")
+	if c, err := blob.CheckDelete("k", nil); err != nil || !c.IsZero() {
+		t.Errorf("CheckDelete(nil) = %v, %v", c, err)
+	}
+	if c, err := blob.CheckDelete("k", &blob.DeleteOptions{If: gen}); err != nil || c != gen {
+		t.Errorf("CheckDelete(IfGenerationMatch) = %v, %v", c, err)
+	}
+	if o, err := blob.CheckAppend("k", nil); err != nil || o.IfSizeMatch != -1 || !o.If.IsZero() {
+		t.Errorf("CheckAppend(nil) = %+v, %v", o, err)
+	}
+	if o, err := blob.CheckAppend("k", &blob.AppendOptions{If: gen, IfSizeMatch: 3}); err != nil || o.If != gen || o.IfSizeMatch != 3 {
+		t.Errorf("CheckAppend(IfGenerationMatch, 3) = %+v, %v", o, err)
+	}
+	if c, err := blob.CheckCopy("k", nil, false); err != nil || !c.IsZero() {
+		t.Errorf("CheckCopy(nil) = %v, %v", c, err)
+	}
+	if c, err := blob.CheckCopy("k", &blob.CopyOptions{If: blob.IfNotExist()}, false); err != nil || !c.NotExist() {
+		t.Errorf("CheckCopy(IfNotExist) = %v, %v", c, err)
+	}
+	if c, err := blob.CheckCopy("k", &blob.CopyOptions{If: gen}, true); err != nil || c != gen {
+		t.Errorf("CheckCopy(IfGenerationMatch) where enforced = %v, %v", c, err)
+	}
+	del := func(c blob.Condition) error {
+		_, err := blob.CheckDelete("k", &blob.DeleteOptions{If: c})
+		return err
+	}
+	app := func(c blob.Condition) error {
+		_, err := blob.CheckAppend("k", &blob.AppendOptions{If: c})
+		return err
+	}
+	cp := func(c blob.Condition, generationMatch bool) error {
+		_, err := blob.CheckCopy("k", &blob.CopyOptions{If: c}, generationMatch)
+		return err
+	}
+	for name, err := range map[string]error{
+		"delete IfNotExist":                        del(blob.IfNotExist()),
+		"delete empty generation":                  del(blob.IfGenerationMatch("")),
+		"append IfNotExist":                        app(blob.IfNotExist()),
+		"append empty generation":                  app(blob.IfGenerationMatch("")),
+		"copy empty generation":                    cp(blob.IfGenerationMatch(""), true),
+		"copy generation where it is not enforced": cp(gen, false),
+	} {
+		var be *blob.Error
+		if !errors.Is(err, blob.ErrInvalidArgument) || !errors.As(err, &be) || be.Key != "k" {
+			t.Errorf("%s: %v, want an ErrInvalidArgument *blob.Error for k", name, err)
+		}
+	}
+}
+
 func TestCondition(t *testing.T) {
 	var zero blob.Condition
 	if !zero.IsZero() || zero.NotExist() || zero.GenerationMatch() != "" || zero.Validate("write", "k") != nil {

@@ -23,7 +23,12 @@
 //   - A write's condition (WriterOptions.If) is one value: IfNotExist() fails
 //     with ErrExists when the key exists, and of any number of concurrent
 //     IfNotExist writers of one key at most one succeeds; IfGenerationMatch(g)
-//     fails with ErrPrecondition when the generation differs.
+//     fails with ErrPrecondition when the generation differs. Deletes,
+//     appends and copies (on their destination) take the same Condition,
+//     and a condition an operation cannot take (IfNotExist on a delete or an
+//     append, IfGenerationMatch("") anywhere, IfGenerationMatch on a copy the
+//     store cannot make conditional) fails with ErrInvalidArgument before any
+//     I/O, never ignored: CheckDelete, CheckAppend and CheckCopy.
 //   - List is lexicographic by key (byte order) across pages.
 //   - Errors wrap a sentinel (ErrNotFound, ErrExists, ...) in an *Error naming the
 //     operation and key, and still unwrap to the backend's own error.

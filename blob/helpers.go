@@ -140,8 +140,12 @@ func Prewarm(ctx context.Context, s Store, key string, opts *WriterOptions) (Wri
 }
 
 // Append opens key for appending (see Appender), or fails with an error
-// wrapping ErrUnsupported.
+// wrapping ErrUnsupported. Options CheckAppend refuses fail with
+// ErrInvalidArgument whether or not s can append.
 func Append(ctx context.Context, s Store, key string, opts *AppendOptions) (Writer, error) {
+	if _, err := CheckAppend(key, opts); err != nil {
+		return nil, err
+	}
 	if a, ok := s.(Appender); ok {
 		return a.NewAppender(ctx, key, opts)
 	}
@@ -160,7 +164,9 @@ func Finalize(ctx context.Context, s Store, key string) error {
 }
 
 // Copy copies srcKey to dstKey: server-side on a Copier, otherwise by streaming
-// the bytes and attributes through this process.
+// the bytes and attributes through this process (CopyBetween). A Copier says
+// which conditions on dstKey it takes (see CopyOptions); the streaming copy
+// takes those its write does.
 func Copy(ctx context.Context, s Store, dstKey, srcKey string, opts *CopyOptions) error {
 	if c, ok := s.(Copier); ok {
 		return c.Copy(ctx, dstKey, srcKey, opts)
@@ -169,8 +175,15 @@ func Copy(ctx context.Context, s Store, dstKey, srcKey string, opts *CopyOptions
 }
 
 // CopyBetween streams srcKey of src to dstKey of dst with its attributes.
+// The copy commits as one write of dstKey under opts.If, so IfGenerationMatch
+// is as atomic as dst's conditional writes are, and a dst that cannot
+// enforce it refuses the write, as it does any such write.
 func CopyBetween(ctx context.Context, dst Store, dstKey string, src Store, srcKey string, opts *CopyOptions) error {
 	if err := ValidateKey("copy", dstKey); err != nil {
+		return err
+	}
+	cond, err := CheckCopy(dstKey, opts, true)
+	if err != nil {
 		return err
 	}
 	// Readers need not carry every attribute, so take them from Stat; the MD5
@@ -185,9 +198,7 @@ func CopyBetween(ctx context.Context, dst Store, dstKey string, src Store, srcKe
 	}
 	defer r.Close()
 	wo := WriterOptionsFrom(a)
-	if opts != nil && opts.IfNotExist {
-		wo.If = IfNotExist()
-	}
+	wo.If = cond
 	return WriteFrom(ctx, dst, dstKey, r, &wo)
 }
 

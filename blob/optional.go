@@ -24,32 +24,44 @@ type Creator interface {
 // Appender is a Store that can append to an existing object.
 type Appender interface {
 	// NewAppender opens key for appending. Appended bytes become visible when
-	// Close returns nil. opts.IfGenerationMatch, if set, must match.
+	// Close returns nil. Options are checked with CheckAppend before any I/O;
+	// opts.If and opts.IfSizeMatch, if set, must hold. nil opts append at
+	// whatever the end is.
 	NewAppender(ctx context.Context, key string, opts *AppendOptions) (Writer, error)
 }
 
 // AppendOptions control an append.
 type AppendOptions struct {
-	// IfGenerationMatch makes the append fail with ErrPrecondition unless the
-	// object's current generation is this one.
-	IfGenerationMatch string
+	// If is the append's precondition: IfGenerationMatch(gen) makes it fail
+	// with ErrPrecondition unless the object's current generation is gen.
+	// The zero value appends to whatever version is there. IfNotExist() is
+	// refused with ErrInvalidArgument before any I/O: an append extends an
+	// existing object, and no Appender creates one (see CheckAppend).
+	If Condition
 	// IfSizeMatch, when >= 0, makes the append fail with ErrPrecondition unless
 	// the object is exactly this long (the offset the caller believes it writes at).
-	// Set it to -1 to append at whatever the end is.
+	// Set it to -1 to append at whatever the end is. It is not part of If: it
+	// names an offset, not a version, and holds alongside a generation.
 	IfSizeMatch int64
 }
 
 // Copier is a Store that copies objects without moving the bytes through the client.
 type Copier interface {
 	// Copy copies srcKey to dstKey, replacing dstKey. A missing srcKey fails with
-	// ErrNotFound.
+	// ErrNotFound. Options are checked with CheckCopy before any I/O.
 	Copy(ctx context.Context, dstKey, srcKey string, opts *CopyOptions) error
 }
 
-// CopyOptions control a copy.
+// CopyOptions control a copy. The zero value replaces dstKey unconditionally.
 type CopyOptions struct {
-	// IfNotExist makes the copy fail with ErrExists if dstKey exists.
-	IfNotExist bool
+	// If is the precondition on dstKey. IfNotExist() makes the copy fail
+	// with ErrExists if dstKey exists. IfGenerationMatch(gen) makes it fail
+	// with ErrPrecondition unless dstKey's current generation is gen, on a
+	// store that makes the copy itself conditional (a service-side If-Match,
+	// or CopyBetween's conditional write); a store that cannot refuses it
+	// with ErrInvalidArgument before any I/O, since checking the generation
+	// and then copying would race a concurrent writer (see CheckCopy).
+	If Condition
 }
 
 // ReaderAt reads an object at arbitrary offsets, concurrently. It stays

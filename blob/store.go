@@ -36,7 +36,8 @@ type Store interface {
 	List(ctx context.Context, opts *ListOptions) (*ListPage, error)
 
 	// Delete removes key. A missing key fails with ErrNotFound; a generation
-	// that does not match fails with ErrPrecondition. opts may be nil.
+	// that does not match (opts.If) fails with ErrPrecondition. Options are
+	// checked with CheckDelete before any I/O. opts may be nil.
 	Delete(ctx context.Context, key string, opts *DeleteOptions) error
 
 	// Close releases the store's resources. Later calls fail with ErrClosed.
@@ -76,7 +77,9 @@ type Attributes struct {
 	ETag string
 	// Generation identifies this version of the object. Pass it back in
 	// IfGenerationMatch to act only if the object has not changed since. It is
-	// opaque: a GCS generation number, an S3 or Azure ETag.
+	// opaque: a GCS generation number, an S3 or Azure ETag. It may be empty
+	// where a store does not know it; IfGenerationMatch("") is then refused,
+	// not read as unconditional.
 	Generation string
 
 	CreateTime time.Time
@@ -102,11 +105,14 @@ type WriterOptions struct {
 	If Condition
 }
 
-// DeleteOptions control a delete.
+// DeleteOptions control a delete. The zero value deletes unconditionally.
 type DeleteOptions struct {
-	// IfGenerationMatch makes the delete fail with ErrPrecondition unless the
-	// object's current generation is this one.
-	IfGenerationMatch string
+	// If is the delete's precondition: IfGenerationMatch(gen) deletes
+	// generation gen only, failing with ErrPrecondition if the object holds
+	// another. The zero value deletes whatever version is there.
+	// IfNotExist() is refused with ErrInvalidArgument before any I/O (see
+	// CheckDelete).
+	If Condition
 }
 
 // DefaultPageSize is the page size used when ListOptions.PageSize is 0.

@@ -78,6 +78,51 @@ func TestGocloudDrivertestThroughTracing(t *testing.T) {
 	})
 }
 
+// Deletes, appends and copies carry their condition as writes do, and a
+// condition CheckDelete refuses is refused in the span, without a call to
+// the store below.
+func TestTracedConditions(t *testing.T) {
+	ctx := context.Background()
+	rec, tp := recorder()
+	inner := openMem(t)
+	s := blob.NewTracedStore(inner, blob.TracingOptions{TracerProvider: tp, Scheme: "mem"})
+	defer s.Close()
+	if err := blob.Put(ctx, s, "k", []byte("v"), nil); err != nil {
+		t.Fatal(err)
+	}
+	a, err := inner.Stat(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := blob.Copy(ctx, s, "c", "k", &blob.CopyOptions{If: blob.IfNotExist()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "k", &blob.DeleteOptions{If: blob.IfNotExist()}); !errors.Is(err, blob.ErrInvalidArgument) {
+		t.Fatalf("Delete with IfNotExist: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := inner.Stat(ctx, "k"); err != nil {
+		t.Fatalf("after the refused Delete: %v", err)
+	}
+	if err := s.Delete(ctx, "k", &blob.DeleteOptions{If: blob.IfGenerationMatch(a.Generation)}); err != nil {
+		t.Fatal(err)
+	}
+	if c := spansNamed(rec, "mem.Copy"); len(c) != 1 {
+		t.Errorf("%d Copy spans, want 1", len(c))
+	} else if got, _ := attrOf(c[0], blob.AttrCondition); got.AsString() != "if_not_exist" {
+		t.Errorf("Copy span's condition %q, want if_not_exist", got.Emit())
+	}
+	d := spansNamed(rec, "mem.Delete")
+	if len(d) != 2 {
+		t.Fatalf("%d Delete spans, want 2", len(d))
+	}
+	if got, _ := attrOf(d[0], blob.AttrErrorType); got.AsString() != "invalid_argument" {
+		t.Errorf("refused Delete span's error.type %q, want invalid_argument", got.Emit())
+	}
+	if got, _ := attrOf(d[1], blob.AttrCondition); got.AsString() != "if_generation_match" {
+		t.Errorf("conditional Delete span's condition %q, want if_generation_match", got.Emit())
+	}
+}
+
 func TestTracedSpans(t *testing.T) {
 	ctx := context.Background()
 	rec, tp := recorder()

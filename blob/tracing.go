@@ -25,7 +25,7 @@ const (
 	AttrSize      = attribute.Key("zonalblob.size")       // the object's size (Stat, readers)
 	AttrBytes     = attribute.Key("zonalblob.bytes")      // bytes read or written through the handle
 	AttrObjects   = attribute.Key("zonalblob.objects")    // entries of a List page
-	AttrCondition = attribute.Key("zonalblob.condition")  // a write's precondition: "if_not_exist", "if_generation_match"
+	AttrCondition = attribute.Key("zonalblob.condition")  // the precondition of a write, delete, append or copy: "if_not_exist", "if_generation_match"
 	AttrErrorType = attribute.Key("error.type")           // ErrorKind of the error, on failed spans
 )
 
@@ -172,11 +172,11 @@ func (s *TracedStore) setKey(span trace.Span, key string) {
 	}
 }
 
-func setCondition(span trace.Span, opts *WriterOptions) {
-	if opts == nil || opts.If.IsZero() || !span.IsRecording() {
+func setCondition(span trace.Span, c Condition) {
+	if c.IsZero() || !span.IsRecording() {
 		return
 	}
-	if opts.If.NotExist() {
+	if c.NotExist() {
 		span.SetAttributes(AttrCondition.String("if_not_exist"))
 	} else {
 		span.SetAttributes(AttrCondition.String("if_generation_match"))
@@ -208,7 +208,9 @@ func traceReader(span trace.Span, r Reader, err error) (Reader, error) {
 // NewWriter implements Store. Its span lasts until the writer's Close.
 func (s *TracedStore) NewWriter(ctx context.Context, key string, opts *WriterOptions) (Writer, error) {
 	ctx, span := s.start(ctx, opNewWriter, key)
-	setCondition(span, opts)
+	if opts != nil {
+		setCondition(span, opts.If)
+	}
 	w, err := s.inner.NewWriter(ctx, key, opts)
 	return traceWriter(span, w, err)
 }
@@ -251,10 +253,15 @@ func (s *TracedStore) List(ctx context.Context, opts *ListOptions) (*ListPage, e
 	return p, err
 }
 
-// Delete implements Store.
+// Delete implements Store. Options CheckDelete refuses are refused here,
+// in the span, without a call to the wrapped store.
 func (s *TracedStore) Delete(ctx context.Context, key string, opts *DeleteOptions) error {
 	ctx, span := s.start(ctx, opDelete, key)
-	err := s.inner.Delete(ctx, key, opts)
+	cond, err := CheckDelete(key, opts)
+	if err == nil {
+		setCondition(span, cond)
+		err = s.inner.Delete(ctx, key, opts)
+	}
 	end(span, err)
 	return err
 }
@@ -302,12 +309,19 @@ func (s *TracedStore) Create(ctx context.Context, prefix string, opts *WriterOpt
 }
 
 // NewAppender implements Appender: natively over an Appender, otherwise it
-// fails with an error wrapping ErrUnsupported, as blob.Append does.
+// fails with an error wrapping ErrUnsupported, as blob.Append does. Options
+// CheckAppend refuses are refused first, as blob.Append refuses them.
 func (s *TracedStore) NewAppender(ctx context.Context, key string, opts *AppendOptions) (Writer, error) {
 	ctx, span := s.start(ctx, opNewAppender, key)
+	o, err := CheckAppend(key, opts)
+	if err != nil {
+		end(span, err)
+		return nil, err
+	}
+	setCondition(span, o.If)
 	a, ok := s.inner.(Appender)
 	if !ok {
-		err := &Error{Op: "append", Key: key, Kind: ErrUnsupported, Err: fmt.Errorf("%T cannot append", s.inner)}
+		err = &Error{Op: "append", Key: key, Kind: ErrUnsupported, Err: fmt.Errorf("%T cannot append", s.inner)}
 		end(span, err)
 		return nil, err
 	}
@@ -317,9 +331,16 @@ func (s *TracedStore) NewAppender(ctx context.Context, key string, opts *AppendO
 
 // Copy implements Copier: natively over a Copier, otherwise by streaming
 // through this wrapper as blob.Copy does. The span's key is dstKey.
+// IfGenerationMatch passes CheckCopy here: a Copier below refuses it if it
+// cannot enforce it, and the streaming copy's write is conditional.
 func (s *TracedStore) Copy(ctx context.Context, dstKey, srcKey string, opts *CopyOptions) error {
 	ctx, span := s.start(ctx, opCopy, dstKey)
-	var err error
+	cond, err := CheckCopy(dstKey, opts, true)
+	if err != nil {
+		end(span, err)
+		return err
+	}
+	setCondition(span, cond)
 	if c, ok := s.inner.(Copier); ok {
 		err = c.Copy(ctx, dstKey, srcKey, opts)
 	} else {

@@ -51,8 +51,10 @@ type Harness struct {
 
 // Caps are the capabilities that vary between backends.
 type Caps struct {
-	// GenerationPreconditions: IfGenerationMatch on writes and deletes is
-	// enforced. Without it, the suite checks that such writes are refused.
+	// GenerationPreconditions: IfGenerationMatch on writes, deletes,
+	// appends (where the store appends) and copies' destinations is
+	// enforced. Without it, the suite checks that such operations are
+	// refused, and copies before any I/O.
 	GenerationPreconditions bool
 	// NonSlashDelimiters: List groups by delimiters other than "/".
 	NonSlashDelimiters bool
@@ -79,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"IfNotExistRace", testIfNotExistRace},
 		{"GenerationPreconditions", testGenerationPreconditions},
 		{"EmptyGenerationRefused", testEmptyGenerationRefused},
+		{"DeleteConditions", testDeleteConditions},
 		{"WrittenGeneration", testWrittenGeneration},
 		{"Missing", testMissing},
 		{"InvalidKeys", testInvalidKeys},
@@ -95,7 +98,9 @@ func Run(t *testing.T, h Harness) {
 		{"Create", testCreate},
 		{"CreateConcurrent", testCreateConcurrent},
 		{"Copy", testCopy},
+		{"CopyConditions", testCopyConditions},
 		{"Append", testAppend},
+		{"AppendConditions", testAppendConditions},
 		{"ReaderAt", testReaderAt},
 		{"Retire", testRetire},
 		{"Closed", testClosed},
@@ -413,6 +418,12 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 		if got := mustRead(t, s, "gen"); string(got) != "v1" {
 			t.Errorf("refused conditional write changed the object to %q", got)
 		}
+		if err := s.Delete(ctxT(t), "gen", &blob.DeleteOptions{If: blob.IfGenerationMatch("not-" + a1.Generation)}); err == nil {
+			t.Errorf("store without generation preconditions accepted (and ignored) a Delete with IfGenerationMatch")
+		}
+		if ok, err := blob.Exists(ctxT(t), s, "gen"); !ok || err != nil {
+			t.Errorf("refused conditional delete: exists=%v err=%v", ok, err)
+		}
 		return
 	}
 	mustPut(t, s, "gen", []byte("v2"), &blob.WriterOptions{If: blob.IfGenerationMatch(a1.Generation)})
@@ -428,9 +439,9 @@ func testGenerationPreconditions(t *testing.T, h Harness, s blob.Store) {
 	if got := mustRead(t, s, "gen"); string(got) != "v2" {
 		t.Errorf("content %q after failed conditional write, want v2", got)
 	}
-	err = s.Delete(ctxT(t), "gen", &blob.DeleteOptions{IfGenerationMatch: a1.Generation})
+	err = s.Delete(ctxT(t), "gen", &blob.DeleteOptions{If: blob.IfGenerationMatch(a1.Generation)})
 	wantErr(t, "delete with a stale generation", err, blob.ErrPrecondition)
-	if err := s.Delete(ctxT(t), "gen", &blob.DeleteOptions{IfGenerationMatch: a2.Generation}); err != nil {
+	if err := s.Delete(ctxT(t), "gen", &blob.DeleteOptions{If: blob.IfGenerationMatch(a2.Generation)}); err != nil {
 		t.Fatalf("delete with the current generation: %v", err)
 	}
 	err = blob.Put(ctxT(t), s, "gen", []byte("v4"), &blob.WriterOptions{If: blob.IfGenerationMatch(a2.Generation)})
@@ -542,7 +553,7 @@ func testWrittenGeneration(t *testing.T, h Harness, s blob.Store) {
 			if !h.Caps.GenerationPreconditions {
 				return
 			}
-			if err := s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g}); err != nil {
+			if err := s.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(g)}); err != nil {
 				t.Fatalf("Delete on condition of the reported generation: %v", err)
 			}
 			if ok, err := blob.Exists(ctx, s, key); ok || err != nil {
@@ -600,6 +611,42 @@ func testEmptyGenerationRefused(t *testing.T, h Harness, s blob.Store) {
 	}
 	if ok, err := blob.Exists(ctxT(t), s, "emptygen/missing"); ok || err != nil {
 		t.Errorf("refused write: Exists(missing key) = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// refusedConditions are the conditions neither a Delete nor an Append can
+// take: IfNotExist (a delete needs the object, and appends never create
+// one) and an empty generation.
+var refusedConditions = []struct {
+	name string
+	cond blob.Condition
+}{
+	{"IfNotExist", blob.IfNotExist()},
+	{`IfGenerationMatch("")`, blob.IfGenerationMatch("")},
+}
+
+// testDeleteConditions checks that a Delete's condition is checked before
+// any I/O: IfNotExist, which no delete can meet, and IfGenerationMatch("")
+// are refused with ErrInvalidArgument whether or not the key exists (a
+// store that looked first would say ErrNotFound or ErrPrecondition for a
+// missing one), and nothing is deleted. The zero condition deletes
+// unconditionally.
+func testDeleteConditions(t *testing.T, h Harness, s blob.Store) {
+	mustPut(t, s, "delcond/present", []byte("v1"), nil)
+	for _, r := range refusedConditions {
+		for _, key := range []string{"delcond/present", "delcond/missing"} {
+			err := s.Delete(ctxT(t), key, &blob.DeleteOptions{If: r.cond})
+			wantErr(t, key+": Delete with "+r.name, err, blob.ErrInvalidArgument)
+		}
+	}
+	if got := mustRead(t, s, "delcond/present"); string(got) != "v1" {
+		t.Errorf("refused deletes changed the object to %q", got)
+	}
+	if err := s.Delete(ctxT(t), "delcond/present", &blob.DeleteOptions{}); err != nil {
+		t.Fatalf("Delete with the zero condition: %v", err)
+	}
+	if ok, err := blob.Exists(ctxT(t), s, "delcond/present"); ok || err != nil {
+		t.Errorf("after the unconditional delete: exists=%v err=%v", ok, err)
 	}
 }
 
@@ -1200,8 +1247,72 @@ func testCopy(t *testing.T, h Harness, s blob.Store) {
 	}
 	err := blob.Copy(ctxT(t), s, "copy/dst2", "copy/missing", nil)
 	wantErr(t, "copy of a missing source", err, blob.ErrNotFound)
-	err = blob.Copy(ctxT(t), s, "copy/dst", "copy/src", &blob.CopyOptions{IfNotExist: true})
+	err = blob.Copy(ctxT(t), s, "copy/dst", "copy/src", &blob.CopyOptions{If: blob.IfNotExist()})
 	wantErr(t, "IfNotExist copy onto an existing key", err, blob.ErrExists)
+}
+
+// testCopyConditions checks a copy's condition on its destination. Where
+// the store enforces generations, IfGenerationMatch(g) replaces generation g
+// of dstKey only, never creates dstKey, and still reports a missing source
+// as ErrNotFound. Elsewhere it is refused with ErrInvalidArgument before any
+// I/O (a missing source would otherwise say ErrNotFound), never checked and
+// then copied over unconditionally. IfGenerationMatch("") is refused
+// everywhere. Nothing a refused or failed copy touches changes.
+func testCopyConditions(t *testing.T, h Harness, s blob.Store) {
+	mustPut(t, s, "copycond/src", []byte("new"), nil)
+	mustPut(t, s, "copycond/src2", []byte("newer"), nil)
+	mustPut(t, s, "copycond/dst", []byte("old"), nil)
+	a1, err := s.Stat(ctxT(t), "copycond/dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := func(g string) *blob.CopyOptions { return &blob.CopyOptions{If: blob.IfGenerationMatch(g)} }
+	unchanged := func(what string) {
+		t.Helper()
+		if got := mustRead(t, s, "copycond/dst"); string(got) != what {
+			t.Errorf("copycond/dst is %q, want %q", got, what)
+		}
+		if ok, err := blob.Exists(ctxT(t), s, "copycond/none"); ok || err != nil {
+			t.Errorf("copycond/none: exists=%v err=%v, want it never created", ok, err)
+		}
+	}
+	for _, dst := range []string{"copycond/dst", "copycond/none"} {
+		for _, src := range []string{"copycond/src", "copycond/missing"} {
+			err := blob.Copy(ctxT(t), s, dst, src, gen(""))
+			wantErr(t, fmt.Sprintf("Copy of %s to %s with IfGenerationMatch(\"\")", src, dst), err, blob.ErrInvalidArgument)
+		}
+	}
+	unchanged("old")
+	if !h.Caps.GenerationPreconditions {
+		for _, src := range []string{"copycond/src", "copycond/missing"} {
+			err := blob.Copy(ctxT(t), s, "copycond/dst", src, gen(a1.Generation))
+			wantErr(t, "Copy of "+src+" with IfGenerationMatch on a store without generation preconditions", err, blob.ErrInvalidArgument)
+		}
+		err := blob.Copy(ctxT(t), s, "copycond/none", "copycond/src", gen(a1.Generation))
+		wantErr(t, "Copy onto a missing key with IfGenerationMatch on a store without generation preconditions", err, blob.ErrInvalidArgument)
+		unchanged("old")
+		return
+	}
+	if err := blob.Copy(ctxT(t), s, "copycond/dst", "copycond/src", gen(a1.Generation)); err != nil {
+		t.Fatalf("Copy with the destination's current generation: %v", err)
+	}
+	unchanged("new")
+	a2, err := s.Stat(ctxT(t), "copycond/dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2.Generation == a1.Generation {
+		t.Fatalf("generation did not change on the copy: %q", a2.Generation)
+	}
+	err = blob.Copy(ctxT(t), s, "copycond/dst", "copycond/src2", gen(a1.Generation))
+	wantErr(t, "Copy with a stale destination generation", err, blob.ErrPrecondition)
+	unchanged("new")
+	err = blob.Copy(ctxT(t), s, "copycond/none", "copycond/src2", gen(a2.Generation))
+	wantErr(t, "Copy with IfGenerationMatch onto a missing key", err, blob.ErrPrecondition)
+	unchanged("new")
+	err = blob.Copy(ctxT(t), s, "copycond/dst", "copycond/missing", gen(a2.Generation))
+	wantErr(t, "Copy of a missing source with IfGenerationMatch", err, blob.ErrNotFound)
+	unchanged("new")
 }
 
 func testAppend(t *testing.T, h Harness, s blob.Store) {
@@ -1232,6 +1343,81 @@ func testAppend(t *testing.T, h Harness, s blob.Store) {
 	}
 	_, err = blob.Append(ctxT(t), s, "app/missing", &blob.AppendOptions{IfSizeMatch: -1})
 	wantErr(t, "append to a missing object", err, blob.ErrNotFound)
+}
+
+// testAppendConditions checks an append's condition. IfNotExist (an append
+// extends an existing object; no store creates one) and
+// IfGenerationMatch("") are refused with ErrInvalidArgument before any I/O,
+// whether or not the key exists and whether or not the store appends.
+// Where the store appends and enforces generations, IfGenerationMatch(g)
+// appends to generation g only, alongside IfSizeMatch; where it appends
+// without them, IfGenerationMatch fails rather than being ignored.
+func testAppendConditions(t *testing.T, h Harness, s blob.Store) {
+	mustPut(t, s, "appcond", []byte("head"), nil)
+	tryAppend := func(key string, o *blob.AppendOptions, data string) error {
+		w, err := blob.Append(ctxT(t), s, key, o)
+		if err != nil {
+			return err
+		}
+		w.Write([]byte(data))
+		return w.Close()
+	}
+	for _, r := range refusedConditions {
+		for _, key := range []string{"appcond", "appcond/missing"} {
+			w, err := blob.Append(ctxT(t), s, key, &blob.AppendOptions{If: r.cond, IfSizeMatch: -1})
+			if err == nil {
+				w.Write([]byte("+x"))
+				err = w.Close()
+				t.Errorf("%s: Append accepted %s; Close returned %v", key, r.name, err)
+				continue
+			}
+			wantErr(t, key+": Append with "+r.name, err, blob.ErrInvalidArgument)
+		}
+	}
+	if got := mustRead(t, s, "appcond"); string(got) != "head" {
+		t.Errorf("refused appends changed the object to %q", got)
+	}
+	if ok, err := blob.Exists(ctxT(t), s, "appcond/missing"); ok || err != nil {
+		t.Errorf("appcond/missing: exists=%v err=%v, want it never created", ok, err)
+	}
+	if !blob.CapabilitiesOf(s).Append {
+		return
+	}
+	a1, err := s.Stat(ctxT(t), "appcond")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Caps.GenerationPreconditions {
+		err := tryAppend("appcond", &blob.AppendOptions{If: blob.IfGenerationMatch("not-" + a1.Generation), IfSizeMatch: -1}, "+x")
+		if err == nil {
+			t.Errorf("store without generation preconditions accepted (and ignored) an Append with IfGenerationMatch")
+		}
+		if got := mustRead(t, s, "appcond"); string(got) != "head" {
+			t.Errorf("refused conditional append changed the object to %q", got)
+		}
+		return
+	}
+	if err := tryAppend("appcond", &blob.AppendOptions{If: blob.IfGenerationMatch(a1.Generation), IfSizeMatch: 4}, "+1"); err != nil {
+		t.Fatalf("Append with the current generation and size: %v", err)
+	}
+	err = tryAppend("appcond", &blob.AppendOptions{If: blob.IfGenerationMatch(a1.Generation), IfSizeMatch: -1}, "+2")
+	wantErr(t, "Append with a stale generation", err, blob.ErrPrecondition)
+	a2, err := s.Stat(ctxT(t), "appcond")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tryAppend("appcond", &blob.AppendOptions{If: blob.IfGenerationMatch(a2.Generation), IfSizeMatch: 4}, "+3")
+	wantErr(t, "Append with the current generation at a stale size", err, blob.ErrPrecondition)
+	if got := mustRead(t, s, "appcond"); string(got) != "head+1" {
+		t.Errorf("after conditional appends: %q, want %q", got, "head+1")
+	}
+	err = tryAppend("appcond/missing", &blob.AppendOptions{If: blob.IfGenerationMatch(a2.Generation), IfSizeMatch: -1}, "+4")
+	if !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, blob.ErrPrecondition) {
+		t.Errorf("Append with IfGenerationMatch to a missing object: %v, want ErrNotFound or ErrPrecondition", err)
+	}
+	if ok, err := blob.Exists(ctxT(t), s, "appcond/missing"); ok || err != nil {
+		t.Errorf("appcond/missing: exists=%v err=%v, want it never created", ok, err)
+	}
 }
 
 func testReaderAt(t *testing.T, h Harness, s blob.Store) {

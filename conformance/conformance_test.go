@@ -53,10 +53,29 @@ type misreporting struct{ blob.Writer }
 func (misreporting) WrittenGeneration() (string, bool) { return "42", true }
 
 func (b broken) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	if b.kind == "ignores-generation" {
+	switch {
+	case b.kind == "ignores-generation":
 		opts = nil
+	case b.kind == "deletes-refused" && opts != nil:
+		// What a store that read every condition it could not check as
+		// none would do.
+		if gen, ok := opts.If.Generation(); opts.If.NotExist() || (ok && gen == "") {
+			opts = nil
+		}
 	}
 	return b.Store.Delete(ctx, key, opts)
+}
+
+// Copy streams through the broken store, as blob.Copy would, but for
+// "copy-ignores-generation", which drops an IfGenerationMatch on the
+// destination.
+func (b broken) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.CopyOptions) error {
+	if b.kind == "copy-ignores-generation" && opts != nil {
+		if _, ok := opts.If.Generation(); ok {
+			opts = nil
+		}
+	}
+	return blob.CopyBetween(ctx, b, dstKey, b, srcKey, opts)
 }
 
 func (b broken) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPage, error) {
@@ -109,6 +128,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"ignores-startafter", []string{"ListStartAfter"}},
 		{"empty-generation-unconditional", []string{"EmptyGenerationRefused"}},
 		{"misreports-generation", []string{"WrittenGeneration"}},
+		{"deletes-refused", []string{"DeleteConditions"}},
+		{"copy-ignores-generation", []string{"CopyConditions"}},
 	}
 	for _, c := range cases {
 		t.Run(c.kind, func(t *testing.T) {

@@ -16,16 +16,20 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
 	}
+	cond, err := blob.CheckDelete(key, opts)
+	if err != nil {
+		return err
+	}
 	t := &value{kind: tomb}
-	if opts == nil || opts.IfGenerationMatch == "" {
-		err := s.putDecided(ctx, "delete", key, t)
+	g, conditional := cond.Generation()
+	if !conditional {
+		err = s.putDecided(ctx, "delete", key, t)
 		if err != nil && ctx.Err() != nil {
 			return driver.WrapError(driver.OpDelete, key, ctx.Err(), nil)
 		}
 		return err
 	}
-	g := opts.IfGenerationMatch
-	_, err := s.consensus(ctx, "delete", key, func(cur *rstate) (*value, error) {
+	_, err = s.consensus(ctx, "delete", key, func(cur *rstate) (*value, error) {
 		switch {
 		case cur.gone():
 			return nil, &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}

@@ -41,7 +41,7 @@ func TestWriterReportsGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	gp := check("p", w, "prewarmed")
-	if err := q.Delete(ctx, "p", &blob.DeleteOptions{IfGenerationMatch: gp}); err != nil {
+	if err := q.Delete(ctx, "p", &blob.DeleteOptions{If: blob.IfGenerationMatch(gp)}); err != nil {
 		t.Errorf("delete on condition of the reported generation: %v", err)
 	}
 	// A write that failed reports nothing.

@@ -133,7 +133,7 @@ func (h *history) del(ctx context.Context, c int, s blob.Store, key string) erro
 
 func (h *history) cdel(ctx context.Context, c int, s blob.Store, key, expect, gen string) error {
 	return h.write(c, register.Input{Kind: register.CDelete, Key: key, Expect: expect}, func() error {
-		return s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: gen})
+		return s.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(gen)})
 	})
 }
 

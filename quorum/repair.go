@@ -331,7 +331,7 @@ func (s *Store) collect(ctx context.Context, key string, xs []rstate) bool {
 		if x.kind == absent {
 			continue
 		}
-		err := x.r.s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: x.attrs.Generation})
+		err := x.r.s.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(x.attrs.Generation)})
 		switch {
 		case err == nil:
 			s.stats.collected.Add(1)

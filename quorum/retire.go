@@ -204,7 +204,7 @@ func (s *Store) Retire(ctx context.Context, bh blob.Holding, version string) (Re
 					return
 				}
 				start := time.Now()
-				err := r.s.Delete(ctx, h.key, &blob.DeleteOptions{IfGenerationMatch: x.attrs.Generation})
+				err := r.s.Delete(ctx, h.key, &blob.DeleteOptions{If: blob.IfGenerationMatch(x.attrs.Generation)})
 				s.observe(r, time.Since(start), err, ctx.Err() != nil)
 				switch {
 				case err == nil:

@@ -197,9 +197,11 @@ func (r *Reconciler) examine(ctx context.Context, obj blob.ListObject) (verdict,
 	if r.opts.DryRun {
 		return deleted, nil
 	}
+	// A store that reports no generation cannot check one: the delete is
+	// then unconditional, as the object is still judged dead.
 	var dopts *blob.DeleteOptions
 	if a.Generation != "" {
-		dopts = &blob.DeleteOptions{IfGenerationMatch: a.Generation}
+		dopts = &blob.DeleteOptions{If: blob.IfGenerationMatch(a.Generation)}
 	}
 	err = r.s.Delete(ctx, obj.Key, dopts)
 	switch {

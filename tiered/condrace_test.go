@@ -201,9 +201,9 @@ func runCondRaces(t *testing.T, hotKind string, packs int) {
 			return blob.Put(ctx, s, key, []byte(val), &blob.WriterOptions{If: c})
 		}
 	}
-	del := func(key, want string) func(s *tiered.Store) error {
+	del := func(key string, c blob.Condition) func(s *tiered.Store) error {
 		return func(s *tiered.Store) error {
-			return s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: want})
+			return s.Delete(ctx, key, &blob.DeleteOptions{If: c})
 		}
 	}
 	read := func(r *condRace, key string) (string, bool) {
@@ -221,7 +221,7 @@ func runCondRaces(t *testing.T, hotKind string, packs int) {
 		ctx = ctxT(t)
 		r := newCondRace(t, hotKind, packs)
 		g := r.moved(t, "k", "v1")
-		errDel, errPut := r.race(del("k", g), put("k", "v2", blob.IfGenerationMatch(g)))
+		errDel, errPut := r.race(del("k", blob.IfGenerationMatch(g)), put("k", "v2", blob.IfGenerationMatch(g)))
 		v, ok := read(r, "k")
 		switch {
 		case errDel == nil && errors.Is(errPut, blob.ErrPrecondition) && !ok:
@@ -234,7 +234,7 @@ func runCondRaces(t *testing.T, hotKind string, packs int) {
 		ctx = ctxT(t)
 		r := newCondRace(t, hotKind, packs)
 		g := r.moved(t, "k", "v1")
-		errPut, errDel := r.race(put("k", "v2", blob.IfGenerationMatch(g)), del("k", g))
+		errPut, errDel := r.race(put("k", "v2", blob.IfGenerationMatch(g)), del("k", blob.IfGenerationMatch(g)))
 		v, ok := read(r, "k")
 		switch {
 		case errDel == nil && errors.Is(errPut, blob.ErrPrecondition) && !ok:
@@ -247,7 +247,7 @@ func runCondRaces(t *testing.T, hotKind string, packs int) {
 		ctx = ctxT(t)
 		r := newCondRace(t, hotKind, packs)
 		g := r.moved(t, "k", "v1")
-		errDel, errPut := r.race(del("k", ""), put("k", "v2", blob.IfGenerationMatch(g)))
+		errDel, errPut := r.race(del("k", blob.Condition{}), put("k", "v2", blob.IfGenerationMatch(g)))
 		v, ok := read(r, "k")
 		switch {
 		case errDel == nil && errors.Is(errPut, blob.ErrPrecondition) && !ok: // the Delete first

@@ -37,15 +37,18 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
 	}
+	cond, err := blob.CheckDelete(key, opts)
+	if err != nil {
+		return err
+	}
+	// want is the generation the Delete is conditional on; "" (which
+	// CheckDelete refused as a condition) means none.
+	want, _ := cond.Generation()
 	unlock, err := s.locks.lock(ctx, key)
 	if err != nil {
 		return &blob.Error{Op: driver.OpDelete, Key: key, Err: err}
 	}
 	defer unlock()
-	want := ""
-	if opts != nil {
-		want = opts.IfGenerationMatch
-	}
 	inPacks := s.packing() && len(s.cat.holders(key)) > 0
 	if s.packing() && !inPacks {
 		// Not packed, as far as this process knows: a version it wrote is
@@ -107,7 +110,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		if err != nil {
 			return err
 		}
-		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g})
+		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(g)})
 		if copyOfG && (errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound)) {
 			// The cold object this Delete removed was a move's copy of g
 			// (by a compactor whose clock misjudged g's age): g left hot
@@ -263,7 +266,7 @@ func (s *Store) deleteColdObject(ctx context.Context, key, g string) (copyOfG bo
 		} else if err != nil {
 			return false, err
 		}
-		err = s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		err = s.cold.Delete(ctx, key, &blob.DeleteOptions{If: ifKnownGeneration(ca.Generation)})
 		if errors.Is(err, blob.ErrUnsupported) {
 			// A cold store without generation preconditions: delete what
 			// is there, as a Delete did before it needed to know what.
@@ -305,10 +308,24 @@ func (s *Store) deleteCold(ctx context.Context, key, want string) error {
 	if want != "" && fromCold(ca).Generation != want {
 		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 	}
-	err = s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+	err = s.cold.Delete(ctx, key, &blob.DeleteOptions{If: ifKnownGeneration(ca.Generation)})
 	if errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
 		// Deleted or replaced meanwhile, by another process.
 		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound, Err: err}
 	}
 	return err
+}
+
+// ifKnownGeneration is the condition of a delete of a cold object whose
+// generation cold reported as gen: gen, so that a version that replaced it
+// meanwhile is left alone; or, where cold reported none (see fromCold),
+// none: a store that does not name its versions cannot check one, and the
+// object must still go. Hot's generations are always known (every
+// operation here is conditional on them), so hot deletes name theirs with
+// blob.IfGenerationMatch directly.
+func ifKnownGeneration(gen string) blob.Condition {
+	if gen == "" {
+		return blob.Condition{}
+	}
+	return blob.IfGenerationMatch(gen)
 }

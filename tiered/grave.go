@@ -151,7 +151,7 @@ func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
 		if err := s.fence(ctx); err != nil {
 			return err
 		}
-		err = s.cold.Delete(ctx, g.key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		err = s.cold.Delete(ctx, g.key, &blob.DeleteOptions{If: ifKnownGeneration(ca.Generation)})
 		if errors.Is(err, blob.ErrUnsupported) {
 			err = s.cold.Delete(ctx, g.key, nil)
 		}
@@ -192,7 +192,7 @@ func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
 	if err := s.fence(ctx); err != nil {
 		return err
 	}
-	err := s.hot.Delete(ctx, g.key, &blob.DeleteOptions{IfGenerationMatch: g.attrs.Generation})
+	err := s.hot.Delete(ctx, g.key, &blob.DeleteOptions{If: blob.IfGenerationMatch(g.attrs.Generation)})
 	switch {
 	case err == nil:
 		s.stats.gravesRetired.Add(1)

@@ -76,7 +76,7 @@ func (s *Store) lockHot(ctx context.Context, key string) (context.Context, func(
 			// Our own write, which reported a failure but took effect.
 		case time.Now().Sub(a.ModTime) > s.lockLease():
 			// Its holder is gone: remove it, on condition of its generation.
-			if err := s.hot.Delete(ctx, lk, &blob.DeleteOptions{IfGenerationMatch: a.Generation}); err != nil &&
+			if err := s.hot.Delete(ctx, lk, &blob.DeleteOptions{If: blob.IfGenerationMatch(a.Generation)}); err != nil &&
 				!errors.Is(err, blob.ErrNotFound) && !errors.Is(err, blob.ErrPrecondition) {
 				return nil, nil, err
 			}
@@ -125,7 +125,7 @@ func (s *Store) unlockHot(ctx context.Context, lk, token string) {
 		if err != nil || a.Metadata[lockTokenKey] != token {
 			return // gone, or taken over once its lease ended
 		}
-		err = s.hot.Delete(ctx, lk, &blob.DeleteOptions{IfGenerationMatch: a.Generation})
+		err = s.hot.Delete(ctx, lk, &blob.DeleteOptions{If: blob.IfGenerationMatch(a.Generation)})
 		if err == nil || errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
 			return
 		}
@@ -147,7 +147,7 @@ func (s *Store) recoverLock(ctx context.Context, obj blob.ListObject) error {
 	if err := s.fence(ctx); err != nil {
 		return err
 	}
-	err = s.hot.Delete(ctx, obj.Key, &blob.DeleteOptions{IfGenerationMatch: a.Generation})
+	err = s.hot.Delete(ctx, obj.Key, &blob.DeleteOptions{If: blob.IfGenerationMatch(a.Generation)})
 	if errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
 		return nil
 	}

@@ -391,11 +391,11 @@ func runLinearizable(t *testing.T, seed uint64, hotKind string, packObjects, com
 				case r < 77:
 					h.write(p, register.Input{Kind: register.Delete, Key: key}, func() error { return s.Delete(ctx, key, nil) })
 				case r < 80:
-					// A Delete with an empty generation is unconditional: a
-					// read that gave none is not followed by one.
+					// IfGenerationMatch needs a generation: a read that gave
+					// none is not followed by a conditional Delete.
 					if old, gen, ok := h.readGen(ctx, p, s, key); ok && gen != "" {
 						h.write(p, register.Input{Kind: register.CDelete, Key: key, Expect: old}, func() error {
-							return s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: gen})
+							return s.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(gen)})
 						})
 					}
 				case r < 85 && p == 0:

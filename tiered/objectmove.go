@@ -99,7 +99,7 @@ func (s *Store) readMarker(ctx context.Context, key string) (*marker, string, er
 // removeMarker deletes key's marker if it is still generation gen: a marker a
 // user has since set to deleted is left for recovery to act on.
 func (s *Store) removeMarker(ctx context.Context, key, gen string) error {
-	err := s.hot.Delete(ctx, markerKey(key), &blob.DeleteOptions{IfGenerationMatch: gen})
+	err := s.hot.Delete(ctx, markerKey(key), &blob.DeleteOptions{If: blob.IfGenerationMatch(gen)})
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil
 	}
@@ -256,7 +256,7 @@ func (s *Store) recoverMarker(ctx context.Context, obj blob.ListObject, shard in
 		if err := s.fence(ctx); err != nil {
 			return err
 		}
-		err := s.cold.Delete(ctx, m.Key, &blob.DeleteOptions{IfGenerationMatch: ca.Generation})
+		err := s.cold.Delete(ctx, m.Key, &blob.DeleteOptions{If: ifKnownGeneration(ca.Generation)})
 		if err != nil && !errors.Is(err, blob.ErrNotFound) && !errors.Is(err, blob.ErrPrecondition) {
 			return err
 		}
@@ -388,7 +388,7 @@ func (s *Store) moveKey(ctx context.Context, key string) (moveOutcome, int64, er
 		return none, 0, err
 	}
 	// 6. Delete hot, only if it is still generation g1.
-	err = s.hot.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g1})
+	err = s.hot.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(g1)})
 	switch {
 	case err == nil:
 		// 7. Remove the marker. If a user deleted g1 meanwhile (after step 6
@@ -473,7 +473,7 @@ func (s *Store) removeCopy(ctx context.Context, key, c1 string) error {
 	if err := s.fence(ctx); err != nil {
 		return err
 	}
-	err := s.cold.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: c1})
+	err := s.cold.Delete(ctx, key, &blob.DeleteOptions{If: ifKnownGeneration(c1)})
 	if err == nil || errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
 		return nil
 	}

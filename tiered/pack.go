@@ -407,7 +407,7 @@ func (s *Store) removeMoved(ctx context.Context, it *packItem) (bool, error) {
 		if err := s.fence(ctx); err != nil {
 			return false, err
 		}
-		err := s.hot.Delete(ctx, it.obj.Key, &blob.DeleteOptions{IfGenerationMatch: it.attrs.Generation})
+		err := s.hot.Delete(ctx, it.obj.Key, &blob.DeleteOptions{If: blob.IfGenerationMatch(it.attrs.Generation)})
 		if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
 			return false, nil
 		}

@@ -191,7 +191,7 @@ func TestDeleteOfOwnWriteChangedByAnother(t *testing.T) {
 			mustPut(t, user, "k/over", "mine")
 			mine := gen("k/over")
 			mustPut(t, other, "k/over", "theirs")
-			err := user.Delete(ctx, "k/over", &blob.DeleteOptions{IfGenerationMatch: mine})
+			err := user.Delete(ctx, "k/over", &blob.DeleteOptions{If: blob.IfGenerationMatch(mine)})
 			if !errors.Is(err, blob.ErrPrecondition) {
 				t.Errorf("delete on condition of the overwritten version: %v", err)
 			}
@@ -235,7 +235,7 @@ func TestDeleteOfOwnWriteChangedByAnother(t *testing.T) {
 			if err := user.Delete(ctx, "k/packed", nil); err != nil {
 				t.Errorf("delete of a packed version this store wrote: %v", err)
 			}
-			if err := user.Delete(ctx, "k/packed-cond", &blob.DeleteOptions{IfGenerationMatch: packedGen}); err != nil {
+			if err := user.Delete(ctx, "k/packed-cond", &blob.DeleteOptions{If: blob.IfGenerationMatch(packedGen)}); err != nil {
 				t.Errorf("delete on condition of a packed version this store wrote: %v", err)
 			}
 			checkModel(t, other, nil, []string{"k/packed", "k/packed-cond"})

@@ -68,9 +68,9 @@ func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOp
 	if err := s.begin(ctx, driver.OpAppend, key, true); err != nil {
 		return nil, err
 	}
-	o := blob.AppendOptions{IfSizeMatch: -1}
-	if opts != nil {
-		o = *opts
+	o, err := blob.CheckAppend(key, opts)
+	if err != nil {
+		return nil, err
 	}
 	a := &appender{s: s, ctx: ctx, key: key, opts: o}
 	if err := a.load(); err != nil {
@@ -102,8 +102,8 @@ func (a *appender) load() error {
 	if p.ETag != nil {
 		etag = string(*p.ETag)
 	}
-	if a.opts.IfGenerationMatch != "" && a.opts.IfGenerationMatch != etag {
-		return blob.Errorf(driver.OpAppend, a.key, blob.ErrPrecondition, "generation is %s, not %s", etag, a.opts.IfGenerationMatch)
+	if want, ok := a.opts.If.Generation(); ok && want != etag {
+		return blob.Errorf(driver.OpAppend, a.key, blob.ErrPrecondition, "generation is %s, not %s", etag, want)
 	}
 	if a.opts.IfSizeMatch >= 0 && a.opts.IfSizeMatch != derefInt(p.ContentLength) {
 		return blob.Errorf(driver.OpAppend, a.key, blob.ErrPrecondition, "size is %d, not %d", derefInt(p.ContentLength), a.opts.IfSizeMatch)
@@ -141,7 +141,7 @@ func (a *appender) Close() error {
 	}
 	// Without conditions the caller only wants the bytes at the end; a
 	// concurrent append that moved the end is then worth a retry.
-	free := a.opts.IfSizeMatch < 0 && a.opts.IfGenerationMatch == ""
+	free := a.opts.IfSizeMatch < 0 && a.opts.If.IsZero()
 	for attempt := 0; ; attempt++ {
 		var err error
 		if *a.props.BlobType == azblobblob.BlobTypeAppendBlob {

@@ -31,7 +31,10 @@
 // request at Close; larger writes stage blocks while writing and commit the
 // block list at Close, so a writer whose ctx is canceled before Close commits
 // nothing. IfNotExist is If-None-Match: *, IfGenerationMatch is If-Match on
-// the ETag (the Generation). Lists are in byte order and page with opaque
+// the ETag (the Generation), on writes and deletes; an append checks the
+// generation it loads and commits under that ETag. Copies stream through a
+// conditional write (blob.CopyBetween), so they take either condition on
+// their destination. Lists are in byte order and page with opaque
 // tokens. Connections are opened in the background at New; an error the
 // first of them meets (bad credentials, missing container) is returned by the
 // first call. OpenURL waits for that first request: an endpoint that does not

@@ -446,12 +446,12 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if err := s.begin(ctx, driver.OpDelete, key, true); err != nil {
 		return err
 	}
-	var cond blob.Condition
-	if opts != nil && opts.IfGenerationMatch != "" {
-		cond = blob.IfGenerationMatch(opts.IfGenerationMatch)
+	cond, err := blob.CheckDelete(key, opts)
+	if err != nil {
+		return err
 	}
 	include := azblobblob.DeleteSnapshotsOptionTypeInclude
-	_, err := s.client.NewBlobClient(escapeKey(key)).Delete(ctx, &azblobblob.DeleteOptions{
+	_, err = s.client.NewBlobClient(escapeKey(key)).Delete(ctx, &azblobblob.DeleteOptions{
 		DeleteSnapshots:  &include,
 		AccessConditions: accessConditions(cond),
 	})

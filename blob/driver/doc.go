@@ -8,6 +8,10 @@
 //     ClassifyWrite adapts the classification to a write's Condition.
 //   - NewReader wraps a backend body as a blob.Reader whose errors are
 //     classified; EmptyReader serves reads at or past the end.
+//   - The checks of a Delete's, an append's and a copy's Condition are
+//     blob.CheckDelete, blob.CheckAppend and blob.CheckCopy, in package
+//     blob since its helpers and wrappers make them too: call them after
+//     Lifecycle.Check, before any I/O.
 //   - Lifecycle.CheckList is List's preamble; CheckListOptions, Paginate,
 //     EncodePageToken, DecodePageToken and FilterAfter implement List's
 //     contract for backends that cannot.

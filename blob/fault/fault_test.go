@@ -114,7 +114,7 @@ func TestZeroRulesPassThrough(t *testing.T) {
 	if !errors.Is(err, blob.ErrNotFound) || errors.Is(err, ErrInjected) || !errors.As(err, &be) || be.Op != "stat" {
 		t.Errorf("Stat(missing) = %v", err)
 	}
-	if err := s.Delete(ctx, "dir/a", &blob.DeleteOptions{IfGenerationMatch: "nope"}); !errors.Is(err, blob.ErrPrecondition) {
+	if err := s.Delete(ctx, "dir/a", &blob.DeleteOptions{If: blob.IfGenerationMatch("nope")}); !errors.Is(err, blob.ErrPrecondition) {
 		t.Errorf("Delete with a stale generation = %v", err)
 	}
 	if err := blob.Put(ctx, s, "dir/b", nil, &blob.WriterOptions{If: blob.IfNotExist()}); !errors.Is(err, blob.ErrExists) {

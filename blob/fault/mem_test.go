@@ -168,11 +168,15 @@ func (m *memStore) List(ctx context.Context, opts *blob.ListOptions) (*blob.List
 }
 
 func (m *memStore) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
+	cond, err := blob.CheckDelete(key, opts)
+	if err != nil {
+		return err
+	}
 	o, err := m.get("delete", key)
 	if err != nil {
 		return err
 	}
-	if opts != nil && opts.IfGenerationMatch != "" && opts.IfGenerationMatch != o.attrs.Generation {
+	if g, ok := cond.Generation(); ok && g != o.attrs.Generation {
 		return &blob.Error{Op: "delete", Key: key, Kind: blob.ErrPrecondition}
 	}
 	m.mu.Lock()
@@ -236,10 +240,17 @@ func (f *fullMem) Create(ctx context.Context, prefix string, opts *blob.WriterOp
 }
 
 func (f *fullMem) NewAppender(ctx context.Context, key string, opts *blob.AppendOptions) (blob.Writer, error) {
+	ao, err := blob.CheckAppend(key, opts)
+	if err != nil {
+		return nil, err
+	}
 	f.count("append")
 	o, err := f.get("append", key)
 	if err != nil {
 		return nil, err
+	}
+	if g, ok := ao.If.Generation(); ok && g != o.attrs.Generation {
+		return nil, &blob.Error{Op: "append", Key: key, Kind: blob.ErrPrecondition}
 	}
 	w := &memWriter{m: f.memStore, ctx: ctx, key: key, opts: blob.WriterOptions{ContentType: o.attrs.ContentType, If: blob.IfGenerationMatch(o.attrs.Generation)}}
 	w.buf.Write(o.data)
@@ -247,15 +258,17 @@ func (f *fullMem) NewAppender(ctx context.Context, key string, opts *blob.Append
 }
 
 func (f *fullMem) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.CopyOptions) error {
+	cond, err := blob.CheckCopy(dstKey, opts, true)
+	if err != nil {
+		return err
+	}
 	f.count("copy")
 	o, err := f.get("copy", srcKey)
 	if err != nil {
 		return err
 	}
 	wo := blob.WriterOptionsFrom(&o.attrs)
-	if opts != nil && opts.IfNotExist {
-		wo.If = blob.IfNotExist()
-	}
+	wo.If = cond
 	return f.commit(dstKey, o.data, wo)
 }
 

@@ -77,8 +77,13 @@ func (s *Store) List(ctx context.Context, opts *blob.ListOptions) (*blob.ListPag
 }
 
 // Delete implements blob.Store. FailNth fails it before the object is
-// removed, FailNthAfter after.
+// removed, FailNthAfter after. Options blob.CheckDelete refuses are refused
+// before any rule applies: a call that never reaches the backend is no call
+// to fault.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
+	if _, err := blob.CheckDelete(key, opts); err != nil {
+		return err
+	}
 	after, err := s.enter(ctx, OpDelete, key)
 	if err != nil {
 		return err
@@ -142,7 +147,11 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 
 // NewAppender implements blob.Appender: natively over an Appender, otherwise
 // it fails with an error wrapping blob.ErrUnsupported, as blob.Append does.
+// Options blob.CheckAppend refuses are refused before any rule applies.
 func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOptions) (blob.Writer, error) {
+	if _, err := blob.CheckAppend(key, opts); err != nil {
+		return nil, err
+	}
 	after, err := s.enter(ctx, OpAppend, key)
 	if err != nil {
 		return nil, err
@@ -159,8 +168,14 @@ func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOp
 }
 
 // Copy implements blob.Copier: natively over a Copier, otherwise by streaming
-// through this wrapper as blob.Copy does. Rules match dstKey.
+// through this wrapper as blob.Copy does. Rules match dstKey. Options
+// blob.CheckCopy refuses are refused before any rule applies; a Copier below
+// refuses an IfGenerationMatch it cannot enforce, and the streaming copy's
+// write is conditional.
 func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.CopyOptions) error {
+	if _, err := blob.CheckCopy(dstKey, opts, true); err != nil {
+		return err
+	}
 	after, err := s.enter(ctx, OpCopy, dstKey)
 	if err != nil {
 		return err

@@ -49,7 +49,11 @@ func (v creatorView) Delete(ctx context.Context, key string, opts *blob.DeleteOp
 	if err := validateKey(driver.OpDelete, key); err != nil {
 		return err
 	}
-	return v.delete(ctx, key, opts)
+	cond, err := blob.CheckDelete(key, opts)
+	if err != nil {
+		return err
+	}
+	return v.delete(ctx, key, cond)
 }
 
 func newCreator(s *Store) (*pool.Creator, error) {

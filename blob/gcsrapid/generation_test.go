@@ -62,7 +62,7 @@ func TestWriterReportsGeneration(t *testing.T) {
 			if g2 == g {
 				t.Errorf("the overwrite reports the generation it replaced, %s", g)
 			}
-			if err := s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g2}); err != nil {
+			if err := s.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(g2)}); err != nil {
 				t.Errorf("Delete on condition of the reported generation: %v", err)
 			}
 		})
@@ -159,7 +159,7 @@ func TestPooledCreateReportsGeneration(t *testing.T) {
 			t.Fatal(err)
 		}
 		g := conformance.WriteReported(ctx, t, s, key, w, payloadOf(i, 10+i), 0)
-		if err := s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g}); err != nil {
+		if err := s.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(g)}); err != nil {
 			t.Errorf("Delete on condition of the reported generation: %v", err)
 		}
 	}

@@ -498,15 +498,19 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
 	}
-	return s.delete(ctx, key, opts)
+	cond, err := blob.CheckDelete(key, opts)
+	if err != nil {
+		return err
+	}
+	return s.delete(ctx, key, cond)
 }
 
 // delete is Delete without the closed check: Close uses it to undo what its
-// pools made.
-func (s *Store) delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
+// pools made. cond has passed blob.CheckDelete.
+func (s *Store) delete(ctx context.Context, key string, cond blob.Condition) error {
 	o := s.bucket.Object(key)
-	if opts != nil && opts.IfGenerationMatch != "" {
-		g, err := parseGeneration(driver.OpDelete, key, opts.IfGenerationMatch)
+	if gen, ok := cond.Generation(); ok {
+		g, err := parseGeneration(driver.OpDelete, key, gen)
 		if err != nil {
 			return err
 		}

@@ -42,9 +42,12 @@
 // hex-escapes, such as a control character, or "\" "#" "%" "?" on azblob://:
 // such a key round-trips but lists where its escaped form sorts); IfNotExist
 // races have at most one winner; and on mem:// and file:// buckets generation
-// preconditions (IfGenerationMatch on writes and deletes) are enforced under a
-// lock held by this process, with a generation token kept in the object's
-// metadata (key "zonalblob-generation", hidden from Attributes). On file://
+// preconditions (IfGenerationMatch on writes, deletes and copies'
+// destinations) are enforced under a lock held by this process, with a
+// generation token kept in the object's metadata (key
+// "zonalblob-generation", hidden from Attributes). Elsewhere they are
+// refused: ErrUnsupported for writes and deletes, ErrInvalidArgument, before
+// any I/O, for copies. On file://
 // those guarantees hold among the Stores of one process only, and the keys a
 // file tree would alias or cannot hold are refused with ErrInvalidKey before
 // any I/O (see checkFileKey: a leading "/", a "." segment, a final "..", a

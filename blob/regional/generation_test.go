@@ -69,7 +69,7 @@ func TestWriterReportsGeneration(t *testing.T) {
 				if g, ok := blob.WrittenGeneration(w); ok {
 					t.Errorf("%s: a write that failed reports generation %q", key, g)
 				}
-				if err := s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g2}); err != nil {
+				if err := s.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(g2)}); err != nil {
 					t.Errorf("%s: Delete on condition of the reported generation: %v", key, err)
 				}
 			}

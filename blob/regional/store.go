@@ -264,9 +264,9 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
 	}
-	var cond blob.Condition
-	if opts != nil && opts.IfGenerationMatch != "" {
-		cond = blob.IfGenerationMatch(opts.IfGenerationMatch)
+	cond, err := blob.CheckDelete(key, opts)
+	if err != nil {
+		return err
 	}
 	if !cond.IsZero() && !s.opts.LocalPreconditions {
 		return blob.Errorf(driver.OpDelete, key, blob.ErrUnsupported, "generation preconditions on this bucket")
@@ -281,7 +281,12 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	return driver.WrapError(driver.OpDelete, key, s.b.Delete(ctx, key), classify)
 }
 
-// Copy implements blob.Copier with the backend's server-side copy.
+// Copy implements blob.Copier with the backend's server-side copy, or,
+// under a condition or with local preconditions, through a writer of this
+// Store. IfGenerationMatch needs local preconditions, under which the
+// writer checks the destination's generation and commits under the key's
+// lock; without them no write here can be conditional on a generation, so
+// it is refused.
 func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.CopyOptions) error {
 	if err := s.check(driver.OpCopy, srcKey); err != nil {
 		return err
@@ -289,8 +294,11 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 	if err := s.check(driver.OpCopy, dstKey); err != nil {
 		return err
 	}
-	ifNotExist := opts != nil && opts.IfNotExist
-	if s.opts.LocalPreconditions || ifNotExist {
+	cond, err := blob.CheckCopy(dstKey, opts, s.opts.LocalPreconditions)
+	if err != nil {
+		return err
+	}
+	if s.opts.LocalPreconditions || !cond.IsZero() {
 		// gocloud's Copy has no conditions and keeps the source's metadata
 		// (our generation token included), so copy through a writer instead.
 		return blob.CopyBetween(ctx, s, dstKey, s, srcKey, opts)

@@ -32,7 +32,8 @@
 //     returned by its first call.
 //   - Writes are one PutObject with a CRC32C checksum up to
 //     multipart_threshold, multipart above; IfNotExist is If-None-Match: *,
-//     IfGenerationMatch is If-Match on the ETag (the generation). Nothing is
+//     IfGenerationMatch is If-Match on the ETag (the generation), on writes,
+//     appends, deletes and CopyObject's destination alike. Nothing is
 //     sent before Close, so cancelling a writer's ctx commits nothing; a
 //     multipart upload in progress is aborted.
 //   - List returns byte order for any prefix, delimiter and StartAfter,

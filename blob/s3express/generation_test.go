@@ -50,7 +50,7 @@ func TestWriterReportsGeneration(t *testing.T) {
 				}
 				g = g2
 			}
-			if err := s.Delete(ctx, key, &blob.DeleteOptions{IfGenerationMatch: g}); err != nil {
+			if err := s.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(g)}); err != nil {
 				t.Errorf("Delete on condition of the reported generation: %v", err)
 			}
 		})

@@ -501,7 +501,14 @@ func (s *Store) Stat(ctx context.Context, key string) (*blob.Attributes, error) 
 // With IfGenerationMatch the delete itself is conditional (If-Match), so a
 // concurrent overwrite between the two is never deleted.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
-	if err := s.begin(ctx, driver.OpDelete, key); err != nil {
+	if err := s.life.Check(driver.OpDelete, key); err != nil {
+		return err
+	}
+	cond, err := blob.CheckDelete(key, opts)
+	if err != nil {
+		return err
+	}
+	if err := s.waitWarm(ctx, driver.OpDelete, key); err != nil {
 		return err
 	}
 	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
@@ -509,11 +516,11 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		return driver.WrapError(driver.OpDelete, key, err, s.classify)
 	}
 	in := &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
-	if opts != nil && opts.IfGenerationMatch != "" {
-		if !etagEqual(aws.ToString(head.ETag), opts.IfGenerationMatch) {
-			return blob.Errorf(driver.OpDelete, key, blob.ErrPrecondition, "generation %s, not %s", aws.ToString(head.ETag), opts.IfGenerationMatch)
+	if gen, ok := cond.Generation(); ok {
+		if !etagEqual(aws.ToString(head.ETag), gen) {
+			return blob.Errorf(driver.OpDelete, key, blob.ErrPrecondition, "generation %s, not %s", aws.ToString(head.ETag), gen)
 		}
-		in.IfMatch = aws.String(opts.IfGenerationMatch)
+		in.IfMatch = aws.String(gen)
 	}
 	_, err = s.client.DeleteObject(ctx, in, s.session)
 	return driver.WrapError(driver.OpDelete, key, err, s.classify)
@@ -561,12 +568,21 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
 }
 
 // Copy implements blob.Copier with CopyObject (which the SDK signs with the
-// caller's own credentials, not the session).
+// caller's own credentials, not the session). Its conditions on dstKey are
+// the request's own, as a write's are: IfNotExist is If-None-Match: *,
+// IfGenerationMatch is If-Match on the destination's ETag.
 func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.CopyOptions) error {
-	if err := s.begin(ctx, driver.OpCopy, dstKey); err != nil {
+	if err := s.life.Check(driver.OpCopy, dstKey); err != nil {
 		return err
 	}
 	if err := blob.ValidateKey(driver.OpCopy, srcKey); err != nil {
+		return err
+	}
+	cond, err := blob.CheckCopy(dstKey, opts, true)
+	if err != nil {
+		return err
+	}
+	if err := s.waitWarm(ctx, driver.OpCopy, dstKey); err != nil {
 		return err
 	}
 	in := &s3.CopyObjectInput{
@@ -574,12 +590,28 @@ func (s *Store) Copy(ctx context.Context, dstKey, srcKey string, opts *blob.Copy
 		Key:        aws.String(dstKey),
 		CopySource: aws.String(s.bucket + "/" + escapePath(srcKey)),
 	}
-	var cond blob.Condition
-	if opts != nil && opts.IfNotExist {
+	if cond.NotExist() {
 		in.IfNoneMatch = aws.String("*")
-		cond = blob.IfNotExist()
 	}
-	_, err := s.client.CopyObject(ctx, in, s.session)
+	if gen, ok := cond.Generation(); ok {
+		in.IfMatch = aws.String(gen)
+	}
+	// A conditional copy is a conditional write, and meets S3's 409s as
+	// one does.
+	err = s.retryConflicts(ctx, func() error {
+		_, err := s.client.CopyObject(ctx, in, s.session)
+		return err
+	})
+	if _, ok := cond.Generation(); ok && err != nil && s.classify(err) == blob.ErrNotFound {
+		// S3 answers NoSuchKey both for a missing source and, under
+		// If-Match, for a missing destination; the source says which. The
+		// copy took no effect either way.
+		_, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(srcKey)}, s.session)
+		if herr == nil {
+			return blob.Errorf(driver.OpCopy, dstKey, blob.ErrPrecondition, "the destination does not exist: %w", err)
+		}
+		return driver.WrapError(driver.OpCopy, dstKey, err, s.classify)
+	}
 	return driver.WrapError(driver.OpCopy, dstKey, err, driver.ClassifyWrite(s.classify, cond))
 }
 

@@ -46,15 +46,19 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 // IfSizeMatch < 0, at the size a HeadObject finds now. An offset that is no
 // longer the object's size fails with ErrPrecondition.
 func (s *Store) NewAppender(ctx context.Context, key string, opts *blob.AppendOptions) (blob.Writer, error) {
-	if err := s.begin(ctx, driver.OpAppend, key); err != nil {
+	if err := s.life.Check(driver.OpAppend, key); err != nil {
 		return nil, err
 	}
-	o := blob.AppendOptions{IfSizeMatch: -1}
-	if opts != nil {
-		o = *opts
+	o, err := blob.CheckAppend(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.waitWarm(ctx, driver.OpAppend, key); err != nil {
+		return nil, err
 	}
 	w := &writer{s: s, ctx: ctx, key: key, op: driver.OpAppend, offset: o.IfSizeMatch}
-	w.opts.If = appendCondition(o)
+	// The PutObject that appends carries the generation as If-Match.
+	w.opts.If = o.If
 	if o.IfSizeMatch <= 0 {
 		// Offset 0 would create a missing object; appending needs one.
 		head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}, s.session)
@@ -364,12 +368,4 @@ func (m *multipart) abort() {
 	if !m.s.bg.Go(abort) {
 		abort() // Close has begun: on the caller's time
 	}
-}
-
-// appendCondition is the write condition an append carries to PutObject.
-func appendCondition(o blob.AppendOptions) blob.Condition {
-	if o.IfGenerationMatch != "" {
-		return blob.IfGenerationMatch(o.IfGenerationMatch)
-	}
-	return blob.Condition{}
 }

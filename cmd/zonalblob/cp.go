@@ -99,7 +99,7 @@ Examples:
 				c := &copier{
 					stdin:    s.stdin,
 					stdout:   s.stdout,
-					opts:     &blob.CopyOptions{IfNotExist: ifNotExist},
+					opts:     copyOptions(ifNotExist),
 					progress: showProgress.resolve(isTerminal(s.stderr)),
 					stderr:   s.stderr,
 					jobs:     jobs,
@@ -523,7 +523,7 @@ func (c *copier) copyOne(ctx context.Context, it item) (int64, error) {
 			in = f
 		}
 		cr := &countingReader{r: meter(interruptible(ctx, in), c.p)}
-		err := blob.WriteFrom(ctx, c.dst, it.to, cr, &blob.WriterOptions{If: ifNotExist(c.opts)})
+		err := blob.WriteFrom(ctx, c.dst, it.to, cr, &blob.WriterOptions{If: c.opts.If})
 		return cr.n, err
 	case c.dst == nil: // download
 		return c.download(ctx, it)
@@ -538,11 +538,12 @@ func (c *copier) copyOne(ctx context.Context, it item) (int64, error) {
 	return it.size, err
 }
 
-func ifNotExist(o *blob.CopyOptions) blob.Condition {
-	if o.IfNotExist {
-		return blob.IfNotExist()
+// copyOptions are the options of cp and mv: --if-not-exist, or none.
+func copyOptions(ifNotExist bool) *blob.CopyOptions {
+	if ifNotExist {
+		return &blob.CopyOptions{If: blob.IfNotExist()}
 	}
-	return blob.Condition{}
+	return &blob.CopyOptions{}
 }
 
 // download writes an object to a temporary file beside the target, then
@@ -556,7 +557,7 @@ func (c *copier) download(ctx context.Context, it item) (int64, error) {
 		defer r.Close()
 		return io.Copy(c.stdout, meter(r, c.p))
 	}
-	if c.opts.IfNotExist {
+	if c.opts.If.NotExist() {
 		if _, err := os.Lstat(it.to); err == nil {
 			return 0, fmt.Errorf("%s: %w", it.to, blob.ErrExists)
 		}

@@ -57,7 +57,7 @@ Examples:
 				c := &copier{
 					stdin:    s.stdin,
 					stdout:   s.stdout,
-					opts:     &blob.CopyOptions{IfNotExist: ifNotExist},
+					opts:     copyOptions(ifNotExist),
 					progress: showProgress.resolve(isTerminal(s.stderr)),
 					stderr:   s.stderr,
 					jobs:     1,
@@ -114,7 +114,8 @@ func (c *copier) move(ctx context.Context, src, dst end) error {
 	if src.local() {
 		err = removeUnchanged(it.from, before)
 	} else {
-		err = c.src.Delete(ctx, it.from, &blob.DeleteOptions{IfGenerationMatch: it.gen})
+		// it.gen is not empty: a source without one was refused above.
+		err = c.src.Delete(ctx, it.from, &blob.DeleteOptions{If: blob.IfGenerationMatch(it.gen)})
 	}
 	c.stopBar()
 	if err != nil {

@@ -39,10 +39,10 @@ Examples:
 `,
 		minArgs: 2, maxArgs: -1,
 		setup: func(fs *flag.FlagSet) action {
-			var o blob.DeleteOptions
+			var ifGeneration string
 			var force, recursive, yes, quiet bool
 			jobs := 8
-			fs.StringVar(&o.IfGenerationMatch, "if-generation", "", "delete only if the object's current generation is `G` (one KEY only)")
+			fs.StringVar(&ifGeneration, "if-generation", "", "delete only if the object's current generation is `G` (one KEY only)")
 			fs.BoolVar(&force, "f", false, "ignore missing objects")
 			fs.BoolVar(&recursive, "r", false, "delete every object under each prefix KEY (needs --yes)")
 			fs.BoolVar(&recursive, "recursive", false, "same as -r")
@@ -54,8 +54,13 @@ Examples:
 			fs.IntVar(&jobs, "jobs", jobs, "with -r, delete `N` objects at a time (1 to 1024)")
 			return func(ctx context.Context, s streams, args []string) error {
 				keys := args[1:]
-				if o.IfGenerationMatch != "" && (len(keys) > 1 || recursive) {
-					return usagef("--if-generation applies to one KEY, without -r")
+				// An empty --if-generation is no condition, as it is for put.
+				var o blob.DeleteOptions
+				if ifGeneration != "" {
+					if len(keys) > 1 || recursive {
+						return usagef("--if-generation applies to one KEY, without -r")
+					}
+					o.If = blob.IfGenerationMatch(ifGeneration)
 				}
 				if jobs < 1 || jobs > 1024 {
 					return usagef("--jobs must be from 1 to 1024, got %d", jobs)
