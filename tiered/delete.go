@@ -104,37 +104,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 			}
 			return err
 		}
-		// g is too young for any move (and there are no packs): the cold
-		// object it shadows goes first.
-		copyOfG, err := s.deleteColdObject(ctx, key, g)
-		if err != nil {
-			return err
-		}
-		err = s.hot.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(g)})
-		if copyOfG && (errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound)) {
-			// The cold object this Delete removed was a move's copy of g
-			// (by a compactor whose clock misjudged g's age): g left hot
-			// in that move (a move's delete that failed can still take
-			// effect later, when a quorum read finishes it), so removing
-			// the copy deleted g, or g was still in hot then and this
-			// Delete ran before whatever replaced it. Deleting again would
-			// take effect twice.
-			return nil
-		}
-		switch {
-		case err == nil:
-			return s.noteDelete(ctx, key, g)
-		case errors.Is(err, blob.ErrPrecondition):
-			if want != "" {
-				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
-			}
-			continue // overwritten meanwhile: delete the new version
-		case errors.Is(err, blob.ErrNotFound):
-			// Moved out of hot by a compactor in another process (or
-			// deleted): deleted from cold under key's lock in hot, like
-			// any version in cold only.
-			continue
-		default:
+		if done, err := s.deleteYoung(ctx, key, want, g); done {
 			return err
 		}
 	}

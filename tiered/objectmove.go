@@ -492,3 +492,43 @@ func (s *Store) dropMarker(ctx context.Context, key string) error {
 	}
 	return err
 }
+
+// deleteYoung is a Delete, in a Store that does not pack, of hot's version
+// g of key, which is too young for any move: the cold object it shadows
+// goes first, then g, on condition of its generation, and then any marker
+// naming g is marked deleted (noteDelete), for a move that misjudged g's
+// age. It reports done false when the key changed and must be looked at
+// again.
+func (s *Store) deleteYoung(ctx context.Context, key, want, g string) (done bool, err error) {
+	copyOfG, err := s.deleteColdObject(ctx, key, g)
+	if err != nil {
+		return true, err
+	}
+	err = s.hot.Delete(ctx, key, &blob.DeleteOptions{If: blob.IfGenerationMatch(g)})
+	if copyOfG && (errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound)) {
+		// The cold object this Delete removed was a move's copy of g
+		// (by a compactor whose clock misjudged g's age): g left hot
+		// in that move (a move's delete that failed can still take
+		// effect later, when a quorum read finishes it), so removing
+		// the copy deleted g, or g was still in hot then and this
+		// Delete ran before whatever replaced it. Deleting again would
+		// take effect twice.
+		return true, nil
+	}
+	switch {
+	case err == nil:
+		return true, s.noteDelete(ctx, key, g)
+	case errors.Is(err, blob.ErrPrecondition):
+		if want != "" {
+			return true, &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
+		}
+		return false, nil // overwritten meanwhile: delete the new version
+	case errors.Is(err, blob.ErrNotFound):
+		// Moved out of hot by a compactor in another process (or
+		// deleted): deleted from cold under key's lock in hot, like
+		// any version in cold only.
+		return false, nil
+	default:
+		return true, err
+	}
+}
