@@ -28,8 +28,6 @@ func recorder() (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
 	return rec, sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 }
 
-func openMem(t testing.TB) blob.Store { return testkit.Mem(t) }
-
 func attrOf(s sdktrace.ReadOnlySpan, k attribute.Key) (attribute.Value, bool) {
 	for _, kv := range s.Attributes() {
 		if kv.Key == k {
@@ -56,7 +54,7 @@ func TestConformanceMemThroughTracing(t *testing.T) {
 	rec, tp := recorder()
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return blob.NewTracedStore(openMem(t), blob.TracingOptions{TracerProvider: tp, Scheme: "mem"})
+			return blob.NewTracedStore(testkit.Mem(t), blob.TracingOptions{TracerProvider: tp, Scheme: "mem"})
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})
@@ -72,7 +70,7 @@ func TestGocloudDrivertestThroughTracing(t *testing.T) {
 	_, tp := recorder()
 	conformance.RunGocloud(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return blob.NewTracedStore(openMem(t), blob.TracingOptions{TracerProvider: tp, Scheme: "mem"})
+			return blob.NewTracedStore(testkit.Mem(t), blob.TracingOptions{TracerProvider: tp, Scheme: "mem"})
 		},
 		Caps: conformance.Caps{NonSlashDelimiters: true},
 	})
@@ -84,7 +82,7 @@ func TestGocloudDrivertestThroughTracing(t *testing.T) {
 func TestTracedConditions(t *testing.T) {
 	ctx := context.Background()
 	rec, tp := recorder()
-	inner := openMem(t)
+	inner := testkit.Mem(t)
 	s := blob.NewTracedStore(inner, blob.TracingOptions{TracerProvider: tp, Scheme: "mem"})
 	defer s.Close()
 	if err := blob.Put(ctx, s, "k", []byte("v"), nil); err != nil {
@@ -126,7 +124,7 @@ func TestTracedConditions(t *testing.T) {
 func TestTracedSpans(t *testing.T) {
 	ctx := context.Background()
 	rec, tp := recorder()
-	s := blob.NewTracedStore(openMem(t), blob.TracingOptions{TracerProvider: tp, Scheme: "mem"})
+	s := blob.NewTracedStore(testkit.Mem(t), blob.TracingOptions{TracerProvider: tp, Scheme: "mem"})
 	defer s.Close()
 	if err := blob.Put(ctx, s, "secret/key", []byte("hello"), &blob.WriterOptions{If: blob.IfNotExist()}); err != nil {
 		t.Fatal(err)
@@ -195,7 +193,7 @@ func TestTracedSpans(t *testing.T) {
 func TestTracedRecordKeys(t *testing.T) {
 	ctx := context.Background()
 	rec, tp := recorder()
-	s := blob.NewTracedStore(openMem(t), blob.TracingOptions{TracerProvider: tp, Scheme: "mem", RecordKeys: true})
+	s := blob.NewTracedStore(testkit.Mem(t), blob.TracingOptions{TracerProvider: tp, Scheme: "mem", RecordKeys: true})
 	defer s.Close()
 	s.Stat(ctx, "a/b")
 	sp := spansNamed(rec, "mem.Stat")
@@ -365,7 +363,7 @@ func TestTracedCapabilities(t *testing.T) {
 	ctx := context.Background()
 	t.Run("native", func(t *testing.T) {
 		rec, tp := recorder()
-		f := &full{Store: openMem(t), calls: map[string]int{}}
+		f := &full{Store: testkit.Mem(t), calls: map[string]int{}}
 		s := blob.NewTracedStore(f, blob.TracingOptions{TracerProvider: tp, Scheme: "full"})
 		defer s.Close()
 		if got, want := blob.CapabilitiesOf(s), blob.CapabilitiesOf(f); got != want {
@@ -386,7 +384,7 @@ func TestTracedCapabilities(t *testing.T) {
 	})
 	t.Run("fallback", func(t *testing.T) {
 		rec, tp := recorder()
-		m := openMem(t)
+		m := testkit.Mem(t)
 		s := blob.NewTracedStore(m, blob.TracingOptions{TracerProvider: tp, Scheme: "mem"})
 		defer s.Close()
 		if got, want := blob.CapabilitiesOf(s), blob.CapabilitiesOf(m); got != want {
@@ -427,7 +425,7 @@ func TestTracedCapabilities(t *testing.T) {
 }
 
 func TestUnobserved(t *testing.T) {
-	m := openMem(t)
+	m := testkit.Mem(t)
 	defer m.Close()
 	s := blob.NewTracedStore(blob.NewTracedStore(m, blob.TracingOptions{}), blob.TracingOptions{})
 	if blob.Unobserved(s) != m {
@@ -513,7 +511,7 @@ func TestOpenOptionsReachNestedOpens(t *testing.T) {
 // wrapper's.
 func TestTracingNoopAllocations(t *testing.T) {
 	ctx := context.Background()
-	mem := openMem(t)
+	mem := testkit.Mem(t)
 	defer mem.Close()
 	if err := blob.Put(ctx, mem, "k", []byte("v"), nil); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // Damage to one zone's segment names and bytes, on slot zones (mem) and
@@ -20,7 +21,7 @@ import (
 // the next writer's records follow.
 func TestDamagedSegments(t *testing.T) {
 	kinds := map[string]func(testing.TB, int) []blob.Store{
-		"mem":       memZones,
+		"mem":       testkit.Mems,
 		"s3express": s3Zones("zero"),
 		"rapid":     rapidZones(gcsrapidtest.Zero()),
 	}

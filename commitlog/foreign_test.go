@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // Objects under the log's epoch and segment prefixes whose names do not
@@ -26,7 +27,7 @@ func TestForeignNames(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			stores := memZones(t, 3)
+			stores := testkit.Mems(t, 3)
 			w1 := mustOpen(t, stores, "L", nil)
 			for i := range 5 {
 				if _, err := w1.Append(ctx, fmt.Appendf(nil, "a%d", i)); err != nil {

@@ -27,8 +27,6 @@ type backend struct {
 	zones func(t testing.TB, n int) []blob.Store
 }
 
-func memZones(t testing.TB, n int) []blob.Store { return testkit.Mems(t, n) }
-
 func s3Zones(profile string) func(t testing.TB, n int) []blob.Store {
 	return func(t testing.TB, n int) []blob.Store {
 		out := make([]blob.Store, n)
@@ -74,7 +72,7 @@ func rapidZoneOf(t testing.TB, profile gcsrapidtest.Profile, i int, piped bool) 
 }
 
 var backends = []backend{
-	{"slots-mem", modeSlots, memZones},
+	{"slots-mem", modeSlots, testkit.Mems},
 	{"append-s3express", modeAppend, s3Zones("zero")},
 	{"stream-gcsrapid", modeStream, rapidZones(gcsrapidtest.Zero())},
 }

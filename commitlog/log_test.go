@@ -12,6 +12,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -91,7 +92,7 @@ func TestAppendAndRead(t *testing.T) {
 // Concurrent appends that arrive while a flush is in flight share the next.
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
-	stores, faults := wrapAll(memZones(t, 1), 1)
+	stores, faults := wrapAll(testkit.Mems(t, 1), 1)
 	l := mustOpen(t, stores, "gc", &Options{LACDelay: -1})
 	faults[0].AddLatency(fault.OpCommit, latency.Fixed(20*time.Millisecond))
 	const n = 64
@@ -303,7 +304,7 @@ func TestAzurePremium(t *testing.T) {
 func TestFirstOpenFailsAtTheMarker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	inner := memZones(t, 3)
+	inner := testkit.Mems(t, 3)
 	stores, faults := wrapAll(inner, 5)
 	opts := &Options{Slots: true, OpTimeout: 5 * time.Second}
 	var ids []fault.RuleID

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -12,7 +13,7 @@ func TestMetrics(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	stores := memZones(t, 3)
+	stores := testkit.Mems(t, 3)
 	opts := &Options{MeterProvider: mp}
 	l := mustOpen(t, stores, "m", opts)
 	for range 5 {

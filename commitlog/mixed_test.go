@@ -9,6 +9,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // Zones of different kinds each append their own way (GCS over streams,
@@ -22,7 +23,7 @@ func TestMixedZones(t *testing.T) {
 	g0, _ := rapidZone(t, gcsrapidtest.Zero(), 0)
 	g2, _ := rapidZone(t, gcsrapidtest.Zero(), 2)
 	stores := []blob.Store{g0, s3Zones("zero")(t, 1)[0], g2}
-	regional := memZones(t, 1)[0]
+	regional := testkit.Mems(t, 1)[0]
 	opts := &Options{MaxSegmentAppends: 10, Regional: regional, MoveAfter: time.Millisecond}
 	l := mustOpen(t, stores, "mixed", opts)
 	if got := []mode{l.zones[0].mode, l.zones[1].mode, l.zones[2].mode}; got[0] != modeStream || got[1] != modeAppend || got[2] != modeStream {
@@ -55,7 +56,7 @@ func TestMixedZones(t *testing.T) {
 		}
 	}
 
-	_, err = Open(ctx, []blob.Store{memZones(t, 1)[0], s3Zones("zero")(t, 1)[0], g0}, "refused", nil)
+	_, err = Open(ctx, []blob.Store{testkit.Mems(t, 1)[0], s3Zones("zero")(t, 1)[0], g0}, "refused", nil)
 	if !errors.Is(err, blob.ErrInvalidArgument) {
 		t.Errorf("zones that cannot all append: %v, want a refusal", err)
 	}

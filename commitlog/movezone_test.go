@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // With a zone down, sealed segments still move (W zones take their
@@ -19,7 +20,7 @@ func TestMovesWithAZoneDown(t *testing.T) {
 	stores := s3Zones("zero")(t, 3)
 	dead := fault.Wrap(stores[0], fault.Options{Seed: 1, Name: "zone-a"})
 	stores[0] = dead
-	regional := memZones(t, 1)[0]
+	regional := testkit.Mems(t, 1)[0]
 	opts := &Options{MaxSegmentAppends: 5, Regional: regional, MoveAfter: time.Millisecond}
 	l := mustOpen(t, stores, "down", opts)
 	dead.SetDown(true)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // TestIdleReaderBacksOff: a reader idle at the tail reads the tip at
@@ -22,7 +23,7 @@ func TestIdleReaderBacksOff(t *testing.T) {
 		var n int64
 		synctest.Test(t, func(t *testing.T) {
 			ctx := context.Background()
-			l := mustOpen(t, memZones(t, 3), "idle", opts)
+			l := mustOpen(t, testkit.Mems(t, 3), "idle", opts)
 			if _, err := l.Append(ctx, []byte("first")); err != nil {
 				t.Fatal(err)
 			}

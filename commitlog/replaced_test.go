@@ -11,6 +11,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // gateStore holds the next write under an armed key prefix until released,
@@ -233,7 +234,7 @@ func TestLateCreateOnReplacedZone(t *testing.T) {
 // gatedZones are three mem zones, each behind a fault wrapper and then a
 // gate: the mem stores, the wrappers, the gates, and the gates as stores.
 func gatedZones(t *testing.T) ([]blob.Store, []*fault.Store, []*gateStore, []blob.Store) {
-	inner := memZones(t, 3)
+	inner := testkit.Mems(t, 3)
 	faulty, faults := wrapAll(inner, 1)
 	gates := make([]*gateStore, len(faulty))
 	stores := make([]blob.Store, len(faulty))

@@ -17,6 +17,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // The simulation's size. The default run is short; the long one is
@@ -298,7 +299,7 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	inner := be.zones(t, 3)
 	stores, faults := wrapAll(inner, seed)
 	// The regional store that sealed segments move to, with faults of its own.
-	regionalInner := memZones(t, 1)[0]
+	regionalInner := testkit.Mems(t, 1)[0]
 	regionalFault := fault.Wrap(regionalInner, fault.Options{Seed: seed*31 + 99, Name: "regional"})
 	faults = append(faults, regionalFault)
 	opts := &Options{MaxSegmentAppends: 40, OpTimeout: 2 * time.Second, RelistInterval: 20 * time.Millisecond,

@@ -11,6 +11,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // TestMoveToRegional: sealed segments move to the regional store, readers
@@ -24,7 +25,7 @@ func TestMoveToRegional(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			ctx := context.Background()
 			stores := be.zones(t, 3)
-			regional := memZones(t, 1)[0]
+			regional := testkit.Mems(t, 1)[0]
 			// No move until a reader is in the middle of the first segment:
 			// a move's first step is writing the regional copy, and until
 			// then each one fails there, before the store sees it.

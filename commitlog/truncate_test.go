@@ -11,6 +11,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // TruncateBefore deletes whole segments below the offset, on every layout
@@ -27,7 +28,7 @@ func TestTruncateBefore(t *testing.T) {
 			defer cancel()
 			inner := be.zones(t, 3)
 			stores, faults := wrapAll(inner, 3)
-			regional := memZones(t, 1)[0]
+			regional := testkit.Mems(t, 1)[0]
 			opts := &Options{MaxSegmentAppends: 5, Regional: regional, MoveAfter: time.Millisecond}
 			for range 2 { // earlier writers' epoch claims
 				mustOpen(t, stores, "L", opts).Close()
@@ -244,7 +245,7 @@ func TestRetention(t *testing.T) {
 }
 
 func TestRetentionOptions(t *testing.T) {
-	stores := memZones(t, 3)
+	stores := testkit.Mems(t, 3)
 	for _, o := range []*Options{{RetainFor: -time.Second}, {RetainBytes: -1}, {RetainBytes: 1 << 20, RepairInterval: -1}} {
 		if l, err := Open(context.Background(), stores, "L", o); err == nil {
 			l.Close()
@@ -428,7 +429,7 @@ func (g *deleteGateStore) Delete(ctx context.Context, key string, opts *blob.Del
 func TestTruncateOvertakenByNewerRepair(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	inner := memZones(t, 3)
+	inner := testkit.Mems(t, 3)
 	stores := make([]blob.Store, len(inner))
 	gates := make([]*deleteGateStore, len(inner))
 	for i, s := range inner {
@@ -643,7 +644,7 @@ func TestLateCopyBelowStart(t *testing.T) {
 func TestRepairedZoneGetsTheStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	inner := memZones(t, 3)
+	inner := testkit.Mems(t, 3)
 	opts := &Options{Slots: true, MaxSegmentAppends: 4, RepairInterval: time.Millisecond}
 	l := mustOpen(t, inner, "L", opts)
 	defer l.Close()

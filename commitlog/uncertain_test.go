@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // An Append that fails says whether its records may be in the log: with
@@ -17,7 +18,7 @@ import (
 func TestAppendOutcome(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stores, faults := wrapAll(memZones(t, 3), 7)
+	stores, faults := wrapAll(testkit.Mems(t, 3), 7)
 	w := mustOpen(t, stores, "L", nil)
 	if _, err := w.Append(ctx, []byte("r0")); err != nil {
 		t.Fatal(err)

@@ -30,8 +30,6 @@ func zones(ctx context.Context, t *testing.T, n int) ([]*gcsrapidtest.Server, []
 	return srvs, stores
 }
 
-func mem(t *testing.T) blob.Store { return testkit.Mem(t) }
-
 // TestCapabilitiesSurviveWrappers walks every wrapper and composite over the
 // stores they are used with and checks which optional capabilities each
 // serves natively, and that it still implements every optional interface so
@@ -54,7 +52,7 @@ func TestCapabilitiesSurviveWrappers(t *testing.T) {
 		return c
 	}
 	newTiered := func(t *testing.T, hot blob.Store) blob.Store {
-		s, err := tiered.New(hot, mem(t), tiered.Options{Manual: true})
+		s, err := tiered.New(hot, testkit.Mem(t), tiered.Options{Manual: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,9 +67,9 @@ func TestCapabilitiesSurviveWrappers(t *testing.T) {
 	}{
 		{"gcsrapid", gcs, nativeGCS},
 		{"fault(gcsrapid)", func(t *testing.T) blob.Store { return fault.Wrap(gcs(t), fault.Options{}) }, nativeGCS},
-		{"fault(mem)", func(t *testing.T) blob.Store { return fault.Wrap(mem(t), fault.Options{}) }, blob.CapabilitiesOf(mem(t))},
-		{"pool.Creator(mem)", func(t *testing.T) blob.Store { return newCreator(t, mem(t)) },
-			func() blob.Capabilities { c := blob.CapabilitiesOf(mem(t)); c.Create = true; return c }()},
+		{"fault(mem)", func(t *testing.T) blob.Store { return fault.Wrap(testkit.Mem(t), fault.Options{}) }, blob.CapabilitiesOf(testkit.Mem(t))},
+		{"pool.Creator(mem)", func(t *testing.T) blob.Store { return newCreator(t, testkit.Mem(t)) },
+			func() blob.Capabilities { c := blob.CapabilitiesOf(testkit.Mem(t)); c.Create = true; return c }()},
 		{"pool.Creator(gcsrapid)", func(t *testing.T) blob.Store { return newCreator(t, gcs(t)) }, nativeGCS},
 		{"quorum(3 x gcsrapid)", newQuorum, blob.Capabilities{Prewarm: true, Finalize: true, Retire: true}},
 		{"traced(quorum(3 x gcsrapid))", func(t *testing.T) blob.Store { return blob.NewTracedStore(newQuorum(t), blob.TracingOptions{}) },
@@ -80,7 +78,7 @@ func TestCapabilitiesSurviveWrappers(t *testing.T) {
 			blob.Capabilities{Prewarm: true, Create: true, Finalize: true}},
 		{"tiered(pool.Creator(quorum(3 x gcsrapid)), mem)", func(t *testing.T) blob.Store { return newTiered(t, newCreator(t, newQuorum(t))) },
 			blob.Capabilities{Create: true, Finalize: true}},
-		{"tiered(mem, mem)", func(t *testing.T) blob.Store { return newTiered(t, mem(t)) }, blob.Capabilities{}},
+		{"tiered(mem, mem)", func(t *testing.T) blob.Store { return newTiered(t, testkit.Mem(t)) }, blob.Capabilities{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.store(t)
@@ -157,7 +155,7 @@ func TestTieredOverQuorumOfGCSRapidFinalizesWhatItMoves(t *testing.T) {
 	}
 	// Manual: nothing moves until the pass below, which finds every record
 	// (and every spare the pool holds) older than After.
-	s, err := tiered.New(hot, mem(t), tiered.Options{Manual: true, After: time.Nanosecond})
+	s, err := tiered.New(hot, testkit.Mem(t), tiered.Options{Manual: true, After: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -18,7 +19,7 @@ import (
 // Store-chosen names are pooled by pool.NewCreator over Prewarm; blob.Create
 // without a pool is an IfNotExist write.
 func TestCapabilities(t *testing.T) {
-	var s blob.Store = newQuorum(t, memReplicas(t, 3), testOptions())
+	var s blob.Store = newQuorum(t, testkit.Mems(t, 3), testOptions())
 	defer s.Close()
 	has := map[string]bool{}
 	_, has["Prewarmer"] = s.(blob.Prewarmer)

@@ -26,14 +26,12 @@ func testOptions() quorum.Options {
 	}
 }
 
-func memReplicas(t testing.TB, n int) []blob.Store { return testkit.Mems(t, n) }
-
 // faulted wraps n mem:// stores with fault injection, one seed per replica.
 func faulted(t testing.TB, n int, seed uint64) ([]blob.Store, []*fault.Store) {
 	t.Helper()
 	var rs []blob.Store
 	var fs []*fault.Store
-	for i, m := range memReplicas(t, n) {
+	for i, m := range testkit.Mems(t, n) {
 		f := fault.Wrap(m, fault.Options{Seed: seed + uint64(i), Name: fmt.Sprintf("zone-%c", 'a'+i)})
 		rs = append(rs, f)
 		fs = append(fs, f)
@@ -53,7 +51,7 @@ func newQuorum(t testing.TB, reps []blob.Store, opts quorum.Options) *quorum.Sto
 func TestConformanceMem(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return newQuorum(t, memReplicas(t, 3), testOptions())
+			return newQuorum(t, testkit.Mems(t, 3), testOptions())
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})
@@ -74,7 +72,7 @@ func TestConformanceMajorityReads(t *testing.T) {
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
 			o := testOptions()
 			o.Consistency = quorum.ReadMajority
-			return newQuorum(t, memReplicas(t, 3), o)
+			return newQuorum(t, testkit.Mems(t, 3), o)
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})
@@ -83,7 +81,7 @@ func TestConformanceMajorityReads(t *testing.T) {
 func TestGocloudDrivertest(t *testing.T) {
 	conformance.RunGocloud(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return newQuorum(t, memReplicas(t, 3), testOptions())
+			return newQuorum(t, testkit.Mems(t, 3), testOptions())
 		},
 		Caps: conformance.Caps{NonSlashDelimiters: true},
 	})

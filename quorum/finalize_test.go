@@ -8,6 +8,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // sealing is a replica that can finalize, counting the keys it sealed.
@@ -40,7 +41,7 @@ func TestFinalize(t *testing.T) {
 	var seals []*sealing
 	var fs []*fault.Store
 	var reps []blob.Store
-	for i, m := range memReplicas(t, 3) {
+	for i, m := range testkit.Mems(t, 3) {
 		s := &sealing{Store: m, sealed: map[string]int{}}
 		f := fault.Wrap(s, fault.Options{Seed: uint64(i)})
 		seals = append(seals, s)
@@ -82,7 +83,7 @@ func TestFinalize(t *testing.T) {
 	if err := q.Finalize(ctx, "missing"); !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("Finalize of a missing key: %v, want ErrNotFound", err)
 	}
-	plain := newQuorum(t, memReplicas(t, 3), testOptions())
+	plain := newQuorum(t, testkit.Mems(t, 3), testOptions())
 	defer plain.Close()
 	blob.Put(ctx, plain, "seg", []byte("segment"), nil)
 	if err := plain.Finalize(ctx, "seg"); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/conformance"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // A quorum writer reports the version its round made current, which Stat
@@ -13,7 +14,7 @@ import (
 // kind of write, a fresh name (Create, Prewarm) included.
 func TestWriterReportsGeneration(t *testing.T) {
 	ctx := context.Background()
-	q := newQuorum(t, memReplicas(t, 3), testOptions())
+	q := newQuorum(t, testkit.Mems(t, 3), testOptions())
 	defer q.Close()
 	check := func(key string, w blob.Writer, data string) string {
 		t.Helper()

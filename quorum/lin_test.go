@@ -15,6 +15,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/internal/register"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -272,7 +273,7 @@ type proc struct {
 
 func newCluster(t testing.TB, n, procs int, opts quorum.Options, seed uint64) *cluster {
 	t.Helper()
-	c := &cluster{t: t, n: n, opts: opts, seed: seed, mems: memReplicas(t, n)}
+	c := &cluster{t: t, n: n, opts: opts, seed: seed, mems: testkit.Mems(t, n)}
 	t.Cleanup(func() {
 		for _, p := range c.procs {
 			if p.q != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/pool"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -97,7 +98,7 @@ func (w *overWriter) Close() error {
 // for another name, and a quorum opened afterwards lists and reads only it.
 func TestPooledQuorumCloseLeavesNoLateCreate(t *testing.T) {
 	ctx := context.Background()
-	mems := memReplicas(t, 3)
+	mems := testkit.Mems(t, 3)
 	held := &creatingPrewarmer{Store: mems[2], hold: true, release: make(chan struct{})}
 	reps := []blob.Store{&creatingPrewarmer{Store: mems[0]}, &creatingPrewarmer{Store: mems[1]}, held}
 	o := testOptions()

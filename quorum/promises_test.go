@@ -15,6 +15,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -78,7 +79,7 @@ func TestFastestReadServesTheVersionItDescribes(t *testing.T) {
 	for _, before := range []string{"value", "tombstone"} {
 		t.Run(before, func(t *testing.T) {
 			ctx := context.Background()
-			mem := memReplicas(t, 1)[0]
+			mem := testkit.Mems(t, 1)[0]
 			t.Cleanup(func() { mem.Close() })
 			race := &readRace{Store: mem}
 			reader := newQuorum(t, []blob.Store{race}, testOptions())

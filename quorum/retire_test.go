@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -219,7 +220,7 @@ func behind(t *testing.T, g *gate, prev, next string) (promise, hold *hold) {
 // tries again, and the version it writes is above the retired one.
 func TestRetireRacingWrite(t *testing.T) {
 	ctx := context.Background()
-	reps := memReplicas(t, 3)
+	reps := testkit.Mems(t, 3)
 	q := newQuorum(t, reps, testOptions())
 	defer q.Close()
 	for i := range 20 {

@@ -10,6 +10,7 @@ import (
 	gcblob "gocloud.dev/blob"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 	"github.com/zonalblob/zonalblob/quorum"
 )
 
@@ -83,7 +84,7 @@ func TestOpenThroughGocloud(t *testing.T) {
 
 // Prewarmed creates commit through the warm handles and keep IfNotExist.
 func TestPrewarm(t *testing.T) {
-	q := newQuorum(t, memReplicas(t, 3), testOptions())
+	q := newQuorum(t, testkit.Mems(t, 3), testOptions())
 	defer q.Close()
 	ctx := context.Background()
 	w, err := blob.Prewarm(ctx, q, "warm/1", &blob.WriterOptions{ContentType: "text/plain"})

@@ -81,9 +81,9 @@ func New(s blob.Store, opts Options) (*Reconciler, error) {
 		return nil, blob.Errorf(opReconcile, opts.Prefix, blob.ErrInvalidArgument, "a liveness check is required")
 	case opts.GraceWindow <= 0 || opts.MaxItemAge < 0 || opts.WriteTimeout < 0 || opts.ClockSkew < 0:
 		return nil, blob.Errorf(opReconcile, opts.Prefix, blob.ErrInvalidArgument, "grace window must be positive and the other durations not negative")
-	case pool.CheckGrace(opts.MaxItemAge, opts.WriteTimeout, opts.ClockSkew, opts.GraceWindow) != nil:
-		return nil, &blob.Error{Op: opReconcile, Key: opts.Prefix, Kind: blob.ErrInvalidArgument, Err: fmt.Errorf("%w: %v",
-			ErrUnsafe, pool.CheckGrace(opts.MaxItemAge, opts.WriteTimeout, opts.ClockSkew, opts.GraceWindow))}
+	}
+	if err := pool.CheckGrace(opts.MaxItemAge, opts.WriteTimeout, opts.ClockSkew, opts.GraceWindow); err != nil {
+		return nil, &blob.Error{Op: opReconcile, Key: opts.Prefix, Kind: blob.ErrInvalidArgument, Err: fmt.Errorf("%w: %v", ErrUnsafe, err)}
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8

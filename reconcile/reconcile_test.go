@@ -21,8 +21,6 @@ func nameAt(prefix string, t time.Time, n int) string {
 	return fmt.Sprintf("%s%s-%016x", prefix, t.UTC().Format("20060102T150405.000000000Z"), n)
 }
 
-func memStore(t *testing.T) blob.Store { return testkit.Mem(t) }
-
 func put(t *testing.T, s blob.Store, key string) {
 	t.Helper()
 	if err := blob.Put(context.Background(), s, key, []byte(key), nil); err != nil {
@@ -47,7 +45,7 @@ func liveSet(live ...string) func(context.Context, string) (bool, error) {
 }
 
 func TestRefusesUnsafeConfiguration(t *testing.T) {
-	s := memStore(t)
+	s := testkit.Mem(t)
 	ok := reconcile.Options{Prefix: "p/", GraceWindow: 10 * time.Minute, MaxItemAge: time.Minute, WriteTimeout: 30 * time.Second, IsLive: liveSet()}
 	if _, err := reconcile.New(s, ok); err != nil {
 		t.Fatalf("gcsrapid's defaults refused: %v", err)
@@ -102,7 +100,7 @@ func fixture(t *testing.T, s blob.Store, now time.Time, grace time.Duration) (ol
 const storeAge = time.Hour
 
 func TestDeletesOnlyOldOrphans(t *testing.T) {
-	s := memStore(t)
+	s := testkit.Mem(t)
 	const grace = time.Minute
 	now := time.Now().Add(storeAge)
 	oldOrphans, all, isLive := fixture(t, s, now, grace)
@@ -152,7 +150,7 @@ func TestDeletesOnlyOldOrphans(t *testing.T) {
 // Put, is young by the store's clock whatever its name says: the name alone
 // never gets an object deleted.
 func TestNameThatOnlyLooksLikeACreateNameIsNotTrusted(t *testing.T) {
-	s := memStore(t)
+	s := testkit.Mem(t)
 	const grace = time.Minute
 	now := time.Now()
 	forged := nameAt("p/", now.Add(-24*time.Hour), 1)
@@ -181,7 +179,7 @@ func TestNameThatOnlyLooksLikeACreateNameIsNotTrusted(t *testing.T) {
 }
 
 func TestDryRunDeletesNothing(t *testing.T) {
-	s := memStore(t)
+	s := testkit.Mem(t)
 	const grace = time.Minute
 	now := time.Now().Add(storeAge)
 	oldOrphans, all, isLive := fixture(t, s, now, grace)
@@ -210,7 +208,7 @@ func TestGraceWindowBoundary(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	s := memStore(t)
+	s := testkit.Mem(t)
 	const grace = 10 * time.Minute
 	now := time.Now().Add(storeAge)
 	inside, outside := map[string]bool{}, map[string]bool{}
@@ -252,7 +250,7 @@ func TestGraceWindowBoundary(t *testing.T) {
 // An object rewritten after it was examined is kept: the delete is
 // conditional on the generation seen. A failing liveness check keeps too.
 func TestChangedOrUncertainObjectsAreKept(t *testing.T) {
-	s := memStore(t)
+	s := testkit.Mem(t)
 	now := time.Now().Add(storeAge)
 	rewritten := nameAt("p/", now.Add(-time.Hour), 1)
 	uncertain := nameAt("p/", now.Add(-time.Hour), 2)
@@ -283,7 +281,7 @@ func TestChangedOrUncertainObjectsAreKept(t *testing.T) {
 
 // Over a tiered store an orphan already moved to cold is deleted from it.
 func TestOrphansInBothTiers(t *testing.T) {
-	hot, cold := memStore(t), memStore(t)
+	hot, cold := testkit.Mem(t), testkit.Mem(t)
 	ts, err := tiered.New(nopClose{hot}, nopClose{cold}, tiered.Options{After: time.Nanosecond, Manual: true})
 	if err != nil {
 		t.Fatal(err)

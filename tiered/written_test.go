@@ -89,8 +89,6 @@ func waitInFlight(hot blob.Store) {
 	}
 }
 
-func memCold(t *testing.T) blob.Store { return testkit.Mem(t) }
-
 // writtenOptions are those of an LSM engine's store: packs, and objects
 // young enough that a move may be taking any of them (After one minute, less
 // twice the skew and a move's duration, is below zero), so that every Delete
@@ -120,7 +118,7 @@ func TestDeleteOfOwnWriteAsksHotNothing(t *testing.T) {
 		t.Run(h.name, func(t *testing.T) {
 			ctx := ctxT(t)
 			hot, counts := h.open(t)
-			cold := memCold(t)
+			cold := testkit.Mem(t)
 			user := writtenStore(t, hot, cold)
 			other := writtenStore(t, hot, cold)
 			mustPut(t, user, "t/put", "v")
@@ -176,7 +174,7 @@ func TestDeleteOfOwnWriteChangedByAnother(t *testing.T) {
 		t.Run(h.name, func(t *testing.T) {
 			ctx := ctxT(t)
 			hot, _ := h.open(t)
-			cold := memCold(t)
+			cold := testkit.Mem(t)
 			user := writtenStore(t, hot, cold)
 			other := writtenStore(t, hot, cold)
 			gen := func(key string) string {
@@ -261,7 +259,7 @@ func TestDeleteOfOwnWriteInterleaved(t *testing.T) {
 		t.Run(h.name, func(t *testing.T) {
 			ctx := ctxT(t)
 			hot, _ := h.open(t)
-			cold := memCold(t)
+			cold := testkit.Mem(t)
 			procs := []*tiered.Store{writtenStore(t, hot, cold), writtenStore(t, hot, cold), writtenStore(t, hot, cold)}
 			mover := moverOver(t, hot, cold)
 			model := map[string]string{}

@@ -14,6 +14,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/blob/pool"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // The tests here run the driver under the emulator's switches for failures
@@ -58,7 +59,7 @@ func TestPutWhoseCreateLostItsReply(t *testing.T) {
 		for _, size := range []int{10, 5 << 20} {
 			t.Run(fmt.Sprintf("%s/%d bytes", rm.name, size), func(t *testing.T) {
 				srv := strictServer(t, gcsrapidtest.Options{})
-				s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+				s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
 				defer s.Close()
 				if err := blob.Put(ctx, s, "over", []byte("acknowledged"), nil); err != nil {
 					t.Fatal(err)
@@ -106,7 +107,7 @@ func TestLargePutBrokenAfterItsCreate(t *testing.T) {
 	for _, rm := range retryModes {
 		t.Run(rm.name, func(t *testing.T) {
 			srv := strictServer(t, gcsrapidtest.Options{})
-			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+			s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
 			defer s.Close()
 			if err := blob.Put(ctx, s, "k", []byte("acknowledged"), nil); err != nil {
 				t.Fatal(err)
@@ -144,7 +145,7 @@ func TestPutThatCannotFinishLeavesNothing(t *testing.T) {
 	for _, rm := range retryModes {
 		t.Run(rm.name, func(t *testing.T) {
 			srv := strictServer(t, gcsrapidtest.Options{})
-			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+			s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
 			val := bytes.Repeat([]byte("v"), 5<<20)
 			srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakAfterMessages, N: 1})
 			for _, opts := range []*blob.WriterOptions{nil, {If: blob.IfNotExist()}} {
@@ -183,7 +184,7 @@ func TestPooledWriteBroken(t *testing.T) {
 	for _, rm := range retryModes {
 		t.Run(rm.name, func(t *testing.T) {
 			srv := strictServer(t, gcsrapidtest.Options{})
-			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2}, Retries: rm.retries})
+			s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2}, Retries: rm.retries})
 			defer s.Close()
 			if _, err := blob.CreateBytes(ctx, s, "p/", []byte("warmup"), nil); err != nil {
 				t.Fatal(err)
@@ -220,7 +221,7 @@ func TestPooledWriteBroken(t *testing.T) {
 func TestAppendStreamBrokenAfterAFlush(t *testing.T) {
 	ctx := context.Background()
 	srv := strictServer(t, gcsrapidtest.Options{})
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool})
 	defer s.Close()
 	srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakAfterFlush, Streams: 1})
 	a, err := s.CreateAppendStream(ctx, "log", []byte("head|"))
@@ -265,7 +266,7 @@ func TestReaderAtReopensAnEndedStream(t *testing.T) {
 			// is taken before the stream opens, so that a stream ended
 			// before the wait below began is counted.
 			srv := strictServer(t, gcsrapidtest.Options{ReadStreamLifetime: 300 * time.Millisecond})
-			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+			s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
 			defer s.Close()
 			val := []byte("0123456789")
 			if err := blob.Put(ctx, s, "r", val, nil); err != nil {
@@ -328,7 +329,7 @@ func TestRangeReadReopensAnEndedStream(t *testing.T) {
 	for _, rm := range retryModes {
 		t.Run(rm.name, func(t *testing.T) {
 			srv := strictServer(t, gcsrapidtest.Options{Profile: p, ReadStreamLifetime: 15 * time.Millisecond})
-			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+			s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
 			defer s.Close()
 			val := make([]byte, 10<<20)
 			for i := range val {
@@ -364,7 +365,7 @@ func TestRedirectedStreams(t *testing.T) {
 	for _, rm := range retryModes {
 		t.Run(rm.name, func(t *testing.T) {
 			srv := strictServer(t, gcsrapidtest.Options{})
-			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2}, Retries: rm.retries})
+			s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2}, Retries: rm.retries})
 			defer s.Close()
 			big := bytes.Repeat([]byte("r"), 3<<20)
 			steps := []struct {
@@ -450,7 +451,7 @@ func TestPooledWritersBrokenAfterTheirPrewarm(t *testing.T) {
 		t.Run(rm.name, func(t *testing.T) {
 			srv := strictServer(t, gcsrapidtest.Options{})
 			srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakAfterFlush, Streams: 3, CreatesOnly: true})
-			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 3}, Retries: rm.retries})
+			s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 3}, Retries: rm.retries})
 			defer s.Close()
 			for i := range 8 {
 				val := []byte(fmt.Sprintf("record %d", i))
@@ -490,7 +491,7 @@ func TestWritesRedirectedMidStream(t *testing.T) {
 			brk.Redirect, brk.OmitGeneration, brk.Streams = true, omit, 1
 			t.Run(fmt.Sprintf("%v/omitGeneration=%v", brk.At, omit), func(t *testing.T) {
 				srv := strictServer(t, gcsrapidtest.Options{})
-				s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: -1})
+				s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: -1})
 				defer s.Close()
 				for i, val := range [][]byte{[]byte("small"), bytes.Repeat([]byte("v"), 5<<20)} {
 					key := fmt.Sprintf("k%d", i)

@@ -33,11 +33,6 @@ func newServer(t *testing.T, profile gcsrapidtest.Profile) *gcsrapidtest.Server 
 	return gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: profile, Seed: 1})
 }
 
-func newStore(ctx context.Context, t *testing.T, srv *gcsrapidtest.Server, opts gcsrapid.Options) *gcsrapid.Store {
-	t.Helper()
-	return testkit.GCSRapid(t, srv, opts)
-}
-
 func fmtInt(i int) string {
 	const digits = "0123456789"
 	if i < 10 {
@@ -50,7 +45,7 @@ func TestConformance(t *testing.T) {
 	srv := newServer(t, gcsrapidtest.Zero())
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MaxItemAge: 0}})
+			return testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MaxItemAge: 0}})
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 		OpenMissingBucket: func(ctx context.Context, t *testing.T) (blob.Store, error) {
@@ -71,7 +66,7 @@ func statsDelta(before, after gcsrapidtest.Stats) gcsrapidtest.Stats {
 func TestPutIsOneCreateAndNoFinalize(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{})
 	defer s.Close()
 	before := srv.Stats()
 	if err := blob.Put(ctx, s, "log/0001", []byte("0123456789"), nil); err != nil {
@@ -119,7 +114,7 @@ func waitFor(cond func() bool) {
 func TestPooledCreateMakesNoMetadataOperation(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MinIdle: 4}})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MinIdle: 4}})
 	poolStarted := time.Now()
 	// The first Create under a prefix starts its pool.
 	if _, err := blob.CreateBytes(ctx, s, "seg/", []byte("first"), nil); err != nil {
@@ -184,7 +179,7 @@ func TestPooledCreateMakesNoMetadataOperation(t *testing.T) {
 func TestAgedPoolObjectsAreDeletedNotUsed(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2, MaxItemAge: 150 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, GraceWindow: time.Second}})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2, MaxItemAge: 150 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, GraceWindow: time.Second}})
 	defer s.Close()
 	if _, err := blob.CreateBytes(ctx, s, "p/", []byte("a"), nil); err != nil {
 		t.Fatal(err)
@@ -212,7 +207,7 @@ func TestAgedPoolObjectsAreDeletedNotUsed(t *testing.T) {
 func TestWriterSafeguards(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{})
 	defer s.Close()
 	_, w, err := blob.Create(ctx, s, "w/", nil)
 	if err != nil {
@@ -231,7 +226,7 @@ func TestWriterSafeguards(t *testing.T) {
 
 	// A pooled writer closed after write_timeout is refused: its object may
 	// already be an orphan to the reconciler.
-	short := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2, MinIdle: 1, MaxItemAge: 50 * time.Millisecond, WriteTimeout: 20 * time.Millisecond, GraceWindow: time.Second}})
+	short := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2, MinIdle: 1, MaxItemAge: 50 * time.Millisecond, WriteTimeout: 20 * time.Millisecond, GraceWindow: time.Second}})
 	defer short.Close()
 	blob.CreateBytes(ctx, short, "t/", []byte("warm the pool"), nil)
 	waitReady(t, short, "t/", 1)
@@ -256,7 +251,7 @@ func TestConcurrentUseOfOneWriterFails(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.Flush = latency.Fixed(time.Hour)
 	srv := newServer(t, p)
-	s := newStore(ctx, t, srv, gcsrapid.Options{})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{})
 	defer s.Close()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -335,7 +330,7 @@ func TestOpenURLValidation(t *testing.T) {
 func TestReaderAtSharesOneStream(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{})
 	defer s.Close()
 	data := make([]byte, 1<<20)
 	for i := range data {
@@ -367,7 +362,7 @@ func TestGocloudDrivertest(t *testing.T) {
 	srv := newServer(t, gcsrapidtest.Zero())
 	conformance.RunGocloud(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}})
+			return testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}})
 		},
 		Caps: conformance.Caps{NonSlashDelimiters: true},
 	})
@@ -404,7 +399,7 @@ func TestCloseLeavesOnlyWrittenObjects(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.Flush = latency.Fixed(time.Second)
 	srv := newServer(t, p)
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MinIdle: 2}})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MinIdle: 2}})
 	written, err := blob.CreateBytes(ctx, s, "seg/", []byte("kept"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -431,7 +426,7 @@ func TestCloseLeavesOnlyWrittenObjects(t *testing.T) {
 func TestUnwrittenPooledObjectsAreInvisible(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MinIdle: 4}})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8, MinIdle: 4}})
 	defer s.Close()
 	written, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
 	if err != nil {
@@ -542,7 +537,7 @@ func TestStaleSizesAreNotTrusted(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.StaleSize = time.Hour
 	srv := newServer(t, p)
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2}})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2}})
 	defer s.Close()
 	if _, err := blob.CreateBytes(ctx, s, "log/", []byte("warm"), nil); err != nil {
 		t.Fatal(err)
@@ -693,14 +688,14 @@ func TestConformanceStrict(t *testing.T) {
 	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: p, Seed: 7, TransientFaults: 0.02})
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8}, Retries: 5})
+			return testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 8}, Retries: 5})
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})
 	t.Run("gocloud", func(t *testing.T) {
 		conformance.RunGocloud(t, conformance.Harness{
 			NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-				return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}, Retries: 5})
+				return testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}, Retries: 5})
 			},
 			Caps: conformance.Caps{NonSlashDelimiters: true},
 		})
@@ -718,7 +713,7 @@ func TestSweepTakesOnlyUnwrittenResidue(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.StaleSize = time.Hour
 	srv := newServer(t, p)
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2, MaxItemAge: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, GraceWindow: time.Second, ClockSkew: 50 * time.Millisecond}, SweepInterval: 20 * time.Millisecond})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2, MaxItemAge: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, GraceWindow: time.Second, ClockSkew: 50 * time.Millisecond}, SweepInterval: 20 * time.Millisecond})
 	defer s.Close()
 	written, err := blob.CreateBytes(ctx, s, "log/", []byte("record"), nil)
 	if err != nil {
@@ -783,7 +778,7 @@ func TestTransientWriteFaultsRetriedWhereSafe(t *testing.T) {
 	ctx := context.Background()
 	srv := gcsrapidtest.Start(t, gcsrapidtest.Options{Profile: gcsrapidtest.Zero(), Seed: 3,
 		TransientFaults: 0.2, TransientFaultMethods: []string{"BidiWriteObject"}})
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}, Retries: 9})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}, Retries: 9})
 	defer s.Close()
 	unconditional := 0
 	for i := range 50 {
@@ -834,7 +829,7 @@ func TestRetriesCountAfterTheFirstAttempt(t *testing.T) {
 		{"one", gcsrapid.Options{CreatorOptions: noPool, Retries: 1}, 2},
 		{"none", gcsrapid.Options{CreatorOptions: noPool, Retries: -1}, 1},
 	} {
-		if got := attempts(newStore(ctx, t, srv, c.opts)); got != c.want {
+		if got := attempts(testkit.GCSRapid(t, srv, c.opts)); got != c.want {
 			t.Errorf("%s: %d attempts, want %d", c.name, got, c.want)
 		}
 	}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/zonalblob/zonalblob/conformance"
 	"testing"
+
+	"github.com/zonalblob/zonalblob/conformance"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
@@ -21,7 +23,7 @@ import (
 func TestWriterReportsGeneration(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, MaxBuffer: 4 << 20})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool, MaxBuffer: 4 << 20})
 	defer s.Close()
 	newWriter := func(opts *blob.WriterOptions) func(key string) (blob.Writer, error) {
 		return func(key string) (blob.Writer, error) { return s.NewWriter(ctx, key, opts) }
@@ -78,7 +80,7 @@ func TestRecoveredWriteReportsGeneration(t *testing.T) {
 		for _, size := range []int{10, 5 << 20} {
 			t.Run(fmt.Sprintf("%s/%d bytes", rm.name, size), func(t *testing.T) {
 				srv := strictServer(t, gcsrapidtest.Options{})
-				s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+				s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
 				defer s.Close()
 				for _, opts := range []*blob.WriterOptions{nil, {If: blob.IfNotExist()}} {
 					key := fmt.Sprintf("k%v", opts != nil)
@@ -115,7 +117,7 @@ func TestBrokenPrewarmedWriteReportsGeneration(t *testing.T) {
 	for _, rm := range retryModes {
 		t.Run(rm.name, func(t *testing.T) {
 			srv := strictServer(t, gcsrapidtest.Options{})
-			s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
+			s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool, Retries: rm.retries})
 			defer s.Close()
 			for i, brk := range []gcsrapidtest.WriteBreak{
 				{At: gcsrapidtest.BreakAfterMessages, N: 1, Streams: 1},
@@ -151,7 +153,7 @@ func payloadOf(seed, n int) []byte {
 func TestPooledCreateReportsGeneration(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2}})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2}})
 	defer s.Close()
 	for i := range 3 {
 		key, w, err := s.Create(ctx, "pooled/", nil)

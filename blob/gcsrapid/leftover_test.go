@@ -15,6 +15,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // leave writes what a multi-message write whose process died leaves: an
@@ -42,7 +43,7 @@ func leave(ctx context.Context, t *testing.T, rc *storage.Client, bucket, key st
 func TestConditionalCreateOverALeftover(t *testing.T) {
 	ctx := context.Background()
 	srv := strictServer(t, gcsrapidtest.Options{})
-	young := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: noPool})
+	young := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: noPool})
 	defer young.Close()
 	old := newStoreOnBucket(ctx, t, srv, young.Bucket(), gcsrapid.Options{CreatorOptions: noPool, LeftoverAge: time.Nanosecond, MaxBuffer: 4 << 20})
 	defer old.Close()

@@ -11,6 +11,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/pool"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 func TestOpenTelemetryMetrics(t *testing.T) {
@@ -19,7 +20,7 @@ func TestOpenTelemetryMetrics(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(ctx)
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2}, MeterProvider: mp})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4, MinIdle: 2}, MeterProvider: mp})
 	defer s.Close()
 	for range 3 {
 		if _, err := blob.CreateBytes(ctx, s, "m/", []byte("x"), nil); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/pool"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // visibleAs checks what every read path says of key: hidden (NotFound,
@@ -62,7 +63,7 @@ func TestMultiMessageWritesAreHiddenUntilWhole(t *testing.T) {
 	p := gcsrapidtest.Zero()
 	p.StaleSize = time.Hour
 	srv := strictServer(t, gcsrapidtest.Options{Profile: p})
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2}, MaxBuffer: 8 << 20})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 2}, MaxBuffer: 8 << 20})
 	defer s.Close()
 	rc, err := srv.Client(ctx)
 	if err != nil {
@@ -129,7 +130,7 @@ func TestMultiMessageWritesAreHiddenUntilWhole(t *testing.T) {
 func TestAppendStreamFirstDataHiddenUntilWhole(t *testing.T) {
 	ctx := context.Background()
 	srv := strictServer(t, gcsrapidtest.Options{})
-	s := newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: -1}, Retries: -1})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: -1}, Retries: -1})
 	defer s.Close()
 	first := bytes.Repeat([]byte("f"), 5<<20)
 	srv.BreakWrites(gcsrapidtest.WriteBreak{At: gcsrapidtest.BreakAfterMessages, N: 1, Streams: 1, CreatesOnly: true})

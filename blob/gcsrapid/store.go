@@ -171,8 +171,9 @@ func (o Options) Validate() error {
 		return bad("pool_min_idle %d exceeds pool_size %d", o.MinIdle, o.Capacity)
 	case o.MinIdle < 0 || o.LoadConcurrency < 0 || o.MaxBuffer < 0 || o.MaxPools < 0 || o.MaxStreamsPerConn < 0:
 		return bad("counts must not be negative")
-	case pool.CheckGrace(o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow) != nil:
-		return bad("%v", pool.CheckGrace(o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow))
+	}
+	if err := pool.CheckGrace(o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow); err != nil {
+		return bad("%v", err)
 	}
 	return nil
 }

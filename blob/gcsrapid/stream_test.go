@@ -8,12 +8,13 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 func TestAppendStreams(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, gcsrapidtest.Zero())
-	s := newStore(ctx, t, srv, gcsrapid.Options{})
+	s := testkit.GCSRapid(t, srv, gcsrapid.Options{})
 	defer s.Close()
 	if !blob.ServesAppendStreams(s) {
 		t.Fatal("gcsrapid does not report append streams")

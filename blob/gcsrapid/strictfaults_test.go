@@ -10,6 +10,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/pool"
 	"github.com/zonalblob/zonalblob/conformance"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // The shared suite passes against an emulator with every real-service
@@ -39,7 +40,7 @@ func TestConformanceUnderRapidFaults(t *testing.T) {
 	})
 	conformance.Run(t, conformance.Harness{
 		NewStore: func(ctx context.Context, t *testing.T) blob.Store {
-			return newStore(ctx, t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}})
+			return testkit.GCSRapid(t, srv, gcsrapid.Options{CreatorOptions: pool.CreatorOptions{Capacity: 4}})
 		},
 		Caps: conformance.Caps{GenerationPreconditions: true, NonSlashDelimiters: true},
 	})

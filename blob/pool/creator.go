@@ -154,10 +154,11 @@ func (o CreatorOptions) Validate() error {
 	case o.Capacity < 0 || o.MinIdle < 0 || o.LoadConcurrency < 0 || o.MaxPools < 0 ||
 		o.MaxItemAge < 0 || o.WriteTimeout < 0 || o.GraceWindow < 0 || o.ClockSkew < 0:
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: counts and durations must not be negative")
-	case CheckGrace(o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow) != nil:
-		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: %v", CheckGrace(o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow))
 	case o.MinIdle > o.Capacity:
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: MinIdle %d exceeds Capacity %d", o.MinIdle, o.Capacity)
+	}
+	if err := CheckGrace(o.MaxItemAge, o.WriteTimeout, o.ClockSkew, o.GraceWindow); err != nil {
+		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "pool: %v", err)
 	}
 	return nil
 }
