@@ -103,14 +103,14 @@ func BenchmarkWriteLatency(b *testing.B) {
 }
 
 // BenchmarkCompaction measures a pass that moves 200 objects of 256 KiB,
-// each on its own (no packs), at several concurrency bounds, over the same
+// each in a pack of its own (streamed), at several concurrency bounds, over the same
 // latency profiles.
 //
 //	go test ./tiered -run '^$' -bench '^BenchmarkCompaction$' -benchtime 3x
 func BenchmarkCompaction(b *testing.B) {
 	for _, conc := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
-			benchPasses(b, tiered.Options{Concurrency: conc, PackMaxObjects: -1}, 200, 256<<10, 4)
+			benchPasses(b, tiered.Options{Concurrency: conc, PackMaxObjects: alone}, 200, 256<<10, 4)
 		})
 	}
 }

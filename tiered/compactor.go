@@ -154,11 +154,7 @@ func (s *Store) compactShard(ctx context.Context, shard int) PassResult {
 		}
 	}
 	s.recoverMarkers(ctx, shard)
-	if s.packing() {
-		s.compactPacks(ctx, shard, &res, note)
-	} else {
-		s.compactEach(ctx, shard, note)
-	}
+	s.compactPacks(ctx, shard, &res, note)
 	if cause := context.Cause(ctx); res.Err == nil && errors.Is(cause, errNotHolder) {
 		// Cut short by the lease's loss: the moves it skipped were not
 		// failures, but the pass did not finish.
@@ -172,39 +168,54 @@ func (s *Store) compactShard(ctx context.Context, shard int) PassResult {
 }
 
 // compactPacks moves the objects of shard older than After in packs of at
-// most PackMaxObjects and about PackMaxBytes, each object larger than
-// PackMaxBytes on its own, then, in shard 0's pass, maintains the packs.
+// most PackMaxObjects and about PackMaxBytes, one pack at a time (a pack's
+// bytes are held in memory), and each object larger than PackMaxBytes in
+// a pack of its own, streamed, Concurrency of those at a time; then, in
+// shard 0's pass, it maintains the packs.
 func (s *Store) compactPacks(ctx context.Context, shard int, res *PassResult, note func(moveOutcome, int64, error)) {
-	var batch []blob.ListObject
-	var batchBytes int64
+	var mu sync.Mutex // guards oldest and res.Bytes
 	var oldest time.Time
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		n, size, err := s.movePack(ctx, batch)
+	move := func(objs []blob.ListObject) {
+		n, err := s.movePack(ctx, objs)
 		if err != nil && ctx.Err() == nil {
 			s.fail(err)
 			note(none, 0, err)
-			if oldest.IsZero() || batch[0].ModTime.Before(oldest) {
-				oldest = batch[0].ModTime
-			}
 		}
-		for range n {
+		for range n.moved {
 			note(moved, 0, nil)
 		}
-		res.Bytes += int(size)
-		batch, batchBytes = batch[:0], 0
+		for range n.conflicts {
+			note(conflict, 0, nil)
+		}
+		for range n.busy {
+			note(busy, 0, nil)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && ctx.Err() == nil || n.busy > 0 {
+			if oldest.IsZero() || objs[0].ModTime.Before(oldest) {
+				oldest = objs[0].ModTime
+			}
+		}
+		res.Bytes += int(n.size)
 	}
+	var batch []blob.ListObject
+	var batchBytes int64
+	flush := func() {
+		if len(batch) > 0 {
+			move(batch)
+		}
+		batch, batchBytes = nil, 0
+	}
+	var streams sync.WaitGroup
+	slots := make(chan struct{}, s.opts.Concurrency)
 	for obj := range s.eligible(ctx, shard, note) {
 		if obj.Size > s.opts.PackMaxBytes {
-			o, size, err := s.moveKey(ctx, obj.Key)
-			if err != nil && ctx.Err() == nil {
-				s.fail(err)
-			} else if err != nil {
-				err = nil
-			}
-			note(o, size, err)
+			slots <- struct{}{}
+			streams.Go(func() {
+				defer func() { <-slots }()
+				move([]blob.ListObject{obj})
+			})
 			continue
 		}
 		if batchBytes+obj.Size > s.opts.PackMaxBytes {
@@ -217,6 +228,7 @@ func (s *Store) compactPacks(ctx context.Context, shard int, res *PassResult, no
 		}
 	}
 	flush()
+	streams.Wait()
 	// The pack log's maintenance (rewrites, the removal of tombstones, the
 	// inventory) is shard 0's: the only pass that removes log objects,
 	// and the one writer of the inventory, whatever the shards (see

@@ -120,7 +120,7 @@ func newCondRace(t *testing.T, hotKind string, packs int) *condRace {
 	}
 	o := tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, PackMaxObjects: packs, MoveTimeout: time.Second, MaxClockSkew: time.Millisecond}
 	open := func(h, c blob.Store) *tiered.Store {
-		s, err := tiered.New(h, c, o)
+		s, err := tiered.New(h, c, bound(o))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func (r *condRace) race(a, b func(s *tiered.Store) error) (errA, errB error) {
 // exactly one may win. (Ordered by a per-process lock only, both won.)
 func TestConditionalsAcrossProcesses(t *testing.T) {
 	for _, hotKind := range []string{"mem", "quorum"} {
-		for _, packs := range []int{-1, 3} {
+		for _, packs := range []int{alone, 3} {
 			t.Run(fmt.Sprintf("%s/packs=%d", hotKind, packs), func(t *testing.T) {
 				runCondRaces(t, hotKind, packs)
 			})

@@ -16,181 +16,42 @@ import (
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
-// TestCrashAtEveryStep fails each call a move makes, in turn, before and
-// after it reaches the store (after: the call happened but the compactor was
-// told it failed, as when a process dies before it hears the answer). The
-// calls are counted from a clean move first, so every step is covered: the
-// listings, the marker's write, stat and delete, the stats, the read, the
-// copy's write and commit, the verify and the hot delete. The failed
-// compactor is then dropped and a new one, as after a restart, runs over the
-// same tiers. Throughout, every acknowledged object must read back with its
-// bytes, and nothing deleted may come back.
-func TestCrashAtEveryStep(t *testing.T) {
-	type step struct {
-		tier string
-		op   fault.Op
-		nth  int
-	}
-	var steps []step
-	{
-		hot, cold := memPair(t)
-		hotF := fault.Wrap(hot, fault.Options{Name: "hot"})
-		coldF := fault.Wrap(cold, fault.Options{Name: "cold"})
-		mustPut(t, hot, "a", "alpha")
-		if res := manual(t, hotF, coldF).CompactOnce(ctxT(t)); res.Moved != 1 {
-			t.Fatalf("clean pass %+v", res)
-		}
-		for tier, f := range map[string]*fault.Store{"hot": hotF, "cold": coldF} {
-			for op, st := range f.Stats() {
-				for n := 1; n <= int(st.Calls); n++ {
-					steps = append(steps, step{tier, op, n})
-				}
-			}
-		}
-		slices.SortFunc(steps, func(a, b step) int {
-			return cmp.Or(cmp.Compare(a.tier, b.tier), cmp.Compare(a.op, b.op), cmp.Compare(a.nth, b.nth))
-		})
-		if len(steps) < 12 {
-			t.Fatalf("a move made only %d calls: %v", len(steps), steps)
-		}
-	}
-	for _, step := range steps {
-		for _, effect := range []fault.Effect{fault.FailBefore, fault.FailAfter} {
-			name := fmt.Sprintf("%s-%s-%d-%s", step.tier, step.op, step.nth, map[fault.Effect]string{fault.FailBefore: "before", fault.FailAfter: "after"}[effect])
-			t.Run(name, func(t *testing.T) {
-				hot, cold := memPair(t)
-				hotF := fault.Wrap(hot, fault.Options{Seed: 1, Name: "hot"})
-				coldF := fault.Wrap(cold, fault.Options{Seed: 2, Name: "cold"})
-				user := manual(t, hot, cold) // the application, in its own process
-				model := map[string]string{"a": "alpha", "b": "bravo-1", "c": "charlie", "d": "delta"}
-				for k, v := range model {
-					mustPut(t, user, k, v)
-				}
-				// Reads through the user's store at every step of every
-				// move: the object is always in at least one tier.
-				hotH := &hooked{Store: hotF, name: "hot"}
-				hotH.at = func(string, string) { checkModel(t, user, model, nil) }
-				crashed := manual(t, hotH, coldF)
-				f := map[string]*fault.Store{"hot": hotF, "cold": coldF}[step.tier]
-				f.Add(fault.Rule{Op: step.op, Skip: step.nth - 1, Count: 1, Effect: effect})
-				res := crashed.CompactOnce(ctxT(t))
-				if st := f.Stats()[step.op]; st.Failures != 1 {
-					t.Fatalf("fault fired %d times, want 1 (pass %+v)", st.Failures, res)
-				}
-				hotH.at = nil
-				checkModel(t, user, model, nil)
-
-				// While the crashed compactor is down the user overwrites
-				// one object and deletes another, either of which may have
-				// a copy in cold from the failed move.
-				model["b"] = "bravo-2"
-				mustPut(t, user, "b", model["b"])
-				if err := user.Delete(ctxT(t), "c", nil); err != nil {
-					t.Fatal(err)
-				}
-				delete(model, "c")
-				checkModel(t, user, model, []string{"c"})
-
-				restarted := manual(t, hot, cold)
-				if res := restarted.CompactOnce(ctxT(t)); res.Failed != 0 {
-					t.Fatalf("restarted pass failed: %+v", res)
-				}
-				checkModel(t, user, model, []string{"c"})
-				// The Delete's grave over c goes once no move can still
-				// be taking the version it deleted.
-				retireGraves(t, hot, cold, tiered.Options{PackMaxObjects: -1})
-				checkModel(t, user, model, []string{"c"})
-				if left := listKeys(t, hot); len(left) != 0 {
-					t.Errorf("hot still holds %q after the rerun (markers included)", left)
-				}
-				got := listKeys(t, cold)
-				want := []string{"a", "b", "d"}
-				if !slices.Equal(got, want) {
-					t.Errorf("cold holds %q, want %q", got, want)
-				}
-				// Cold copies carry the generation the object had in hot,
-				// stripped from what users see.
-				for _, k := range want {
-					a, err := user.Stat(ctxT(t), k)
-					if err != nil || a.Generation == "" || len(a.Metadata) != 0 {
-						t.Errorf("%s: attributes %+v, %v", k, a, err)
-					}
-				}
-			})
-		}
-	}
-}
-
-// A stale copy whose removal failed is removed by the next pass, which finds
-// the move's marker.
-func TestFailedCleanupIsRetried(t *testing.T) {
-	hot, cold := memPair(t)
-	coldF := fault.Wrap(cold, fault.Options{Seed: 3})
-	user := manual(t, hot, cold)
-	mustPut(t, user, "k", "v")
-	coldH := &hooked{Store: coldF, name: "cold"}
-	coldH.at = func(step, key string) {
-		if step == "cold:write" {
-			// Another process deletes k after the compactor read it and before
-			// its copy lands; the compactor's removal of the copy fails once.
-			if err := user.Delete(ctxT(t), key, nil); err != nil {
-				t.Error(err)
-			}
-			coldF.FailNth(fault.OpDelete, 1, nil)
-		}
-	}
-	s := manual(t, hot, coldH)
-	if res := s.CompactOnce(ctxT(t)); res.Failed != 1 {
-		t.Fatalf("pass %+v: want the failed removal reported", res)
-	}
-	coldH.at = nil
-	if _, err := cold.Stat(ctxT(t), "k"); err != nil {
-		t.Fatalf("the copy is not in cold after the failed removal (%v): the test does not test", err)
-	}
-	s.CompactOnce(ctxT(t))
-	if st := s.Stats(); st.Recovered != 1 {
-		t.Errorf("stats %+v: want 1 marker recovered", st)
-	}
-	checkModel(t, user, nil, []string{"k"})
-	if _, err := cold.Stat(ctxT(t), "k"); err == nil {
-		t.Error("the stale copy is still in cold")
-	}
-	retireGraves(t, hot, cold, tiered.Options{PackMaxObjects: -1})
-	if left := listKeys(t, hot); len(left) != 0 {
-		t.Errorf("hot holds %q", left)
-	}
-}
-
-// The case a marker exists for: another process deletes the object after
-// the compactor read it, and the compactor dies right after its copy landed
-// (or at a later step), so it never learns of the delete. The restarted
-// compactor must remove the copy.
+// Another process deletes the object after the compactor read it, and the
+// compactor dies right after its pack landed (or at a later step), so it
+// never learns of the delete: the Delete's grave, which the move's
+// conditional removal from hot left alone, must keep the packed copy
+// unseen until it is retired with it.
 func TestDeleteRacingACrashedMove(t *testing.T) {
 	for _, crash := range []struct {
 		name   string
 		tier   string
 		op     fault.Op
+		key    string
 		effect fault.Effect
 	}{
-		{"after the commit", "cold", fault.OpCommit, fault.FailAfter},
-		{"at the verify", "cold", fault.OpStat, fault.FailBefore},
-		{"at the hot delete", "hot", fault.OpDelete, fault.FailBefore},
+		{"after the commit", "cold", fault.OpCommit, logPrefix, fault.FailAfter},
+		{"at the verify", "cold", fault.OpStat, logPrefix, fault.FailBefore},
+		{"at the hot delete", "hot", fault.OpDelete, "k", fault.FailBefore},
 	} {
 		t.Run(crash.name, func(t *testing.T) {
 			hot, cold := memPair(t)
 			hotF := fault.Wrap(hot, fault.Options{Seed: 1})
 			coldF := fault.Wrap(cold, fault.Options{Seed: 2})
 			user := manual(t, hot, cold)
-			mustPut(t, user, "k", "v")
+			mustPut(t, user, "k", "value of k")
 			mustPut(t, user, "other", "stays")
+			var once sync.Once
 			coldH := &hooked{Store: coldF, name: "cold", at: func(step, key string) {
-				if step == "cold:write" && key == "k" {
-					if err := user.Delete(ctxT(t), key, nil); err != nil {
-						t.Error(err)
-					}
-					f := map[string]*fault.Store{"hot": hotF, "cold": coldF}[crash.tier]
-					// Only the compactor's own calls reach f from here on.
-					f.Add(fault.Rule{Op: crash.op, KeyPrefix: "k", Count: 1, Effect: crash.effect})
+				if step == "cold:write" && strings.HasPrefix(key, logPrefix) {
+					// The pack of k (keys are moved in order).
+					once.Do(func() {
+						if err := user.Delete(ctxT(t), "k", nil); err != nil {
+							t.Error(err)
+						}
+						f := map[string]*fault.Store{"hot": hotF, "cold": coldF}[crash.tier]
+						// Only the compactor's own calls reach f from here on.
+						f.Add(fault.Rule{Op: crash.op, KeyPrefix: crash.key, Count: 1, Effect: crash.effect})
+					})
 				}
 			}}
 			crashed := manual(t, hotF, coldH)
@@ -202,13 +63,16 @@ func TestDeleteRacingACrashedMove(t *testing.T) {
 				t.Fatalf("restarted pass %+v", res)
 			}
 			checkModel(t, user, map[string]string{"other": "stays"}, []string{"k"})
-			retireGraves(t, hot, cold, tiered.Options{PackMaxObjects: -1})
+			retireGraves(t, hot, cold, aloneOpts)
 			checkModel(t, user, map[string]string{"other": "stays"}, []string{"k"})
-			if got := listKeys(t, cold); !slices.Equal(got, []string{"other"}) {
-				t.Errorf("cold holds %q", got)
+			if got := listKeys(t, user); !slices.Equal(got, []string{"other"}) {
+				t.Errorf("the store lists %q", got)
 			}
 			if got := listKeys(t, hot); len(got) != 0 {
-				t.Errorf("hot holds %q (markers included)", got)
+				t.Errorf("hot holds %q (locks included)", got)
+			}
+			if left := markersIn(t, cold); len(left) != 0 {
+				t.Errorf("cold still holds the move markers %q", left)
 			}
 		})
 	}
@@ -261,29 +125,49 @@ func callCounts(fs map[string]*fault.Store) map[string]map[fault.Op]int64 {
 
 var effectNames = map[fault.Effect]string{fault.FailBefore: "before", fault.FailAfter: "after"}
 
-// TestPackCrashAtEveryStep is TestCrashAtEveryStep for a pack move: four
-// objects moved in one pack, every call of the pass (the marker, the Stats
-// and reads, the pack log's listing and loads, the pack's write and verify,
-// the hot deletes, the marker's delete, the maintenance's listing) failed in
-// turn before and after it reaches the store. Reads at every step see every
-// acknowledged object; after a restart the pass completes, hot ends empty,
-// nothing deleted comes back.
+// TestPackCrashAtEveryStep fails, in turn, every call of a pass that moves
+// four objects (the marker, the Stats and reads, the pack log's listing and
+// loads, the pack's write and verify, the removals from hot, the marker's
+// delete, the maintenance's listing), before and after it reaches the
+// store (after: the call happened but the compactor was told it failed, as
+// when a process dies before it hears the answer). In one pack, and alone:
+// each object a pack of its own whose bytes are streamed, read from hot
+// twice. Reads at every step see every acknowledged object; after a restart
+// the pass completes, hot ends empty, nothing deleted comes back.
 func TestPackCrashAtEveryStep(t *testing.T) {
+	// Four packs wait hotDeleteDelay each: a shorter MoveTimeout (a tenth
+	// of it) keeps the cases short, while a move of one object still fits
+	// in it with a check of the model at every call.
+	alone := packMoveOpts
+	alone.PackMaxBytes, alone.MoveTimeout = 1, time.Second
+	for _, mode := range []struct {
+		name string
+		opts tiered.Options
+	}{{"one-pack", packMoveOpts}, {"alone", alone}} {
+		t.Run(mode.name, func(t *testing.T) { packCrashAtEveryStep(t, mode.opts) })
+	}
+}
+
+func packCrashAtEveryStep(t *testing.T, opts tiered.Options) {
 	var steps []packStep
 	// The cold Stats that find nothing (of the pack log's inventory, before
 	// the first pass writes it): a failure after one reaches the store is
 	// the miss itself, so those steps are failed before only.
 	misses := &statMisses{}
+	packs := int64(1)
+	if opts.PackMaxBytes == 1 {
+		packs = 4
+	}
 	{
 		hot, cold := memPair(t)
 		hotF := fault.Wrap(hot, fault.Options{Name: "hot"})
 		coldF := fault.Wrap(misses, fault.Options{Name: "cold"})
 		misses.Store = cold
 		for _, k := range []string{"a", "b", "c", "d"} {
-			mustPut(t, hot, k, k)
+			mustPut(t, hot, k, k+"-value")
 		}
-		s := manualWith(t, hotF, coldF, packOpts)
-		if res := s.CompactOnce(ctxT(t)); res.Moved != 4 || s.Stats().Packs != 1 {
+		s := manualWith(t, hotF, coldF, opts)
+		if res := s.CompactOnce(ctxT(t)); res.Moved != 4 || s.Stats().Packs != packs {
 			t.Fatalf("clean pass %+v, stats %+v", res, s.Stats())
 		}
 		steps = countSteps(t, hotF, coldF, nil)
@@ -297,17 +181,20 @@ func TestPackCrashAtEveryStep(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s-%s-%d-%s", step.tier, step.op, step.nth, effectNames[effect]), func(t *testing.T) {
+				// Most of a case is waiting (hotDeleteDelay, the bury
+				// window): the cases run side by side.
+				t.Parallel()
 				hot, cold := memPair(t)
 				hotF := fault.Wrap(hot, fault.Options{Seed: 1, Name: "hot"})
 				coldF := fault.Wrap(cold, fault.Options{Seed: 2, Name: "cold"})
-				user := manualWith(t, hot, cold, packMoveOpts)
+				user := manualWith(t, hot, cold, opts)
 				model := map[string]string{"a": "alpha", "b": "bravo-1", "c": "charlie", "d": "delta"}
 				for k, v := range model {
 					mustPut(t, user, k, v)
 				}
 				hotH := &hooked{Store: hotF, name: "hot"}
 				hotH.at = func(string, string) { checkModel(t, user, model, nil) }
-				crashed := manualWith(t, hotH, coldF, packMoveOpts)
+				crashed := manualWith(t, hotH, coldF, opts)
 				f := map[string]*fault.Store{"hot": hotF, "cold": coldF}[step.tier]
 				f.Add(fault.Rule{Op: step.op, Skip: step.nth - 1, Count: 1, Effect: effect})
 				res := crashed.CompactOnce(ctxT(t))
@@ -328,14 +215,14 @@ func TestPackCrashAtEveryStep(t *testing.T) {
 				delete(model, "c")
 				checkModel(t, user, model, []string{"c"})
 
-				restarted := manualWith(t, hot, cold, packMoveOpts)
+				restarted := manualWith(t, hot, cold, opts)
 				if res := restarted.CompactOnce(ctxT(t)); res.Failed != 0 {
 					t.Fatalf("restarted pass failed: %+v", res)
 				}
 				checkModel(t, user, model, []string{"c"})
 				// The Delete's grave over c goes once no move can still
 				// be taking the version it deleted.
-				retireGraves(t, hot, cold, packMoveOpts)
+				retireGraves(t, hot, cold, opts)
 				checkModel(t, user, model, []string{"c"})
 				if left := listKeys(t, hot); len(left) != 0 {
 					t.Errorf("hot still holds %q after the rerun (markers included)", left)

@@ -11,28 +11,21 @@ import (
 
 // Delete removes key, under the key's lock so that this process's
 // compactor is not moving it meanwhile. It takes effect at one instant,
-// when the version readers see is replaced or removed:
+// when the version readers see is replaced:
 //
-//   - If hot has the key (generation g) and the Store packs, or a move may
-//     be taking g (g is old enough to move), a grave replaces g in hot, on
+//   - If hot has the key (generation g), a grave replaces g in hot, on
 //     condition of its generation (see Graves in the package
-//     documentation): a move, whose removal of g is conditional too, then
-//     leaves it to the grave.
-//   - If hot has a younger g and the Store does not pack, the cold object
-//     is removed first (hot shadows it, so no reader notices), then g is
-//     deleted from hot on condition of its generation. A deleted g is
-//     reported to a move of it under way in another process (one whose
-//     clock misjudged g's age) through its marker (noteDelete).
-//   - If hot has none and the Store packs, a grave over nothing deletes
-//     what cold holds (buryCold, buryPacked).
+//     documentation): a pack move, whose removal of g is conditional too,
+//     then leaves it to the grave, and whatever packs or cold hold of older
+//     versions stays shadowed until the compactor retires the grave with
+//     them (retireGraves). So the Delete waits for no log object and reads
+//     no log.
+//   - If hot has none, a grave over nothing deletes what cold holds
+//     (buryCold, buryPacked).
 //   - Either way, a newer version written meanwhile is deleted instead (the
 //     loop), and a g moved out of hot meanwhile by a compactor in another
-//     process is removed where it went, as a version in cold only.
-//   - If hot does not have the key, the version readers see is cold's: under
-//     the key's lock in hot (deleteColdOnly), which every operation on a
-//     version in cold only holds, hot is asked again, then the cold object
-//     is deleted and the version packs serve (which a reader prefers) is
-//     killed. A grave in hot is no version: NotFound.
+//     process is buried where it went, as a version in cold. A grave in hot
+//     is no version: NotFound.
 func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions) error {
 	if err := s.check(driver.OpDelete, key); err != nil {
 		return err
@@ -49,8 +42,8 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		return &blob.Error{Op: driver.OpDelete, Key: key, Err: err}
 	}
 	defer unlock()
-	inPacks := s.packing() && len(s.cat.holders(key)) > 0
-	if s.packing() && !inPacks {
+	inPacks := len(s.cat.holders(key)) > 0
+	if !inPacks {
 		// Not packed, as far as this process knows: a version it wrote is
 		// most likely still in hot.
 		if done, err := s.deleteWritten(ctx, key, want); done {
@@ -66,47 +59,28 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 	misses := 0
 	for range 10 {
 		a, stale, err := s.hotStatStale(ctx, key)
-		if errors.Is(err, blob.ErrNotFound) && s.packing() {
+		if errors.Is(err, blob.ErrNotFound) {
 			if done, err := s.buryCold(ctx, key, want, stale, &misses); done {
 				return err
 			}
 			continue // hot changed: look again
-		}
-		if errors.Is(err, blob.ErrNotFound) {
-			if done, err := s.deleteColdOnly(ctx, key, want); done {
-				return err
-			}
-			continue // in hot again: delete it there
 		} else if err != nil {
 			return err
 		}
-		g := a.Generation
 		if isGrave(a) {
 			if want != "" {
 				return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 			}
 			return notFound(driver.OpDelete, key)
 		}
-		if want != "" && g != want {
+		if want != "" && a.Generation != want {
 			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
 		}
-		// When packing, every Delete of a version in hot replaces it with a
-		// grave: whatever packs or cold hold of older versions of the key
-		// stays shadowed until the compactor retires the grave with them
-		// (retireGraves), so the Delete waits for no log object and reads no
-		// log; and a move that may be taking g, whatever this clock says of
-		// g's age, meets the grave at g's generation.
-		if s.packing() || s.mayBeMoving(a) {
-			// A move may be taking g: a grave replaces it (see graveKey).
-			err := s.writeGrave(ctx, key, g)
-			if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
-				continue // replaced, or moved or deleted: looked at again
-			}
-			return err
+		err = s.writeGrave(ctx, key, a.Generation)
+		if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
+			continue // replaced, or moved or deleted: looked at again
 		}
-		if done, err := s.deleteYoung(ctx, key, want, g); done {
-			return err
-		}
+		return err
 	}
 	return blob.Errorf(driver.OpDelete, key, nil, "tiered: key kept changing")
 }
@@ -194,96 +168,6 @@ func BuryWindow(moveTimeout time.Duration) time.Duration {
 		moveTimeout = DefaultMoveTimeout
 	}
 	return max(HotDeleteDelay(moveTimeout), min(moveTimeout/4, 5*time.Second))
-}
-
-// deleteColdOnly deletes the version of key that cold holds, hot having
-// missed, in a Store that does not pack, under key's lock in hot: hot is
-// asked again under it, and if it has key now, done is false and the caller
-// deletes that. Every operation
-// on a version in cold only (a conditional write of it, a Delete) holds the
-// lock from its check to its commit, so two of them never both act on one
-// version.
-func (s *Store) deleteColdOnly(ctx context.Context, key, want string) (done bool, err error) {
-	ctx, unlockHot, err := s.lockHot(ctx, key)
-	if err != nil {
-		return true, err
-	}
-	defer unlockHot()
-	defer func() { err = s.outlasted(ctx, driver.OpDelete, key, err) }()
-	a, err := s.hot.Stat(ctx, key)
-	if err == nil && isGrave(a) {
-		if want != "" {
-			return true, &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
-		}
-		return true, notFound(driver.OpDelete, key)
-	}
-	if err == nil {
-		return false, nil
-	} else if !errors.Is(err, blob.ErrNotFound) {
-		return true, err
-	}
-	return true, s.deleteCold(ctx, key, want)
-}
-
-// deleteColdObject deletes the cold object of key, if there is one, ahead of
-// a Delete of hot's version g (so that an older copy is not served once g
-// is gone), and reports whether it was a move's copy of g.
-func (s *Store) deleteColdObject(ctx context.Context, key, g string) (copyOfG bool, err error) {
-	for range 4 {
-		ca, err := s.cold.Stat(ctx, key)
-		if errors.Is(err, blob.ErrNotFound) {
-			return false, nil
-		} else if err != nil {
-			return false, err
-		}
-		err = s.cold.Delete(ctx, key, &blob.DeleteOptions{If: ifKnownGeneration(ca.Generation)})
-		if errors.Is(err, blob.ErrUnsupported) {
-			// A cold store without generation preconditions: delete what
-			// is there, as a Delete did before it needed to know what.
-			err = s.cold.Delete(ctx, key, nil)
-		}
-		switch {
-		case err == nil:
-			return ca.Metadata[generationKey] == g, nil
-		case errors.Is(err, blob.ErrNotFound):
-			return false, nil
-		case !errors.Is(err, blob.ErrPrecondition):
-			return false, err
-		}
-		// Replaced since the Stat (a move's copy landing): look again.
-	}
-	return false, blob.Errorf(driver.OpDelete, key, nil, "tiered: cold object kept changing")
-}
-
-// mayBeMoving reports whether a pack move may be packing the hot version
-// with attributes a: it is older than After, less the clock skew and a
-// move's duration (a move checks the age when it reads, on its own clock).
-func (s *Store) mayBeMoving(a *blob.Attributes) bool {
-	return time.Now().Sub(a.ModTime) >= s.opts.After-s.opts.MaxClockSkew-s.opts.MoveTimeout
-}
-
-// deleteCold deletes the cold object of key (hot has none), in a Store that
-// does not pack (one that packs writes a grave instead: buryCold). With
-// want, only if it is generation want.
-func (s *Store) deleteCold(ctx context.Context, key, want string) error {
-	ca, err := s.cold.Stat(ctx, key)
-	if errors.Is(err, blob.ErrNotFound) {
-		if want != "" {
-			return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition, Err: err}
-		}
-		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound}
-	} else if err != nil {
-		return err
-	}
-	if want != "" && fromCold(ca).Generation != want {
-		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrPrecondition}
-	}
-	err = s.cold.Delete(ctx, key, &blob.DeleteOptions{If: ifKnownGeneration(ca.Generation)})
-	if errors.Is(err, blob.ErrNotFound) || errors.Is(err, blob.ErrPrecondition) {
-		// Deleted or replaced meanwhile, by another process.
-		return &blob.Error{Op: driver.OpDelete, Key: key, Kind: blob.ErrNotFound, Err: err}
-	}
-	return err
 }
 
 // ifKnownGeneration is the condition of a delete of a cold object whose

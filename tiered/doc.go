@@ -1,9 +1,9 @@
 // Package tiered puts a hot store (a zonal bucket, or a quorum of them) in
 // front of a cold one (a regional bucket): writes land hot, and a background
 // compactor moves objects to cold once they are older than After, many at a
-// time into one regional pack with an index (see Packs), or, with packs
-// turned off or for objects larger than a pack, each to a cold object of its
-// own name (see A move in docs/tiered.md). Zonal storage costs about five
+// time into one regional pack with an index, and an object larger than a
+// pack into a pack of its own (see Packs): every move is a pack move. Zonal
+// storage costs about five
 // times as much per GiB, and a quorum keeps it two or three times, so data
 // should stay hot for minutes, not months.
 //
@@ -13,7 +13,7 @@
 // URL parameters (hot and cold are URLs of registered schemes, query-escaped;
 // unknown parameters are an error): hot, cold, after (0 moves at once),
 // interval, concurrency, max_objects_per_second, max_bytes_per_second,
-// move_timeout, manual, pack_max_objects (-1 turns packs off),
+// move_timeout, manual, pack_max_objects,
 // pack_max_bytes, pack_min_live_percent, max_clock_skew, lease, lease_in,
 // shards, index_cache_bytes; all are checked before any I/O. The scheme is registered on blob.Open and on gocloud's
 // blob.DefaultURLMux.
@@ -33,11 +33,13 @@
 // attributes winning; objects listed from cold only have an empty Generation
 // (Stat has it). Delete takes effect at one instant, when the version
 // readers see is replaced by a grave (see Graves) or removed, and never
-// removes a version written after it. An
-// object keeps its
-// generation when it moves (the cold copy records it in metadata key
-// zonalblob-tiered-generation, hidden from users), so a generation read
-// before a move still matches after it. Close stops the compactor, waits for
+// removes a version written after it. An object keeps its generation when
+// it moves (its pack entry records its attributes), so a generation read
+// before a move still matches after it. Cold objects of users' names
+// (objects an earlier version moved one by one, recording their generation
+// in metadata key zonalblob-tiered-generation, or objects put in the cold
+// bucket by other means) are read, listed and deleted as the version in
+// cold when no pack serves the key. Close stops the compactor, waits for
 // its moves and closes both tiers. Stats reports objects and bytes moved,
 // conflicts with users, failures, and lag.
 //
@@ -50,18 +52,15 @@
 // tiers, as they are on hot alone (a quorum's IfNotExist and
 // IfGenerationMatch are consensus rounds). An operation on a version in
 // hot is conditional on that version's generation in hot. An IfNotExist
-// write checks cold, then writes to hot IfNotExist. An operation on a
-// version that lives in cold only (moved, packed or not) takes the key's
-// lock in hot first: an object of a reserved name, written IfNotExist and
-// deleted on condition of its generation when the operation ends. Under
-// it, hot is asked again (a version there is acted on in hot instead) and
-// then cold, and the operation commits: a conditional write puts its
-// version in hot IfNotExist, a Delete (in a Store that does not pack; one
-// that packs writes a grave instead, without the lock: see Graves) removes
-// the cold object. So of two operations on one cold version, the second checks after
-// the first committed and fails with ErrPrecondition, or deletes what the
-// first wrote. A Delete that finds the version it saw in hot moved out
-// meanwhile deletes it from cold in the same way. A holder that crashed
+// write checks cold, then writes to hot IfNotExist. An IfGenerationMatch
+// write of a version that lives in cold only takes the key's lock in hot
+// first: an object of a reserved name, written IfNotExist and deleted on
+// condition of its generation when the write ends. Under it, hot is asked
+// again (a version there is written over in hot instead) and then cold,
+// and the write puts its version in hot IfNotExist. A Delete needs no lock:
+// it writes a grave (see Graves). So of two operations on one cold
+// version, the second checks after the first committed and fails with
+// ErrPrecondition, or deletes what the first wrote. A holder that crashed
 // leaves its lock, which others remove once it is older than twice
 // MoveTimeout and MaxClockSkew (the pass's recovery removes it too); a
 // holder's work under the lock is bounded by MoveTimeout. This costs an
@@ -73,16 +72,15 @@
 //
 // # Graves
 //
-// A Delete of a version g in hot that a move may be taking (g is older
-// than After, less MaxClockSkew and MoveTimeout) does not remove g: it
-// replaces g in hot with a grave, an empty object whose metadata key
+// A Delete of a version g in hot does not remove g: it replaces g in hot
+// with a grave, an empty object whose metadata key
 // zonalblob-tiered-grave names g, on condition of g's generation. A move's
 // removal of g from hot is conditional on g too, so exactly one of the two
-// takes g. If the Delete does, every copy the move made (a cold object, a
-// pack entry) is shadowed by the grave, as an older version is by a newer
-// one in hot, and the move, whose removal fails, removes its cold copy or
-// leaves its pack entry to the grave. If the move does, the Delete finds g
-// gone from hot and deletes it where it went, as a version in cold only.
+// takes g. If the Delete does, the pack entry the move made is shadowed by
+// the grave, as an older version is by a newer one in hot, and the move,
+// whose removal fails, leaves it to the grave. If the move does, the Delete
+// finds g gone from hot and buries it where it went, as a version in cold
+// only.
 // (A Delete that removed g from hot itself could not tell, once g was
 // gone, whether a move or another Delete took it, and a reader could find
 // the move's copy after the Delete returned.) Such a Delete costs a Stat
@@ -93,9 +91,8 @@
 // free per-replica deletes (a copy a retirement leaves, or a read settles
 // back, reads as no object, which is what the key is).
 //
-// A Store that packs writes a grave for every Delete, whatever the age of
-// the version (a Delete then reads no log and waits for none), and for a
-// Delete of a version in cold only too: over nothing in hot, on condition
+// Every Delete writes a grave, whatever the age of the version (so it reads
+// no log and waits for none), a Delete of a version in cold only too: over nothing in hot, on condition
 // that hot has nothing (or over a stale copy, on condition of its
 // generation). Two operations on one cold version (two Deletes, a Delete
 // and a conditional write, which writes hot IfNotExist too) meet at hot's
@@ -126,8 +123,7 @@
 // write fails with its outcome unknown may take effect later, as any
 // quorum write may; and it is retired only once no replica may still hold
 // the version it deleted (Holding.OlderLeft: a replica that missed the
-// grave keeps it until repair brings the grave there). Without packs, a Delete of a version too young for
-// any move removes it from hot, after the cold object it shadows.
+// grave keeps it until repair brings the grave there).
 //
 // # Packs
 //
@@ -141,6 +137,17 @@
 // hot on condition of the generation packed, and deletes the marker: per
 // pack, two regional writes, a listing, a Stat and an index read; per
 // object, a Stat, a read and the conditional delete in hot.
+//
+// An object larger than PackMaxBytes is a pack of its own, by the same
+// steps, whose bytes are never held: the move reads the object from hot
+// once to check it against its Stat and sum it (the index, which holds the
+// entry's CRC32C, comes before the data), then again as it writes the
+// pack, which is not committed unless those bytes sum the same. Such a
+// move costs a second read of the object from hot; Concurrency of them run
+// at once, beside the packs of smaller objects, which go one at a time. A
+// read of a pack of one costs what a read of any pack costs: when its index
+// is not cached, one ranged GET of the pack's first MiB (the header, the
+// index, and the start of the data), then the entry's range.
 //
 // Integrity. The pack header carries the index's CRC32C, and each entry the
 // CRC32C of its bytes (packs written before these are still read,
@@ -182,8 +189,8 @@
 // # The rest of the protocol
 //
 // How a pack move retires what it packed from a quorum, how compactors in
-// several processes elect one another, the per-object move and the races
-// each step closes are described in docs/tiered.md (Protocol).
+// several processes elect one another, and the races each step closes are
+// described in docs/tiered.md (Protocol).
 //
 // Deletes and conditional operations in any process are linearizable
 // (TestLinearizable checks them from three processes over mem, a quorum

@@ -93,10 +93,8 @@ func (s *Store) retireGraves(ctx context.Context, gs []graveAt) error {
 	var kills []kill
 	// One listing of the pack log for all of them (each grave is older than
 	// any pack that can hold a version it shadows).
-	if s.packing() {
-		if err := s.cat.sync(ctx, time.Now()); err != nil {
-			return err
-		}
+	if err := s.cat.sync(ctx, time.Now()); err != nil {
+		return err
 	}
 	for _, g := range gs {
 		unlock, ok := s.locks.tryLock(g.key)
@@ -105,12 +103,9 @@ func (s *Store) retireGraves(ctx context.Context, gs []graveAt) error {
 			continue
 		}
 		defer unlock()
-		var ks []kill
-		if s.packing() {
-			var err error
-			if ks, err = s.cat.live(ctx, g.key); err != nil {
-				return err
-			}
+		ks, err := s.cat.live(ctx, g.key)
+		if err != nil {
+			return err
 		}
 		kills = append(kills, ks...)
 		held = append(held, g)

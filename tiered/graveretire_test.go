@@ -20,11 +20,11 @@ import (
 // majority read that finds a version on one replica and nothing on the
 // other settles it back, so a retirement that took the grave from zones 0
 // and 1 while zone 2 still held the version it deleted brought that
-// version back (TestLinearizable/flaky/objects: a Delete, a read that
+// version back (TestLinearizable over a flaky quorum: a Delete, a read that
 // found nothing, then a read of the deleted value). Once every zone
 // answers, a pass retires the grave, and the key stays deleted.
 func TestGraveRetiredPastAReplicaThatMissedIt(t *testing.T) {
-	for _, packs := range []int{-1, 10} {
+	for _, packs := range []int{alone, 10} {
 		t.Run(fmt.Sprintf("packs=%d", packs), func(t *testing.T) { graveRetiredPastAReplica(t, packs) })
 	}
 }

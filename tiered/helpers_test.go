@@ -109,14 +109,54 @@ func memPair(t *testing.T) (hot, cold blob.Store) {
 
 // manual returns a tiered store over hot and cold whose compactor runs only
 // when asked, one move at a time, moving everything (manualWith: unless
-// its options set After), each object on its own
-// (no packs). Its Owner is the same for every store a test makes, so a store
-// made after a "crash" finishes the moves of the one before at once, as a
-// restarted process with a stable name would. (Stores that only serve users
-// never run passes, so they may share it.)
+// its options set After), each object larger than a byte in a pack of its
+// own (alone). Its Owner is the same for every store a test makes, so a
+// store made after a "crash" finishes the moves of the one before at once,
+// as a restarted process with a stable name would. (Stores that only serve
+// users never run passes, so they may share it.)
 func manual(t *testing.T, hot, cold blob.Store) *tiered.Store {
 	t.Helper()
-	return manualWith(t, hot, cold, tiered.Options{PackMaxObjects: -1})
+	return manualWith(t, hot, cold, aloneOpts)
+}
+
+// aloneOpts are the options of manual's stores: each object moved alone
+// (see alone), and a MoveTimeout short enough for a compactor to retire a
+// grave within a test (every store over the same tiers must share it) and
+// long enough for a move whose every call a test hooks.
+var aloneOpts = tiered.Options{PackMaxObjects: alone, MoveTimeout: 2 * time.Second, MaxClockSkew: time.Millisecond}
+
+// logPrefix and batchPrefix start the names of the pack log's objects and
+// of the pack moves' markers in cold.
+const (
+	logPrefix   = "\U0010FFFD\U0010FFFDlog/"
+	batchPrefix = "\U0010FFFD\U0010FFFDbatch/"
+)
+
+// markersIn returns the pack moves' markers cold holds.
+func markersIn(t *testing.T, cold blob.Store) []string {
+	t.Helper()
+	var out []string
+	for o, err := range blob.All(ctxT(t), cold, &blob.ListOptions{Prefix: batchPrefix}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o.Key)
+	}
+	return out
+}
+
+// alone, as PackMaxObjects in these tests, stands for a store that moves
+// every object larger than a byte in a pack of its own, its bytes streamed
+// from hot to cold (PackMaxBytes of one byte; see bound).
+const alone = -1
+
+// bound returns o with its PackMaxObjects of alone made the bounds it
+// stands for.
+func bound(o tiered.Options) tiered.Options {
+	if o.PackMaxObjects == alone {
+		o.PackMaxObjects, o.PackMaxBytes = 0, 1
+	}
+	return o
 }
 
 // manualPacked is manual with moves into packs of at most maxObjects.
@@ -140,7 +180,7 @@ func manualWith(t *testing.T, hot, cold blob.Store, o tiered.Options) *tiered.St
 	if o.Owner == "" {
 		o.Owner = "test-compactor"
 	}
-	s, err := tiered.New(keepOpen(hot), nopClose{cold}, o)
+	s, err := tiered.New(keepOpen(hot), nopClose{cold}, bound(o))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,36 +14,42 @@ import (
 	"github.com/zonalblob/zonalblob/tiered"
 )
 
-// A Delete of a version in cold only works under the key's lock in hot,
-// which others may take over once it is older than its lease: the work
-// under it is bounded by MoveTimeout. When cold is slower than that, the
-// Delete fails with an error that names the bound, not a bare deadline
-// error while the caller's context is live, and the version is still
-// served; with cold fast again, the Delete works.
+// A conditional write over a version in cold only works under the key's
+// lock in hot, which others may take over once it is older than its lease:
+// the work under it is bounded by MoveTimeout. When a tier is slower than
+// that, the write fails with an error that names the bound, not a bare
+// deadline error while the caller's context is live, and the version is
+// still served; with cold fast again, the write works.
 func TestWorkUnderTheLockOutlastsMoveTimeout(t *testing.T) {
-	hot, coldMem := memPair(t)
-	cold := fault.Wrap(coldMem, fault.Options{Seed: 1})
+	hotMem, cold := memPair(t)
+	hot := fault.Wrap(hotMem, fault.Options{Seed: 1})
 	const moveTimeout = 50 * time.Millisecond
-	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: -1, MoveTimeout: moveTimeout, MaxClockSkew: time.Millisecond})
-	mustPut(t, s, "k", "v")
+	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: alone, MoveTimeout: moveTimeout, MaxClockSkew: time.Millisecond})
+	mustPut(t, s, "k", "value")
 	time.Sleep(time.Millisecond)
 	if res := s.CompactOnce(ctxT(t)); res.Moved != 1 {
 		t.Fatalf("pass %+v", res)
 	}
-	slow := cold.Add(fault.Rule{Op: fault.OpStat, KeyPrefix: "k", Effect: fault.Delay, Latency: latency.Fixed(4 * moveTimeout)})
 	ctx := context.Background()
-	err := s.Delete(ctx, "k", nil)
-	if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "outlasted MoveTimeout") {
-		t.Fatalf("Delete with cold slower than MoveTimeout: %v; want an error naming the lock's bound", err)
-	}
-	if b, err := blob.ReadAll(ctx, s, "k"); err != nil || string(b) != "v" {
-		t.Fatalf("read after the failed Delete: %q, %v", b, err)
-	}
-	cold.Remove(slow)
-	if err := s.Delete(ctx, "k", nil); err != nil {
+	a, err := s.Stat(ctx, "k")
+	if err != nil {
 		t.Fatal(err)
 	}
-	checkModel(t, s, nil, []string{"k"})
+	// The write's look at hot before the lock is quick; its look again
+	// under the lock is slow.
+	hot.Add(fault.Rule{Op: fault.OpStat, KeyPrefix: "k", Skip: 1, Count: 1, Effect: fault.Delay, Latency: latency.Fixed(4 * moveTimeout)})
+	cas := &blob.WriterOptions{If: blob.IfGenerationMatch(a.Generation)}
+	err = blob.Put(ctx, s, "k", []byte("value 2"), cas)
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "outlasted MoveTimeout") {
+		t.Fatalf("write with hot slower than MoveTimeout under the lock: %v; want an error naming the lock's bound", err)
+	}
+	if b, err := blob.ReadAll(ctx, s, "k"); err != nil || string(b) != "value" {
+		t.Fatalf("read after the failed write: %q, %v", b, err)
+	}
+	if err := blob.Put(ctx, s, "k", []byte("value 2"), cas); err != nil {
+		t.Fatal(err)
+	}
+	checkModel(t, s, map[string]string{"k": "value 2"}, nil)
 }
 
 // A compactor whose moves fail warns through its Logger, at most once a
@@ -54,7 +60,7 @@ func TestFailingCompactionIsLogged(t *testing.T) {
 	cold := fault.Wrap(coldMem, fault.Options{Seed: 1})
 	cold.Add(fault.Rule{Op: fault.OpCommit, Err: errors.New("regional bucket refuses writes")})
 	var logs strings.Builder
-	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s := manualWith(t, hot, cold, tiered.Options{PackMaxObjects: alone, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	mustPut(t, s, "k", "v")
 	time.Sleep(time.Millisecond)
 	for range 5 {

@@ -243,9 +243,6 @@ func (s *Store) Forget(ctx context.Context, name string) error {
 	if err := s.life.Check("forget", name); err != nil {
 		return err
 	}
-	if !s.packing() {
-		return blob.Errorf("forget", name, blob.ErrInvalidArgument, "tiered: this Store does not pack")
-	}
 	if err := s.cat.refreshFull(ctx); err != nil {
 		return err
 	}

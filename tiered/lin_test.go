@@ -149,8 +149,8 @@ func TestLinearizable(t *testing.T) {
 	}
 	t.Logf("seed %d (replay: go test ./tiered -run TestLinearizable -sim.linseed=%d)", seed, seed)
 	for _, hotKind := range []string{"mem", "quorum", "flaky"} {
-		for _, packs := range []int{-1, 3} {
-			name := hotKind + "/objects"
+		for _, packs := range []int{alone, 3} {
+			name := hotKind + "/alone"
 			if packs > 0 {
 				name = hotKind + "/packs"
 			}

@@ -57,32 +57,27 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 	// cold's listing are each a regional round trip).
 	var cp *blob.ListPage
 	pp := &blob.ListPage{}
-	hotObjs := hp.Objects
-	if s.packing() {
-		var cerr error
-		coldDone := make(chan struct{})
-		go func() {
-			defer close(coldDone)
-			cp, cerr = s.cold.List(ctx, inner)
-		}()
-		// Hot's stale copies are set aside before what packs serve is
-		// read, and the catalog is brought up to date after hot's last
-		// answer: a key filterStale drops (a pack holds its version, or it
-		// was retired from hot since the listing) is in a pack the catalog
-		// packedPage reads already has. Read the other way round, a key
-		// whose first pack landed in between was in neither.
-		hotObjs, err = s.filterStale(ctx, hp.Objects)
-		if err == nil {
-			err = s.cat.sync(ctx, s.settled())
-		}
-		if err == nil {
-			pp, err = s.packedPage(ctx, inner)
-		}
-		<-coldDone
-		err = cmp.Or(err, cerr)
-	} else {
-		cp, err = s.cold.List(ctx, inner)
+	var cerr error
+	coldDone := make(chan struct{})
+	go func() {
+		defer close(coldDone)
+		cp, cerr = s.cold.List(ctx, inner)
+	}()
+	// Hot's stale copies are set aside before what packs serve is read,
+	// and the catalog is brought up to date after hot's last answer: a key
+	// filterStale drops (a pack holds its version, or it was retired from
+	// hot since the listing) is in a pack the catalog packedPage reads
+	// already has. Read the other way round, a key whose first pack landed
+	// in between was in neither.
+	hotObjs, err := s.filterStale(ctx, hp.Objects)
+	if err == nil {
+		err = s.cat.sync(ctx, s.settled())
 	}
+	if err == nil {
+		pp, err = s.packedPage(ctx, inner)
+	}
+	<-coldDone
+	err = cmp.Or(err, cerr)
 	if err != nil {
 		return nil, "", err
 	}

@@ -231,7 +231,7 @@ func TestCompactionPassSpan(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	hot, cold := memPair(t)
 	th := blob.NewTracedStore(hot, blob.TracingOptions{TracerProvider: tp, Scheme: "hot"})
-	s, err := tiered.New(nopClose{th}, nopClose{cold}, tiered.Options{After: time.Nanosecond, Interval: 10 * time.Millisecond, PackMaxObjects: -1, TracerProvider: tp})
+	s, err := tiered.New(nopClose{th}, nopClose{cold}, bound(tiered.Options{After: time.Nanosecond, Interval: 10 * time.Millisecond, PackMaxObjects: alone, TracerProvider: tp}))
 	if err != nil {
 		t.Fatal(err)
 	}

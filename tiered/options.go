@@ -2,6 +2,8 @@ package tiered
 
 import (
 	"cmp"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"time"
 
@@ -105,12 +107,11 @@ type Options struct {
 	// the key (HashShard). It must be a pure function of the key.
 	ShardOf func(key string) int
 	// PackMaxObjects bounds the objects moved into one pack (default
-	// DefaultPackMaxObjects); negative moves every object on its own, to a
-	// cold object of its own name. Do not turn packs off over a cold store
-	// that holds packs: their objects would no longer be found.
+	// DefaultPackMaxObjects).
 	PackMaxObjects int
-	// PackMaxBytes bounds a pack's bytes (default DefaultPackMaxBytes); an
-	// object larger than it is moved on its own.
+	// PackMaxBytes bounds a pack's bytes (default DefaultPackMaxBytes),
+	// which a move holds in memory; an object larger than it is a pack of
+	// its own, streamed from hot to cold (read twice, never held).
 	PackMaxBytes int64
 	// PackMinLive is the live share of a pack's bytes below which the
 	// compactor rewrites it (default DefaultPackMinLive).
@@ -148,10 +149,16 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
+func newOwner() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // validate reports options no Store can take.
 func (o Options) validate() error {
 	if o.After < 0 || o.Interval < 0 || o.MaxObjectsPerSecond < 0 || o.MaxBytesPerSecond < 0 ||
-		o.PackMaxBytes < 0 || o.PackMinLive < 0 || o.PackMinLive > 1 || o.MaxClockSkew < 0 || o.MoveTimeout < 0 || o.IndexCacheBytes < 0 {
+		o.PackMaxObjects < 0 || o.PackMaxBytes < 0 || o.PackMinLive < 0 || o.PackMinLive > 1 || o.MaxClockSkew < 0 || o.MoveTimeout < 0 || o.IndexCacheBytes < 0 {
 		return blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: negative option, or PackMinLive above 1")
 	}
 	if o.Shards < 0 || o.Shards > maxShards {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"strings"
 	"sync"
@@ -46,13 +47,11 @@ func batchMarkerKey(pack string) string {
 	return batchPrefix + strings.TrimPrefix(pack, logPrefix)
 }
 
-// packing reports whether moves go into packs.
-func (s *Store) packing() bool { return s.opts.PackMaxObjects > 0 }
-
 type packItem struct {
 	obj   blob.ListObject
 	attrs *blob.Attributes
-	data  []byte
+	data  []byte       // nil in a streamed pack (see packMove.streamed)
+	crc   uint32       // of the version's bytes, in a streamed pack
 	hold  blob.Holding // over a retirer: the survey that read it
 	stale bool         // over a retirer: a version the pack log knows already
 }
@@ -87,19 +86,22 @@ type packItem struct {
 // too, and the user, who deleted g after the marker was written (3 comes
 // after 2), finds g in the marker. No step removes anything a reader could
 // need.
-func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int, size int64, err error) {
-	mv := &packMove{s: s}
+//
+// An object larger than PackMaxBytes is a pack of its own, whose bytes are
+// streamed from hot to cold rather than held (see packMove.streamed).
+func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moveCounts, error) {
+	mv := &packMove{s: s, streamed: len(objs) == 1 && objs[0].Size > s.opts.PackMaxBytes}
 	defer mv.release()
 	if !mv.lock(objs) {
-		return 0, 0, nil
+		return mv.moveCounts, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
 	defer cancel()
 	if err := mv.finalize(ctx); err != nil {
-		return 0, 0, err
+		return mv.moveCounts, err
 	}
 	if err := mv.mark(ctx); err != nil {
-		return 0, 0, err
+		return mv.moveCounts, err
 	}
 	if err := mv.read(ctx); err != nil || len(mv.keep) == 0 {
 		return mv.end(ctx, err)
@@ -107,18 +109,18 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moved int
 	if err := mv.index(ctx); err != nil {
 		return mv.end(ctx, err)
 	}
-	if err := mv.write(ctx); err != nil {
+	if err := mv.write(ctx); err != nil || len(mv.keep) == 0 {
 		return mv.end(ctx, err)
 	}
 	if err := mv.markPacked(ctx); err != nil {
 		return mv.end(ctx, err)
 	}
-	err = mv.removeFromHot(ctx)
+	err := mv.removeFromHot(ctx)
 	if s.ret != nil {
 		// The marker stays, and with it what the log knows of these
 		// versions, until a later retirement confirms every copy is gone
 		// (recoverBatch).
-		return mv.moved, mv.size, err
+		return mv.moveCounts, err
 	}
 	return mv.end(ctx, err)
 }
@@ -135,8 +137,13 @@ type packMove struct {
 	keep    []*packItem
 	idx     *packIndex
 	data    bytes.Buffer
-	moved   int
-	size    int64
+	moveCounts
+	// streamed is set for a pack of one object larger than PackMaxBytes:
+	// its bytes are read from hot twice, never held. The first read (3)
+	// checks them against the Stat and sums them for the index, which
+	// precedes the data; the second (5) is copied into the pack, which is
+	// not committed unless those bytes sum the same.
+	streamed bool
 }
 
 // lock takes each key's lock; busy keys are left for the next pass. It
@@ -146,6 +153,7 @@ func (mv *packMove) lock(objs []blob.ListObject) bool {
 		unlock, ok := mv.s.locks.tryLock(o.Key)
 		if !ok {
 			mv.s.stats.busy.Add(1)
+			mv.busy++
 			continue
 		}
 		mv.unlocks = append(mv.unlocks, unlock)
@@ -216,12 +224,20 @@ func (mv *packMove) mark(ctx context.Context) error {
 	return nil
 }
 
+// moveCounts is what a move did, for its pass's result.
+type moveCounts struct {
+	moved     int   // objects that left hot for the pack
+	size      int64 // their bytes
+	conflicts int   // objects changed or deleted by a user meanwhile
+	busy      int   // objects whose keys were locked in this process
+}
+
 // end drops the marker (7) and returns what the move did, with err.
-func (mv *packMove) end(ctx context.Context, err error) (int, int64, error) {
+func (mv *packMove) end(ctx context.Context, err error) (moveCounts, error) {
 	if rerr := mv.s.dropBatchMarker(ctx, mv.mk); rerr != nil && err == nil {
 		err = rerr
 	}
-	return mv.moved, mv.size, err
+	return mv.moveCounts, err
 }
 
 // read Stats and reads each object (3), Concurrency at a time: it is
@@ -232,7 +248,7 @@ func (mv *packMove) read(ctx context.Context) error {
 	var mu sync.Mutex
 	var firstErr error
 	parallel.Do(len(mv.held), s.opts.Concurrency, func(i int) {
-		it, err := s.readForPack(ctx, mv.held[i])
+		it, err := s.readForPack(ctx, mv.held[i], mv.streamed)
 		if err != nil {
 			mu.Lock()
 			firstErr = cmpErr(firstErr, err)
@@ -279,7 +295,12 @@ func (mv *packMove) index(ctx context.Context) error {
 			}
 		}
 		a := *it.attrs
-		mv.idx.Entries = append(mv.idx.Entries, packEntry{Key: a.Key, Off: int64(mv.data.Len()), Len: int64(len(it.data)), Attrs: &a})
+		e := packEntry{Key: a.Key, Off: int64(mv.data.Len()), Len: int64(len(it.data)), Attrs: &a, CRC: crc32.Checksum(it.data, castagnoli)}
+		if mv.streamed {
+			e.Len, e.CRC = a.Size, it.crc
+		}
+		mv.idx.Entries = append(mv.idx.Entries, e)
+		mv.idx.DataBytes += e.Len
 		mv.data.Write(it.data)
 		live, err := s.cat.live(ctx, a.Key)
 		if err != nil {
@@ -297,17 +318,40 @@ func (mv *packMove) index(ctx context.Context) error {
 // write writes the pack (5, writePack), if it holds anything, and waits
 // until hotDeleteDelay has passed since it was committed: a reader whose hot
 // lookup takes less than that lists the log alongside the removals from hot
-// that follow.
+// that follow. A streamed pack whose object changed since it was summed is
+// not written, and the move keeps nothing.
 func (mv *packMove) write(ctx context.Context) error {
 	s := mv.s
 	if len(mv.idx.Entries) == 0 {
 		return nil
 	}
-	committed, err := s.writePack(ctx, mv.chosen, mv.name, mv.idx, mv.data.Bytes())
+	var data io.Reader = &mv.data
+	if mv.streamed {
+		it := mv.keep[0]
+		r, err := s.openVersion(ctx, it.obj.Key, it.attrs)
+		if err != nil {
+			return mv.changed(err)
+		}
+		defer r.Close()
+		data = &sameBytes{r: r, size: it.attrs.Size, crc: it.crc}
+	}
+	committed, err := s.writePack(ctx, mv.chosen, mv.name, mv.idx, data)
 	if err != nil {
-		return err
+		return mv.changed(err)
 	}
 	return latency.Sleep(ctx, s.hotDeleteDelay()-time.Since(committed))
+}
+
+// changed returns err, or, if err says the streamed object changed between
+// its two reads, nil and a move that keeps nothing.
+func (mv *packMove) changed(err error) error {
+	if !errors.Is(err, errVersionChanged) {
+		return err
+	}
+	mv.s.stats.conflicts.Add(1)
+	mv.conflicts++
+	mv.keep = nil
+	return nil
 }
 
 // markPacked, over a retirer, rewrites the marker as packed, naming what
@@ -348,6 +392,7 @@ func (mv *packMove) removeFromHot(ctx context.Context) error {
 			// Overwritten (hot shadows the copy) or deleted by a user
 			// (who kills the copy through the marker).
 			s.stats.conflicts.Add(1)
+			mv.conflicts++
 		case s.ret != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 			// A replica did not answer: recovery retires it again.
 			s.stats.unretired.Add(1)
@@ -360,11 +405,12 @@ func (mv *packMove) removeFromHot(ctx context.Context) error {
 	return firstErr
 }
 
-// writePack writes a pack, verifies it, checks it was committed in time for
-// every reader's refresh to find it, and adds it to the catalog. It returns
-// when it was committed.
-func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, idx *packIndex, data []byte) (time.Time, error) {
-	body, err := encodePack(idx, data)
+// writePack writes a pack (its head from idx, then data), verifies it,
+// checks it was committed in time for every reader's refresh to find it,
+// and adds it to the catalog. It returns when it was committed. A failed
+// read of data commits nothing.
+func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, idx *packIndex, data io.Reader) (time.Time, error) {
+	head, err := packHead(idx)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -373,7 +419,8 @@ func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, id
 	if err := s.fence(ctx); err != nil {
 		return time.Time{}, err
 	}
-	if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: logMetadata(indexKeys(idx))}); err != nil {
+	wo := &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: logMetadata(indexKeys(idx))}
+	if err := blob.WriteFrom(ctx, s.cold, name, io.MultiReader(bytes.NewReader(head), data), wo); err != nil {
 		return time.Time{}, err
 	}
 	committed := time.Now()
@@ -381,8 +428,8 @@ func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, id
 	if err != nil {
 		return time.Time{}, fmt.Errorf("tiered: verify pack: %w", err)
 	}
-	if pa.Size != int64(len(body)) {
-		return time.Time{}, fmt.Errorf("tiered: verify pack: size %d, wrote %d", pa.Size, len(body))
+	if want := int64(len(head)) + idx.DataBytes; pa.Size != want {
+		return time.Time{}, fmt.Errorf("tiered: verify pack: size %d, wrote %d", pa.Size, want)
 	}
 	if time.Since(chosen) >= s.cat.window()/2 {
 		// Readers might not find it: the objects stay in hot, whose versions
@@ -472,43 +519,116 @@ func cmpErr(first, err error) error {
 }
 
 // readForPack Stats and reads one object for a pack; nil if it changed or
-// went since it was listed.
-func (s *Store) readForPack(ctx context.Context, o blob.ListObject) (*packItem, error) {
-	if s.ret != nil {
-		return s.readHeld(ctx, o)
+// went since it was listed. In a streamed pack it reads the object only to
+// check and sum it (sumVersion).
+func (s *Store) readForPack(ctx context.Context, o blob.ListObject, streamed bool) (*packItem, error) {
+	it, err := s.statForPack(ctx, o, streamed)
+	if it == nil || err != nil {
+		return nil, err
 	}
-	a, err := s.hot.Stat(ctx, o.Key)
-	if errors.Is(err, blob.ErrNotFound) {
+	if streamed {
+		it.crc, err = s.sumVersion(ctx, o.Key, it.attrs)
+	} else if s.ret != nil {
+		it.data, err = s.ret.ReadHeld(ctx, it.hold)
+		if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
+			err = errVersionChanged
+		} else if err == nil && !readAsStated(it.data, it.attrs) {
+			err = errVersionChanged
+		}
+	} else {
+		it.data, err = s.readVersion(ctx, o.Key, it.attrs)
+	}
+	if errors.Is(err, errVersionChanged) {
+		return nil, nil
+	}
+	return it, err
+}
+
+// statForPack is readForPack's Stat: over a retirer, a survey of every
+// replica (what the retirement needs), whose holding the item keeps. It
+// returns nil if the object is not the version the marker named, not old
+// enough, a grave, or (unless streamed) larger than PackMaxBytes.
+func (s *Store) statForPack(ctx context.Context, o blob.ListObject, streamed bool) (*packItem, error) {
+	it := &packItem{obj: o}
+	var err error
+	if s.ret != nil {
+		if it.hold, err = s.ret.Survey(ctx, o.Key); err != nil {
+			return nil, err
+		}
+		it.attrs = it.hold.Attributes()
+	} else if it.attrs, err = s.hot.Stat(ctx, o.Key); errors.Is(err, blob.ErrNotFound) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
 	}
-	if a.Generation != o.Generation || time.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes || isGrave(a) {
+	a := it.attrs
+	if a == nil || a.Generation != o.Generation || time.Now().Sub(a.ModTime) < s.opts.After || !streamed && a.Size > s.opts.PackMaxBytes || isGrave(a) {
 		return nil, nil // changed since the marker named it
 	}
 	if a.Generation == "" {
 		return nil, fmt.Errorf("tiered: hot store gives no generation for %q: cannot move it safely", o.Key)
 	}
-	r, err := s.hot.NewRangeReader(ctx, o.Key, 0, -1)
+	return it, nil
+}
+
+// errVersionChanged: hot no longer holds the version a move read.
+var errVersionChanged = errors.New("tiered: hot object changed during the move")
+
+// openVersion opens hot's object key if it is still the version a
+// describes (as far as the reader tells: the bytes are checked after);
+// errVersionChanged otherwise.
+func (s *Store) openVersion(ctx context.Context, key string, a *blob.Attributes) (blob.Reader, error) {
+	r, err := s.hot.NewRangeReader(ctx, key, 0, -1)
 	if errors.Is(err, blob.ErrNotFound) {
-		return nil, nil
+		return nil, errVersionChanged
 	} else if err != nil {
 		return nil, err
 	}
-	defer r.Close()
 	if g := r.Attributes().Generation; g != "" && g != a.Generation {
-		return nil, nil
+		r.Close()
+		return nil, errVersionChanged
 	}
+	return r, nil
+}
+
+// readVersion reads the version a describes from hot.
+func (s *Store) readVersion(ctx context.Context, key string, a *blob.Attributes) ([]byte, error) {
+	r, err := s.openVersion(ctx, key, a)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
 	b, err := io.ReadAll(r)
 	if errors.Is(err, blob.ErrNotFound) {
-		return nil, nil
+		return nil, errVersionChanged
 	} else if err != nil {
 		return nil, err
 	}
 	if !readAsStated(b, a) {
-		return nil, nil // a newer version was read
+		return nil, errVersionChanged // a newer version was read
 	}
-	return &packItem{obj: o, attrs: a, data: b}, nil
+	return b, nil
+}
+
+// sumVersion reads the version a describes from hot without keeping it,
+// and returns the CRC32C of its bytes once their size and MD5 match a's.
+func (s *Store) sumVersion(ctx context.Context, key string, a *blob.Attributes) (uint32, error) {
+	r, err := s.openVersion(ctx, key, a)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	c, m := crc32.New(castagnoli), md5.New()
+	n, err := io.Copy(io.MultiWriter(c, m), r)
+	if errors.Is(err, blob.ErrNotFound) {
+		return 0, errVersionChanged
+	} else if err != nil {
+		return 0, err
+	}
+	if n != a.Size || len(a.MD5) > 0 && !bytes.Equal(m.Sum(nil), a.MD5) {
+		return 0, errVersionChanged
+	}
+	return c.Sum32(), nil
 }
 
 // readAsStated reports whether bytes read are those of the version a Stat
@@ -525,28 +645,29 @@ func readAsStated(b []byte, a *blob.Attributes) bool {
 	return true
 }
 
-// readHeld is readForPack over a retirer: a survey of every replica (what
-// the retirement needs) in place of the Stat, and the value read from one
-// replica that holds the version surveyed.
-func (s *Store) readHeld(ctx context.Context, o blob.ListObject) (*packItem, error) {
-	h, err := s.ret.Survey(ctx, o.Key)
-	if err != nil {
-		return nil, err
+// sameBytes passes on the bytes of a version read a second time, for a
+// streamed pack, and fails with errVersionChanged, at their end or once
+// they run over, if they are not the bytes the first read summed: the pack
+// copying them is then not committed.
+type sameBytes struct {
+	r    io.Reader
+	size int64
+	crc  uint32
+	n    int64
+	sum  uint32
+}
+
+func (v *sameBytes) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.n += int64(n)
+	v.sum = crc32.Update(v.sum, castagnoli, p[:n])
+	switch {
+	case v.n > v.size, errors.Is(err, blob.ErrNotFound):
+		return n, errVersionChanged
+	case err == io.EOF && (v.n != v.size || v.sum != v.crc):
+		return n, errVersionChanged
 	}
-	a := h.Attributes()
-	if a == nil || a.Generation != o.Generation || time.Now().Sub(a.ModTime) < s.opts.After || a.Size > s.opts.PackMaxBytes || isGrave(a) {
-		return nil, nil // changed since the marker named it
-	}
-	b, err := s.ret.ReadHeld(ctx, h)
-	if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	if !readAsStated(b, a) {
-		return nil, nil
-	}
-	return &packItem{obj: o, attrs: a, data: b, hold: h}, nil
+	return n, err
 }
 
 // killPacked kills every version of key that packs serve, after bringing
@@ -562,9 +683,6 @@ func (s *Store) killPacked(ctx context.Context, key string) (bool, error) {
 // livePacked returns the versions of key that packs serve, with the catalog
 // brought up to date first (none when not packing).
 func (s *Store) livePacked(ctx context.Context, key string) ([]kill, error) {
-	if !s.packing() {
-		return nil, nil
-	}
 	if err := s.cat.sync(ctx, time.Now()); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package tiered
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"testing"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -53,4 +55,24 @@ func FuzzReadPackIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// encodePack lays out a pack (packHead, then data), as a move does. Entry offsets are
+// relative to the start of the data, which follows the index; encodePack
+// sets each entry's CRC from data, and the index's size.
+func encodePack(idx *packIndex, data []byte) ([]byte, error) {
+	idx.DataBytes = int64(len(data))
+	for i := range idx.Entries {
+		e := &idx.Entries[i]
+		if e.Off < 0 || e.Len < 0 || e.Off+e.Len > int64(len(data)) {
+			return nil, fmt.Errorf("tiered: pack entry %q at %d+%d outside %d data bytes", e.Key, e.Off, e.Len, len(data))
+		}
+		e.CRC = crc32.Checksum(data[e.Off:e.Off+e.Len], castagnoli)
+	}
+	head, err := packHead(idx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(head)+len(data))
+	return append(append(out, head...), data...), nil
 }

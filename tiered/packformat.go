@@ -42,7 +42,7 @@ type packEntry struct {
 	Off   int64            `json:"o"`
 	Len   int64            `json:"n"`
 	Attrs *blob.Attributes `json:"a"`
-	// CRC is the CRC32C of the entry's bytes (set by encodePack), which
+	// CRC is the CRC32C of the entry's bytes (set by the move), which
 	// every read of the entry verifies; absent from packs written before
 	// checksums.
 	CRC uint32 `json:"c,omitempty"`
@@ -66,27 +66,17 @@ type packIndex struct {
 	DataBytes int64 `json:"data_bytes"`
 }
 
-// encodePack lays out a pack: header, index, data. Entry offsets are
-// relative to the start of the data, which follows the index; encodePack
-// sets each entry's CRC from data, and the index's size.
-func encodePack(idx *packIndex, data []byte) ([]byte, error) {
-	idx.DataBytes = int64(len(data))
-	for i := range idx.Entries {
-		e := &idx.Entries[i]
-		if e.Off < 0 || e.Len < 0 || e.Off+e.Len > int64(len(data)) {
-			return nil, fmt.Errorf("tiered: pack entry %q at %d+%d outside %d data bytes", e.Key, e.Off, e.Len, len(data))
-		}
-		e.CRC = crc32.Checksum(data[e.Off:e.Off+e.Len], castagnoli)
-	}
+// packHead lays out what comes before a pack's data: the header and the
+// index, whose entries carry their CRCs and whose DataBytes is set. A pack
+// whose data is streamed (a pack of one object larger than PackMaxBytes)
+// is its head, then those bytes.
+func packHead(idx *packIndex) ([]byte, error) {
 	js, err := json.Marshal(idx)
 	if err != nil {
 		return nil, err
 	}
 	hdr := fmt.Sprintf("%s%011d %08x\n", packMagic, len(js), crc32.Checksum(js, castagnoli))
-	out := make([]byte, 0, len(hdr)+len(js)+len(data))
-	out = append(out, hdr...)
-	out = append(out, js...)
-	return append(out, data...), nil
+	return append([]byte(hdr), js...), nil
 }
 
 // packHeader is a pack's parsed header.

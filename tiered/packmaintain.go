@@ -151,31 +151,15 @@ func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[ki
 				return false, s.corruptEntry(packed{lp, e}, "checksum mismatch; the pack is not rewritten")
 			}
 			ne := e
-			ne.Off = int64(data.Len())
+			ne.Off, ne.CRC = int64(data.Len()), crc32.Checksum(b, castagnoli)
 			data.Write(b)
 			idx.Entries = append(idx.Entries, ne)
 		}
+		idx.DataBytes = int64(data.Len())
 		chosen := s.logNow()
-		name := logName(kindPack, chosen)
-		body, err := encodePack(idx, data.Bytes())
-		if err != nil {
+		if _, err := s.writePack(ctx, chosen, logName(kindPack, chosen), idx, &data); err != nil {
 			return false, err
 		}
-		if err := s.fence(ctx); err != nil {
-			return false, err
-		}
-		if err := blob.Put(ctx, s.cold, name, body, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: logMetadata(indexKeys(idx))}); err != nil {
-			return false, err
-		}
-		if time.Since(chosen) >= s.cat.window()/2 {
-			return false, fmt.Errorf("tiered: rewrite of %s took %v, more than half the log window", lp.name, time.Since(chosen))
-		}
-		np, err := readPackIndex(ctx, s.cold, name)
-		if err != nil {
-			return false, err
-		}
-		s.cat.addPack(np)
-		s.stats.packs.Add(1)
 	} else if len(idx.Kills) > 0 {
 		if err := s.writeTombstone(ctx, idx.Kills); err != nil {
 			return false, err

@@ -4,10 +4,58 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 )
+
+// recoverMarkers finishes what moves of shard's keys, and operations under
+// a key's lock in hot, left behind: the markers of pack moves (in cold)
+// that failed in this Store or whose process crashed, and, in shard 0's
+// pass, locks whose holders are gone.
+func (s *Store) recoverMarkers(ctx context.Context, shard int) {
+	for obj, err := range blob.All(ctx, s.hot, &blob.ListOptions{Prefix: markerPrefix}) {
+		if err != nil {
+			if ctx.Err() == nil {
+				s.fail(err)
+			}
+			return
+		}
+		var err error
+		switch {
+		case isLeaseKey(obj.Key):
+			// The compactor's leases, when they live in hot.
+		case isLock(obj.Key) && shard == 0:
+			err = s.recoverLock(ctx, obj)
+		case isObjectMarker(obj.Key):
+			err = fmt.Errorf("tiered: hot holds %q, the marker of a move of one object, which only earlier versions made and only they recover: run one of them until no such marker is left", obj.Key)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.fail(err)
+		}
+	}
+	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
+		if err != nil {
+			if ctx.Err() == nil {
+				s.fail(err)
+			}
+			return
+		}
+		if err := s.recoverBatch(ctx, obj, shard); err != nil && ctx.Err() == nil {
+			s.fail(err)
+		}
+	}
+}
+
+// isObjectMarker reports whether a key in hot is the marker of a move of
+// one object (the prefix and a SHA-256 in hex), which earlier versions
+// wrote before moving an object to a cold object of its own name.
+func isObjectMarker(key string) bool {
+	h, ok := strings.CutPrefix(key, markerPrefix)
+	return ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == ""
+}
 
 // dropBatchMarker removes a pack move's marker.
 func (s *Store) dropBatchMarker(ctx context.Context, mk string) error {

@@ -24,10 +24,7 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	if offset < 0 {
 		return nil, blob.Errorf(driver.OpRead, key, blob.ErrInvalidArgument, "negative offset %d", offset)
 	}
-	var ahead *readAhead
-	if s.packing() {
-		ahead = s.startReadAhead(ctx, key, offset, length)
-	}
+	ahead := s.startReadAhead(ctx, key, offset, length)
 	r, err := s.readOnce(ctx, key, offset, length, ahead)
 	if !errors.Is(err, blob.ErrNotFound) {
 		return r, err
@@ -162,45 +159,42 @@ func (a *readAhead) drop() {
 // pack's bytes never change, so it is the read that would have followed. A
 // packed read then costs about one cold round trip, alongside hot's.
 func (s *Store) readCold(ctx context.Context, key string, offset, length int64, since time.Time, ahead *readAhead) (blob.Reader, error) {
-	if s.packing() {
-		for attempt := 0; ; attempt++ {
-			if err := s.cat.sync(ctx, since); err != nil {
-				ahead.drop()
-				return nil, err
-			}
-			p, ok, err := s.cat.lookup(ctx, key)
-			if err == nil {
-				// A damaged pack or tombstone may hold a newer version
-				// of key, or have killed the one found.
-				err = s.cat.damagedFor(driver.OpRead, key)
-			}
-			if err != nil {
-				ahead.drop()
-				return nil, err
-			}
-			if ok {
-				if r := ahead.take(p); r != nil {
-					return r, nil
-				}
-			}
+	for attempt := 0; ; attempt++ {
+		if err := s.cat.sync(ctx, since); err != nil {
 			ahead.drop()
-			if !ok {
-				break
-			}
-			r, err := s.readPacked(ctx, p, offset, length)
-			if errors.Is(err, blob.ErrNotFound) && attempt == 0 {
-				// The pack was rewritten and removed: its successor was
-				// committed before, and a full listing finds it.
-				if err := s.cat.refreshFull(ctx); err != nil {
-					return nil, err
-				}
-				since = time.Time{}
-				continue
-			}
-			return r, err
+			return nil, err
 		}
+		p, ok, err := s.cat.lookup(ctx, key)
+		if err == nil {
+			// A damaged pack or tombstone may hold a newer version of
+			// key, or have killed the one found.
+			err = s.cat.damagedFor(driver.OpRead, key)
+		}
+		if err != nil {
+			ahead.drop()
+			return nil, err
+		}
+		if ok {
+			if r := ahead.take(p); r != nil {
+				return r, nil
+			}
+		}
+		ahead.drop()
+		if !ok {
+			break
+		}
+		r, err := s.readPacked(ctx, p, offset, length)
+		if errors.Is(err, blob.ErrNotFound) && attempt == 0 {
+			// The pack was rewritten and removed: its successor was
+			// committed before, and a full listing finds it.
+			if err := s.cat.refreshFull(ctx); err != nil {
+				return nil, err
+			}
+			since = time.Time{}
+			continue
+		}
+		return r, err
 	}
-	ahead.drop()
 	r, err := s.cold.NewRangeReader(ctx, key, offset, length)
 	if err != nil {
 		return nil, err
@@ -307,21 +301,19 @@ func (s *Store) statOnce(ctx context.Context, key string) (*blob.Attributes, err
 // committed before since: settled() after a miss in hot, the present time
 // for a check made before hot is asked.
 func (s *Store) coldStat(ctx context.Context, key string, since time.Time) (*blob.Attributes, error) {
-	if s.packing() {
-		if err := s.cat.sync(ctx, since); err != nil {
-			return nil, err
-		}
-		p, ok, err := s.cat.lookup(ctx, key)
-		if err == nil {
-			err = s.cat.damagedFor(driver.OpStat, key)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			a := *p.entry.Attrs
-			return &a, nil
-		}
+	if err := s.cat.sync(ctx, since); err != nil {
+		return nil, err
+	}
+	p, ok, err := s.cat.lookup(ctx, key)
+	if err == nil {
+		err = s.cat.damagedFor(driver.OpStat, key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		a := *p.entry.Attrs
+		return &a, nil
 	}
 	a, err := s.cold.Stat(ctx, key)
 	if err != nil {

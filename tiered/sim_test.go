@@ -101,7 +101,7 @@ func TestSimulation(t *testing.T) {
 		name        string
 		packObjects int
 		quorum      bool
-	}{{"objects", -1, false}, {"packs", 4, false}, {"quorum", 4, true}} {
+	}{{"alone", alone, false}, {"packs", 4, false}, {"quorum", 4, true}} {
 		steps, stepsFlag := *simSteps, "steps"
 		if mode.quorum {
 			steps, stepsFlag = *simQuorumSteps, "quorumsteps"
@@ -439,8 +439,8 @@ func (s *sim) restart() {
 		hot = s.compactorHot
 	}
 	c, err := tiered.New(hot, &hooked{Store: s.coldF, name: "cold", at: at},
-		tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, Owner: "sim-compactor", PackMaxObjects: s.packObjects,
-			MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: simIndexCache})
+		bound(tiered.Options{After: time.Nanosecond, Manual: true, Concurrency: 1, Owner: "sim-compactor", PackMaxObjects: s.packObjects,
+			MoveTimeout: simMoveTimeout, MaxClockSkew: time.Millisecond, IndexCacheBytes: simIndexCache}))
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func (s *Store) mayBePacked(gen string) bool {
 // a version at or above it. since is as for coldStat: settled() after the
 // hot answer, the present for a check made before hot is asked.
 func (s *Store) staleHot(ctx context.Context, key, gen string, since time.Time) (bool, error) {
-	if s.ret == nil || !s.packing() || gen == "" || !s.mayBePacked(gen) {
+	if s.ret == nil || gen == "" || !s.mayBePacked(gen) {
 		return false, nil
 	}
 	p, err := s.packedSince(ctx, key, gen, since)
@@ -113,7 +113,7 @@ func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.W
 			return err
 		}
 		dead := a.Generation == accept
-		if !dead && s.packing() && a.Generation != "" {
+		if !dead && a.Generation != "" {
 			p, serr := s.packedSince(ctx, key, a.Generation, s.settled())
 			if serr != nil {
 				return serr
@@ -141,7 +141,7 @@ func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.W
 // without the check of hot's directories (dirLive) that leaves out one
 // holding only graves.
 func (s *Store) filterStale(ctx context.Context, objs []blob.ListObject) ([]blob.ListObject, error) {
-	if s.ret == nil || !s.packing() {
+	if s.ret == nil {
 		return objs, nil
 	}
 	out := objs[:0:0]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,12 +111,22 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 func (s *Store) Hot() blob.Store  { return s.hot }
 func (s *Store) Cold() blob.Store { return s.cold }
 
+// markerPrefix starts the names of what the Store keeps beside users'
+// objects: locks and leases in hot, the pack log and move markers in cold.
+// Two private-use code points sort after every ordinary key and contain no
+// delimiter a listing would group on, so these never show in a listing
+// (List drops them) and no user key collides with them (keys starting with
+// the prefix are refused).
+const markerPrefix = "\U0010FFFD\U0010FFFD"
+
+func isMarker(key string) bool { return strings.HasPrefix(key, markerPrefix) }
+
 func (s *Store) check(op, key string) error {
 	if err := s.life.Check(op, key); err != nil {
 		return err
 	}
 	if isMarker(key) {
-		return blob.Errorf(op, key, blob.ErrInvalidKey, "keys starting with U+10FFFD U+10FFFD are reserved for move markers")
+		return blob.Errorf(op, key, blob.ErrInvalidKey, "keys starting with U+10FFFD U+10FFFD are reserved for the store's own records")
 	}
 	return nil
 }

@@ -21,8 +21,8 @@ func init() { blob.RegisterWithGocloud(Scheme, Open) }
 //
 // hot and cold are URLs of registered schemes, query-escaped. Other
 // parameters: interval, concurrency, max_objects_per_second,
-// max_bytes_per_second, move_timeout, manual, pack_max_objects (-1: no
-// packs), pack_max_bytes (a size such as 64MiB), pack_min_live_percent,
+// max_bytes_per_second, move_timeout, manual, pack_max_objects (a
+// positive bound), pack_max_bytes (a size such as 64MiB), pack_min_live_percent,
 // max_clock_skew, lease (the compactor lease's duration), lease_in (hot or
 // cold, the default: where the lease lives), shards (1 to 256: the
 // compaction shards, each under a lease of its own; keys by HashShard),
@@ -64,8 +64,8 @@ func Open(ctx context.Context, u *url.URL) (blob.Store, error) {
 	if q.Has("shards") && (opts.Shards < 1 || opts.Shards > maxShards) {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: shards=%d: want 1..%d", opts.Shards, maxShards)
 	}
-	if q.Has("pack_max_objects") && opts.PackMaxObjects == 0 {
-		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: pack_max_objects=0: give a positive bound, or -1 to move objects one by one")
+	if q.Has("pack_max_objects") && opts.PackMaxObjects < 1 {
+		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: pack_max_objects=%d: want a positive bound", opts.PackMaxObjects)
 	}
 	if u.Host != "" || (u.Path != "" && u.Path != "/") {
 		return nil, blob.Errorf(driver.OpOpen, "", blob.ErrInvalidArgument, "tiered: the URL takes no host or path, only ?hot=...&cold=...")

@@ -18,9 +18,6 @@ func (s *Store) NewWriter(ctx context.Context, key string, opts *blob.WriterOpti
 		return nil, err
 	}
 	if opts == nil || opts.If.IsZero() {
-		if !s.packing() {
-			return s.hot.NewWriter(ctx, key, opts)
-		}
 		return recordingHot{Store: s.hot, s: s}.NewWriter(ctx, key, opts)
 	}
 	if err := opts.If.Validate("write", key); err != nil {
@@ -44,7 +41,7 @@ func (s *Store) Create(ctx context.Context, prefix string, opts *blob.WriterOpti
 		return "", nil, blob.Errorf(driver.OpCreate, prefix, blob.ErrInvalidKey, "prefix reserved for move markers")
 	}
 	key, w, err := blob.Create(ctx, s.hot, prefix, opts)
-	if err != nil || !s.packing() {
+	if err != nil {
 		return key, w, err
 	}
 	return key, &recordingWriter{Writer: w, s: s, key: key}, nil
