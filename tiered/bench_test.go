@@ -110,7 +110,7 @@ func BenchmarkWriteLatency(b *testing.B) {
 func BenchmarkCompaction(b *testing.B) {
 	for _, conc := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
-			benchPasses(b, tiered.Options{Concurrency: conc, PackMaxObjects: alone}, 200, 256<<10, 4)
+			benchPasses(b, bound(tiered.Options{Concurrency: conc, PackMaxObjects: alone}), 200, 256<<10, 4)
 		})
 	}
 }
