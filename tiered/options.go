@@ -111,7 +111,9 @@ type Options struct {
 	PackMaxObjects int
 	// PackMaxBytes bounds a pack's bytes (default DefaultPackMaxBytes),
 	// which a move holds in memory; an object larger than it is a pack of
-	// its own, streamed from hot to cold (read twice, never held).
+	// its own, streamed from hot to cold (read twice, never held). Such a
+	// move's two reads and its write must fit in MoveTimeout, like any
+	// move: raise it for objects of many GiB.
 	PackMaxBytes int64
 	// PackMinLive is the live share of a pack's bytes below which the
 	// compactor rewrites it (default DefaultPackMinLive).
