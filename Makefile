@@ -18,7 +18,7 @@ test: fmt-check vet tools
 # with the tests too): pack indexes, quorum acceptor states, commit-log
 # frames and segment names.
 FUZZTIME ?= 5s
-FUZZ_TARGETS := ./tiered:FuzzReadPackIndex ./quorum:FuzzParseState \
+FUZZ_TARGETS := ./tiered/internal/packlog:FuzzReadPackIndex ./quorum:FuzzParseState \
 	./commitlog:FuzzDecodeFrames ./commitlog:FuzzSegmentNames
 
 fuzz:

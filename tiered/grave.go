@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/tiered/internal/packlog"
 )
 
 // graveKey is the metadata key that makes a hot object a grave, holding the
@@ -90,10 +91,10 @@ func (s *Store) retireGraves(ctx context.Context, gs []graveAt) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
 	defer cancel()
 	var held []graveAt
-	var kills []kill
+	var kills []packlog.Version
 	// One listing of the pack log for all of them (each grave is older than
 	// any pack that can hold a version it shadows).
-	if err := s.cat.sync(ctx, time.Now()); err != nil {
+	if err := s.cat.Sync(ctx, time.Now()); err != nil {
 		return err
 	}
 	for _, g := range gs {
@@ -103,7 +104,7 @@ func (s *Store) retireGraves(ctx context.Context, gs []graveAt) error {
 			continue
 		}
 		defer unlock()
-		ks, err := s.cat.live(ctx, g.key)
+		ks, err := s.cat.Live(ctx, g.key)
 		if err != nil {
 			return err
 		}

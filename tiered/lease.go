@@ -77,7 +77,7 @@ import (
 //     pack into one (shards never mix) and waits for the markers of moves
 //     in flight in any process, which are listed from cold. A full listing
 //     of the log in shard 0's pass trusts that nothing was removed while it
-//     ran (catalog.refreshLocked); in another shard's it does not.
+//     ran (packlog.Catalog.refreshLocked); in another shard's it does not.
 //   - The leases: each shard's its own object, written on condition of the
 //     generation its writer read; a contender's request (see balance) is
 //     written the same way, and a holder whose renewal it beat reads the

@@ -71,7 +71,7 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 	// in between was in neither.
 	hotObjs, err := s.filterStale(ctx, hp.Objects)
 	if err == nil {
-		err = s.cat.sync(ctx, s.settled())
+		err = s.cat.Sync(ctx, s.settled())
 	}
 	if err == nil {
 		pp, err = s.packedPage(ctx, inner)
@@ -158,13 +158,13 @@ func (s *Store) packedPage(ctx context.Context, inner *blob.ListOptions) (*blob.
 	page := &blob.ListPage{}
 	after := inner.StartAfter
 	for {
-		batch, err := s.cat.keys(ctx, inner.Prefix, after, inner.PageSize+1)
+		batch, err := s.cat.Keys(ctx, inner.Prefix, after, inner.PageSize+1)
 		if err != nil {
 			return nil, err
 		}
 		for _, p := range batch {
-			after = p.entry.Key
-			o := blob.ListObject{Key: p.entry.Key, Size: p.entry.Len, ModTime: p.entry.Attrs.ModTime, MD5: p.entry.Attrs.MD5}
+			after = p.Entry.Key
+			o := blob.ListObject{Key: p.Entry.Key, Size: p.Entry.Len, ModTime: p.Entry.Attrs.ModTime, MD5: p.Entry.Attrs.MD5}
 			if inner.Delimiter != "" {
 				rest := strings.TrimPrefix(o.Key, inner.Prefix)
 				if i := strings.Index(rest, inner.Delimiter); i >= 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/internal/parallel"
+	"github.com/zonalblob/zonalblob/tiered/internal/packlog"
 )
 
 // batchPrefix starts the names of a pack move's marker in cold.
@@ -33,9 +34,9 @@ type batchMarker struct {
 	// Items are the keys and the generations they had before the marker was
 	// written: the move packs a key only if it still has that generation
 	// after (its Stat, step 3).
-	Items []kill    `json:"items"`
-	Owner string    `json:"owner"`
-	Time  time.Time `json:"time"`
+	Items []packlog.Version `json:"items"`
+	Owner string            `json:"owner"`
+	Time  time.Time         `json:"time"`
 	// Packed is set, over a hot store that retires (see retirer), once the
 	// pack was committed in time and before any of its objects is retired:
 	// recovery then retires them again, and the marker stays until every
@@ -44,7 +45,7 @@ type batchMarker struct {
 }
 
 func batchMarkerKey(pack string) string {
-	return batchPrefix + strings.TrimPrefix(pack, logPrefix)
+	return batchPrefix + strings.TrimPrefix(pack, packlog.Prefix)
 }
 
 type packItem struct {
@@ -135,7 +136,7 @@ type packMove struct {
 	marker  batchMarker
 	mk      string // the marker's key in cold; "" until it is written
 	keep    []*packItem
-	idx     *packIndex
+	idx     *packlog.Index
 	data    bytes.Buffer
 	moveCounts
 	// streamed is set for a pack of one object larger than PackMaxBytes:
@@ -200,14 +201,14 @@ func (mv *packMove) finalize(ctx context.Context) error {
 func (mv *packMove) mark(ctx context.Context) error {
 	s := mv.s
 	mv.chosen = s.logNow()
-	mv.name = logName(kindPack, mv.chosen)
+	mv.name = packlog.NewName(packlog.KindPack, mv.chosen)
 	mv.marker = batchMarker{Pack: mv.name, Owner: s.opts.Owner, Time: time.Now()}
 	if err := s.fillGenerations(ctx, mv.held); err != nil {
 		return err
 	}
 	for _, o := range mv.held {
 		if o.Generation != "" {
-			mv.marker.Items = append(mv.marker.Items, kill{Key: o.Key, Gen: o.Generation})
+			mv.marker.Items = append(mv.marker.Items, packlog.Version{Key: o.Key, Gen: o.Generation})
 		}
 	}
 	mb, _ := json.Marshal(mv.marker)
@@ -274,10 +275,10 @@ func (mv *packMove) read(ctx context.Context) error {
 // and listed by now, and the new pack records it as killed.
 func (mv *packMove) index(ctx context.Context) error {
 	s := mv.s
-	if err := s.cat.sync(ctx, time.Now()); err != nil {
+	if err := s.cat.Sync(ctx, time.Now()); err != nil {
 		return err
 	}
-	mv.idx = &packIndex{}
+	mv.idx = &packlog.Index{}
 	for _, it := range mv.keep {
 		if s.ret != nil {
 			// Over a retirer, a version packed and killed since, or one
@@ -285,24 +286,24 @@ func (mv *packMove) index(ctx context.Context) error {
 			// retirement left). One a pack serves already is packed again:
 			// that pack may be one committed too late for every reader to
 			// find.
-			p, err := s.cat.packedAs(ctx, it.obj.Key, it.attrs.Generation)
+			p, err := s.cat.PackedAs(ctx, it.obj.Key, it.attrs.Generation)
 			if err != nil {
 				return err
 			}
-			it.stale = p.dead()
+			it.stale = p.Dead()
 			if it.stale {
 				continue
 			}
 		}
 		a := *it.attrs
-		e := packEntry{Key: a.Key, Off: int64(mv.data.Len()), Len: int64(len(it.data)), Attrs: &a, CRC: crc32.Checksum(it.data, castagnoli)}
+		e := packlog.Entry{Key: a.Key, Off: int64(mv.data.Len()), Len: int64(len(it.data)), Attrs: &a, CRC: crc32.Checksum(it.data, packlog.Castagnoli)}
 		if mv.streamed {
 			e.Len, e.CRC = a.Size, it.crc
 		}
 		mv.idx.Entries = append(mv.idx.Entries, e)
 		mv.idx.DataBytes += e.Len
 		mv.data.Write(it.data)
-		live, err := s.cat.live(ctx, a.Key)
+		live, err := s.cat.Live(ctx, a.Key)
 		if err != nil {
 			return err
 		}
@@ -363,7 +364,7 @@ func (mv *packMove) markPacked(ctx context.Context) error {
 	}
 	mv.marker.Packed, mv.marker.Items = true, nil
 	for _, it := range mv.keep {
-		mv.marker.Items = append(mv.marker.Items, kill{Key: it.obj.Key, Gen: it.attrs.Generation})
+		mv.marker.Items = append(mv.marker.Items, packlog.Version{Key: it.obj.Key, Gen: it.attrs.Generation})
 	}
 	mb, _ := json.Marshal(mv.marker)
 	if err := s.fence(ctx); err != nil {
@@ -409,8 +410,8 @@ func (mv *packMove) removeFromHot(ctx context.Context) error {
 // checks it was committed in time for every reader's refresh to find it,
 // and adds it to the catalog. It returns when it was committed. A failed
 // read of data commits nothing.
-func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, idx *packIndex, data io.Reader) (time.Time, error) {
-	head, err := packHead(idx)
+func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, idx *packlog.Index, data io.Reader) (time.Time, error) {
+	head, err := packlog.Head(idx)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -419,7 +420,7 @@ func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, id
 	if err := s.fence(ctx); err != nil {
 		return time.Time{}, err
 	}
-	wo := &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: logMetadata(indexKeys(idx))}
+	wo := &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/octet-stream", Metadata: packlog.Metadata(idx.Keys())}
 	if err := blob.WriteFrom(ctx, s.cold, name, io.MultiReader(bytes.NewReader(head), data), wo); err != nil {
 		return time.Time{}, err
 	}
@@ -431,16 +432,16 @@ func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, id
 	if want := int64(len(head)) + idx.DataBytes; pa.Size != want {
 		return time.Time{}, fmt.Errorf("tiered: verify pack: size %d, wrote %d", pa.Size, want)
 	}
-	if time.Since(chosen) >= s.cat.window()/2 {
+	if time.Since(chosen) >= s.cat.Window()/2 {
 		// Readers might not find it: the objects stay in hot, whose versions
 		// the pack's copies duplicate (a later rewrite drops the copies).
 		return time.Time{}, fmt.Errorf("tiered: pack %s took %v, more than half the log window", name, time.Since(chosen))
 	}
-	lp, err := readPackIndex(ctx, s.cold, name)
+	lp, err := packlog.ReadIndex(ctx, s.cold, name)
 	if err != nil {
 		return time.Time{}, err
 	}
-	s.cat.addPack(lp)
+	s.cat.AddPack(lp)
 	s.stats.packs.Add(1)
 	return committed, nil
 }
@@ -618,7 +619,7 @@ func (s *Store) sumVersion(ctx context.Context, key string, a *blob.Attributes) 
 		return 0, err
 	}
 	defer r.Close()
-	c, m := crc32.New(castagnoli), md5.New()
+	c, m := crc32.New(packlog.Castagnoli), md5.New()
 	n, err := io.Copy(io.MultiWriter(c, m), r)
 	if errors.Is(err, blob.ErrNotFound) {
 		return 0, errVersionChanged
@@ -660,7 +661,7 @@ type sameBytes struct {
 func (v *sameBytes) Read(p []byte) (int, error) {
 	n, err := v.r.Read(p)
 	v.n += int64(n)
-	v.sum = crc32.Update(v.sum, castagnoli, p[:n])
+	v.sum = crc32.Update(v.sum, packlog.Castagnoli, p[:n])
 	switch {
 	case v.n > v.size, errors.Is(err, blob.ErrNotFound):
 		return n, errVersionChanged
@@ -682,9 +683,9 @@ func (s *Store) killPacked(ctx context.Context, key string) (bool, error) {
 
 // livePacked returns the versions of key that packs serve, with the catalog
 // brought up to date first (none when not packing).
-func (s *Store) livePacked(ctx context.Context, key string) ([]kill, error) {
-	if err := s.cat.sync(ctx, time.Now()); err != nil {
+func (s *Store) livePacked(ctx context.Context, key string) ([]packlog.Version, error) {
+	if err := s.cat.Sync(ctx, time.Now()); err != nil {
 		return nil, err
 	}
-	return s.cat.live(ctx, key)
+	return s.cat.Live(ctx, key)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/tiered/internal/packlog"
 )
 
 // maintainPacks rewrites packs whose live share fell below PackMinLive and
@@ -16,11 +17,11 @@ import (
 // Only log objects older than the log window are touched, so no move or
 // rewrite that could still depend on them is in flight.
 func (s *Store) maintainPacks(ctx context.Context) error {
-	if err := s.cat.refreshFull(ctx); err != nil {
+	if err := s.cat.RefreshFull(ctx); err != nil {
 		return err
 	}
-	packs, tombs := s.cat.snapshot()
-	old := time.Now().Add(-s.cat.window())
+	packs, tombs := s.cat.Snapshot()
+	old := time.Now().Add(-s.cat.Window())
 	// A pack move's marker names versions its retirement may have left
 	// copies of in hot: a pack that holds one of them keeps it until the
 	// marker is gone, killed or not (see retirer).
@@ -32,10 +33,10 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 	// removed only once the inventory records it, at the end.
 	var removals []string
 	for _, sum := range packs {
-		if t, _, _ := logTime(sum.name); t.After(old) {
+		if t, _, _ := packlog.ParseName(sum.Name); t.After(old) {
 			continue
 		}
-		live, err := s.cat.liveFraction(ctx, sum)
+		live, err := s.cat.LiveFraction(ctx, sum)
 		if err != nil {
 			return err
 		}
@@ -47,21 +48,21 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 			return err
 		}
 		if done {
-			removals = append(removals, sum.name)
+			removals = append(removals, sum.Name)
 		}
 	}
 	// A tombstone is kept four windows, and while a pack move under way
 	// names one of its versions (its pack may land late, and is only then
 	// listed): long after any pack that could hold one of its versions was
 	// committed.
-	gc := time.Now().Add(-4 * s.cat.window())
+	gc := time.Now().Add(-4 * s.cat.Window())
 	for name, ks := range tombs {
-		if t, _, _ := logTime(name); t.After(gc) {
+		if t, _, _ := packlog.ParseName(name); t.After(gc) {
 			continue
 		}
 		needed := false
 		for _, k := range ks {
-			held, err := s.cat.holds(ctx, k, "")
+			held, err := s.cat.Holds(ctx, k, "")
 			if err != nil {
 				return err
 			}
@@ -74,7 +75,7 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 			removals = append(removals, name)
 		}
 	}
-	if err := s.recordInventory(ctx, removals, nil); err != nil {
+	if err := s.cat.RecordInventory(ctx, removals, nil); err != nil {
 		return err
 	}
 	if err := s.fence(ctx); err != nil {
@@ -87,7 +88,7 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 		if _, ok := tombs[name]; !ok {
 			s.stats.rewrites.Add(1)
 		}
-		s.cat.drop(name)
+		s.cat.Drop(name)
 	}
 	return nil
 }
@@ -98,32 +99,32 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 // so). A crash in between leaves both: their common entries are the same
 // versions, and a kill applies to every copy. A reader that finds the old
 // pack gone relists the log and finds the new one, committed before.
-func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[kill]bool) (bool, error) {
+func (s *Store) rewritePack(ctx context.Context, sum *packlog.Summary, marked map[packlog.Version]bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
 	defer cancel()
-	lp, err := s.cat.index(ctx, sum)
-	if errors.Is(err, errPackGone) {
-		s.cat.drop(sum.name)
+	lp, err := s.cat.Index(ctx, sum)
+	if errors.Is(err, packlog.ErrPackGone) {
+		s.cat.Drop(sum.Name)
 		return false, nil
 	} else if err != nil {
 		return false, err
 	}
-	idx := &packIndex{}
-	var live []packEntry
-	for _, e := range lp.index.Entries {
-		keep, err := s.cat.keep(ctx, e, lp.name)
+	idx := &packlog.Index{}
+	var live []packlog.Entry
+	for _, e := range lp.Index.Entries {
+		keep, err := s.cat.Keep(ctx, e, lp.Name)
 		if err != nil {
 			return false, err
 		}
-		if !keep && marked[kill{Key: e.Key, Gen: e.Attrs.Generation}] {
+		if !keep && marked[packlog.Version{Key: e.Key, Gen: e.Attrs.Generation}] {
 			return false, nil // rewritten once the marker is gone
 		}
 		if keep {
 			live = append(live, e)
 		}
 	}
-	for _, k := range lp.index.Kills {
-		held, err := s.cat.holds(ctx, k, lp.name)
+	for _, k := range lp.Index.Kills {
+		held, err := s.cat.Holds(ctx, k, lp.Name)
 		if err != nil {
 			return false, err
 		}
@@ -132,32 +133,32 @@ func (s *Store) rewritePack(ctx context.Context, sum *packSummary, marked map[ki
 		}
 	}
 	if len(live) > 0 {
-		old, err := readRange(ctx, s.cold, lp.name, lp.base, lp.index.DataBytes)
+		old, err := packlog.ReadRange(ctx, s.cold, lp.Name, lp.Base, lp.Index.DataBytes)
 		if errors.Is(err, blob.ErrNotFound) {
-			s.cat.drop(lp.name)
+			s.cat.Drop(lp.Name)
 			return false, nil
 		} else if err != nil {
 			return false, err
 		}
-		if int64(len(old)) != lp.index.DataBytes {
-			return false, fmt.Errorf("tiered: pack %s: read %d data bytes, index says %d", lp.name, len(old), lp.index.DataBytes)
+		if int64(len(old)) != lp.Index.DataBytes {
+			return false, fmt.Errorf("tiered: pack %s: read %d data bytes, index says %d", lp.Name, len(old), lp.Index.DataBytes)
 		}
 		var data bytes.Buffer
 		for _, e := range live {
 			b := old[e.Off : e.Off+e.Len]
-			if lp.checked && crc32.Checksum(b, castagnoli) != e.CRC {
+			if lp.Checked && crc32.Checksum(b, packlog.Castagnoli) != e.CRC {
 				// Never copy bytes that do not verify: the pack stays,
 				// and its reads of e fail with the same error.
-				return false, s.corruptEntry(packed{lp, e}, "checksum mismatch; the pack is not rewritten")
+				return false, s.corruptEntry(packlog.Packed{Pack: lp, Entry: e}, "checksum mismatch; the pack is not rewritten")
 			}
 			ne := e
-			ne.Off, ne.CRC = int64(data.Len()), crc32.Checksum(b, castagnoli)
+			ne.Off, ne.CRC = int64(data.Len()), crc32.Checksum(b, packlog.Castagnoli)
 			data.Write(b)
 			idx.Entries = append(idx.Entries, ne)
 		}
 		idx.DataBytes = int64(data.Len())
 		chosen := s.logNow()
-		if _, err := s.writePack(ctx, chosen, logName(kindPack, chosen), idx, &data); err != nil {
+		if _, err := s.writePack(ctx, chosen, packlog.NewName(packlog.KindPack, chosen), idx, &data); err != nil {
 			return false, err
 		}
 	} else if len(idx.Kills) > 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
+	"github.com/zonalblob/zonalblob/tiered/internal/packlog"
 )
 
 // wholeEntryRead: a range read of a checksummed entry up to this size reads
@@ -20,8 +21,8 @@ const wholeEntryRead = 4 << 20
 // CRC32C for a read of the whole entry (checked at its end, before io.EOF)
 // or of part of an entry of up to wholeEntryRead bytes (the whole entry is
 // read). Bytes that do not verify are ErrCorrupt, naming the key and pack.
-func (s *Store) readPacked(ctx context.Context, p packed, offset, length int64) (blob.Reader, error) {
-	e := p.entry
+func (s *Store) readPacked(ctx context.Context, p packlog.Packed, offset, length int64) (blob.Reader, error) {
+	e := p.Entry
 	if offset < 0 {
 		return nil, blob.Errorf(driver.OpRead, e.Key, blob.ErrInvalidArgument, "negative offset %d", offset)
 	}
@@ -30,34 +31,34 @@ func (s *Store) readPacked(ctx context.Context, p packed, offset, length int64) 
 		n = min(n, length)
 	}
 	a := *e.Attrs
-	if end := p.pack.base + e.Off + e.Len; end > p.pack.size {
-		return nil, s.corruptEntry(p, "ends at byte %d of a %d-byte pack", end, p.pack.size)
+	if end := p.Pack.Base + e.Off + e.Len; end > p.Pack.Size {
+		return nil, s.corruptEntry(p, "ends at byte %d of a %d-byte pack", end, p.Pack.Size)
 	}
 	if n == 0 {
 		return &packedReader{r: io.NopCloser(bytes.NewReader(nil)), attrs: &a}, nil
 	}
-	at := p.pack.base + e.Off
+	at := p.Pack.Base + e.Off
 	switch {
-	case p.pack.checked && offset == 0 && n == e.Len:
-		r, err := s.cold.NewRangeReader(ctx, p.pack.name, at, n)
+	case p.Pack.Checked && offset == 0 && n == e.Len:
+		r, err := s.cold.NewRangeReader(ctx, p.Pack.Name, at, n)
 		if err != nil {
 			return nil, err
 		}
-		return &packedReader{r: &verifier{s: s, r: r, p: p, want: n, crc: crc32.New(castagnoli)}, attrs: &a}, nil
-	case p.pack.checked && e.Len <= wholeEntryRead:
-		b, err := readRange(ctx, s.cold, p.pack.name, at, e.Len)
+		return &packedReader{r: &verifier{s: s, r: r, p: p, want: n, crc: crc32.New(packlog.Castagnoli)}, attrs: &a}, nil
+	case p.Pack.Checked && e.Len <= wholeEntryRead:
+		b, err := packlog.ReadRange(ctx, s.cold, p.Pack.Name, at, e.Len)
 		if err != nil {
 			return nil, err
 		}
 		if int64(len(b)) != e.Len {
 			return nil, s.corruptEntry(p, "read %d of its %d bytes", len(b), e.Len)
 		}
-		if crc32.Checksum(b, castagnoli) != e.CRC {
+		if crc32.Checksum(b, packlog.Castagnoli) != e.CRC {
 			return nil, s.corruptEntry(p, "checksum mismatch")
 		}
 		return &packedReader{r: io.NopCloser(bytes.NewReader(b[min(offset, e.Len) : min(offset, e.Len)+n])), attrs: &a}, nil
 	}
-	r, err := s.cold.NewRangeReader(ctx, p.pack.name, at+offset, n)
+	r, err := s.cold.NewRangeReader(ctx, p.Pack.Name, at+offset, n)
 	if err != nil {
 		return nil, err
 	}
@@ -65,9 +66,9 @@ func (s *Store) readPacked(ctx context.Context, p packed, offset, length int64) 
 }
 
 // corruptEntry is the error of a packed entry whose bytes do not verify.
-func (s *Store) corruptEntry(p packed, format string, args ...any) error {
+func (s *Store) corruptEntry(p packlog.Packed, format string, args ...any) error {
 	s.stats.corruptReads.Add(1)
-	return blob.Errorf(driver.OpRead, p.entry.Key, blob.ErrCorrupt, "tiered: %q in pack %s: "+format, append([]any{p.entry.Key, p.pack.name}, args...)...)
+	return blob.Errorf(driver.OpRead, p.Entry.Key, blob.ErrCorrupt, "tiered: %q in pack %s: "+format, append([]any{p.Entry.Key, p.Pack.Name}, args...)...)
 }
 
 // verifier checks, before it reports the end of a packed read, that it
@@ -75,7 +76,7 @@ func (s *Store) corruptEntry(p packed, format string, args ...any) error {
 type verifier struct {
 	s    *Store
 	r    io.ReadCloser
-	p    packed
+	p    packlog.Packed
 	want int64
 	got  int64
 	crc  hash.Hash32
@@ -96,7 +97,7 @@ func (v *verifier) Read(b []byte) (int, error) {
 		v.err = v.s.corruptEntry(v.p, "read more than its %d bytes", v.want)
 	case err == io.EOF && v.got < v.want:
 		v.err = v.s.corruptEntry(v.p, "read %d of %d bytes", v.got, v.want)
-	case err == io.EOF && v.crc != nil && v.crc.Sum32() != v.p.entry.CRC:
+	case err == io.EOF && v.crc != nil && v.crc.Sum32() != v.p.Entry.CRC:
 		v.err = v.s.corruptEntry(v.p, "checksum mismatch")
 	default:
 		return n, err

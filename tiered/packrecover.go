@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/tiered/internal/packlog"
 )
 
 // recoverMarkers finishes what moves of shard's keys, and operations under
@@ -121,7 +122,7 @@ func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject, shard int
 
 // confirmRetired retires items again and reports whether that found no
 // copy of any of them on any replica.
-func (s *Store) confirmRetired(ctx context.Context, items []kill) (bool, error) {
+func (s *Store) confirmRetired(ctx context.Context, items []packlog.Version) (bool, error) {
 	clean := true
 	for _, it := range items {
 		h, err := s.ret.Survey(ctx, it.Key)
@@ -149,15 +150,15 @@ func (s *Store) activeBatch(mk string) bool {
 }
 
 // markedItems returns the versions every pack move under way names.
-func (s *Store) markedItems(ctx context.Context) (map[kill]bool, error) {
-	out := map[kill]bool{}
-	err := s.eachMarkedItem(ctx, func(it kill) { out[it] = true })
+func (s *Store) markedItems(ctx context.Context) (map[packlog.Version]bool, error) {
+	out := map[packlog.Version]bool{}
+	err := s.eachMarkedItem(ctx, func(it packlog.Version) { out[it] = true })
 	return out, err
 }
 
 // eachMarkedItem calls f with each item of each pack move marker in cold;
 // a marker gone or unreadable by the time it is read names nothing.
-func (s *Store) eachMarkedItem(ctx context.Context, f func(kill)) error {
+func (s *Store) eachMarkedItem(ctx context.Context, f func(packlog.Version)) error {
 	for obj, err := range blob.All(ctx, s.cold, &blob.ListOptions{Prefix: batchPrefix}) {
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
+	"github.com/zonalblob/zonalblob/tiered/internal/packlog"
 )
 
 // NewRangeReader reads from hot and, if hot does not have key, from cold.
@@ -86,7 +87,7 @@ func (s *Store) readOnce(ctx context.Context, key string, offset, length int64, 
 // listing of the pack log.
 type readAhead struct {
 	cancel context.CancelFunc
-	guess  packed
+	guess  packlog.Packed
 	spec   chan specRead
 }
 
@@ -99,16 +100,16 @@ type specRead struct {
 // live entry of it (a key moved out of hot, whose next read is likely to
 // miss there); nil otherwise.
 func (s *Store) startReadAhead(ctx context.Context, key string, offset, length int64) *readAhead {
-	guess, ok := s.cat.cached(key)
+	guess, ok := s.cat.Cached(key)
 	if !ok {
 		return nil
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	a := &readAhead{cancel: cancel, guess: guess, spec: make(chan specRead, 1)}
-	if start := time.Now(); start.Sub(s.cat.lastRefresh()) > s.hotDeleteDelay()/2 {
+	if start := time.Now(); start.Sub(s.cat.LastRefresh()) > s.hotDeleteDelay()/2 {
 		// The listing a miss would need, begun now (a failed one is made
 		// again after hot's answer).
-		go s.cat.sync(sctx, start)
+		go s.cat.Sync(sctx, start)
 	}
 	go func() {
 		r, err := s.readPacked(sctx, guess, offset, length)
@@ -119,13 +120,13 @@ func (s *Store) startReadAhead(ctx context.Context, key string, offset, length i
 
 // take returns the speculative read if it read entry p, and drops it
 // otherwise; nil if it failed or was taken.
-func (a *readAhead) take(p packed) blob.Reader {
+func (a *readAhead) take(p packlog.Packed) blob.Reader {
 	if a == nil || a.spec == nil {
 		return nil
 	}
 	res := <-a.spec
 	a.spec = nil
-	if res.err == nil && p.pack.name == a.guess.pack.name && p.entry.Off == a.guess.entry.Off {
+	if res.err == nil && p.Pack.Name == a.guess.Pack.Name && p.Entry.Off == a.guess.Entry.Off {
 		return &cancelReader{Reader: res.r, cancel: a.cancel}
 	}
 	if res.r != nil {
@@ -160,15 +161,15 @@ func (a *readAhead) drop() {
 // packed read then costs about one cold round trip, alongside hot's.
 func (s *Store) readCold(ctx context.Context, key string, offset, length int64, since time.Time, ahead *readAhead) (blob.Reader, error) {
 	for attempt := 0; ; attempt++ {
-		if err := s.cat.sync(ctx, since); err != nil {
+		if err := s.cat.Sync(ctx, since); err != nil {
 			ahead.drop()
 			return nil, err
 		}
-		p, ok, err := s.cat.lookup(ctx, key)
+		p, ok, err := s.cat.Lookup(ctx, key)
 		if err == nil {
 			// A damaged pack or tombstone may hold a newer version of
 			// key, or have killed the one found.
-			err = s.cat.damagedFor(driver.OpRead, key)
+			err = s.cat.DamagedFor(driver.OpRead, key)
 		}
 		if err != nil {
 			ahead.drop()
@@ -187,7 +188,7 @@ func (s *Store) readCold(ctx context.Context, key string, offset, length int64, 
 		if errors.Is(err, blob.ErrNotFound) && attempt == 0 {
 			// The pack was rewritten and removed: its successor was
 			// committed before, and a full listing finds it.
-			if err := s.cat.refreshFull(ctx); err != nil {
+			if err := s.cat.RefreshFull(ctx); err != nil {
 				return nil, err
 			}
 			since = time.Time{}
@@ -301,18 +302,18 @@ func (s *Store) statOnce(ctx context.Context, key string) (*blob.Attributes, err
 // committed before since: settled() after a miss in hot, the present time
 // for a check made before hot is asked.
 func (s *Store) coldStat(ctx context.Context, key string, since time.Time) (*blob.Attributes, error) {
-	if err := s.cat.sync(ctx, since); err != nil {
+	if err := s.cat.Sync(ctx, since); err != nil {
 		return nil, err
 	}
-	p, ok, err := s.cat.lookup(ctx, key)
+	p, ok, err := s.cat.Lookup(ctx, key)
 	if err == nil {
-		err = s.cat.damagedFor(driver.OpStat, key)
+		err = s.cat.DamagedFor(driver.OpStat, key)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if ok {
-		a := *p.entry.Attrs
+		a := *p.Entry.Attrs
 		return &a, nil
 	}
 	a, err := s.cold.Stat(ctx, key)

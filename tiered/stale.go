@@ -7,6 +7,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
+	"github.com/zonalblob/zonalblob/tiered/internal/packlog"
 )
 
 // A retirer (blob.Retirer: a quorum, whose Delete is a consensus round
@@ -49,16 +50,16 @@ func (s *Store) staleHot(ctx context.Context, key, gen string, since time.Time) 
 		return false, nil
 	}
 	p, err := s.packedSince(ctx, key, gen, since)
-	return p.stale(), err
+	return p.Stale(), err
 }
 
 // packedSince is what packs committed before since hold of key relative to
 // generation gen.
-func (s *Store) packedSince(ctx context.Context, key, gen string, since time.Time) (packedAs, error) {
-	if err := s.cat.sync(ctx, since); err != nil {
-		return packedAs{}, err
+func (s *Store) packedSince(ctx context.Context, key, gen string, since time.Time) (packlog.PackedAs, error) {
+	if err := s.cat.Sync(ctx, since); err != nil {
+		return packlog.PackedAs{}, err
 	}
-	return s.cat.packedAs(ctx, key, gen)
+	return s.cat.PackedAs(ctx, key, gen)
 }
 
 // hotStat is hot's Stat, with a stale version reported as NotFound.
@@ -118,7 +119,7 @@ func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.W
 			if serr != nil {
 				return serr
 			}
-			dead = p.dead()
+			dead = p.Dead()
 		}
 		if !dead {
 			return err
@@ -146,7 +147,7 @@ func (s *Store) filterStale(ctx context.Context, objs []blob.ListObject) ([]blob
 	}
 	out := objs[:0:0]
 	for _, o := range objs {
-		if o.IsDir || isMarker(o.Key) || len(s.cat.holders(o.Key)) == 0 {
+		if o.IsDir || isMarker(o.Key) || !s.cat.MayHold(o.Key) {
 			out = append(out, o)
 			continue
 		}

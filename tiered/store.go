@@ -13,6 +13,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
+	"github.com/zonalblob/zonalblob/tiered/internal/packlog"
 )
 
 // generationKey is the metadata key under which a cold copy records the hot
@@ -33,7 +34,7 @@ type Store struct {
 	ret       blob.Retirer // hot, if it can retire versions (a quorum)
 
 	locks keyLocks
-	cat   *catalog
+	cat   *packlog.Catalog
 	// written is what this Store wrote to hot lately (see deleteWritten).
 	written written
 	// logMu and lastLog keep this process's pack log names strictly
@@ -87,7 +88,19 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 	if r, ok := blob.Unobserved(hot).(blob.Retirer); ok && blob.CapabilitiesOf(hot).Retire {
 		s.ret = r
 	}
-	s.cat = newCatalog(s)
+	s.cat = packlog.New(cold, packlog.Config{
+		Window:          2*opts.MoveTimeout + opts.MaxClockSkew,
+		IndexCacheBytes: opts.IndexCacheBytes,
+		Logger:          opts.Logger,
+		Fence:           s.fence,
+		// Log objects are removed only by shard 0's passes
+		// (maintainPacks), which do not overlap (see the lease).
+		SoleRemover: func(ctx context.Context) bool {
+			shard, inPass := passShard(ctx)
+			return inPass && shard == 0 && s.fence(ctx) == nil
+		},
+		IndexLoaded: func() { s.stats.indexLoads.Add(1) },
+	})
 	s.leases = newLeases(s)
 	s.tombs = newTombstoneBatcher(opts.MoveTimeout, maxTombstoneKills, s.commitTombstone)
 	m, err := newMetrics(s, opts.MeterProvider)
@@ -116,8 +129,22 @@ func (s *Store) Cold() blob.Store { return s.cold }
 // Two private-use code points sort after every ordinary key and contain no
 // delimiter a listing would group on, so these never show in a listing
 // (List drops them) and no user key collides with them (keys starting with
-// the prefix are refused).
-const markerPrefix = "\U0010FFFD\U0010FFFD"
+// the prefix are refused). It is packlog.ReservedPrefix, which the names of
+// the pack log and its inventory start with.
+const markerPrefix = packlog.ReservedPrefix
+
+// logNow is the time for a new log name: the clock, or just after the last
+// name this process chose if the clock has not moved past it.
+func (s *Store) logNow() time.Time {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	t := time.Now()
+	if !t.After(s.lastLog) {
+		t = s.lastLog.Add(time.Nanosecond)
+	}
+	s.lastLog = t
+	return t
+}
 
 func isMarker(key string) bool { return strings.HasPrefix(key, markerPrefix) }
 

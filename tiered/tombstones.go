@@ -2,15 +2,13 @@ package tiered
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"hash/crc32"
 	"sync"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/latency"
+	"github.com/zonalblob/zonalblob/tiered/internal/packlog"
 )
 
 // maxTombstoneKills bounds the kills one tombstone carries when several
@@ -30,7 +28,7 @@ const maxTombstoneKills = 10_000
 // writes at once, and calls made while a tombstone is being written go
 // together into the next one. A call returns the outcome of the write that
 // carried its kills; its context ends its own wait, not the write.
-func (s *Store) writeTombstone(ctx context.Context, ks []kill) error {
+func (s *Store) writeTombstone(ctx context.Context, ks []packlog.Version) error {
 	if len(ks) == 0 {
 		return nil
 	}
@@ -46,30 +44,21 @@ func (s *Store) writeTombstone(ctx context.Context, ks []kill) error {
 
 // commitTombstone writes one tombstone of ks, named just before the write,
 // and adds it to the catalog; it returns when the tombstone was committed.
-func (s *Store) commitTombstone(ctx context.Context, ks []kill) (time.Time, error) {
-	b, err := json.Marshal(ks)
+func (s *Store) commitTombstone(ctx context.Context, ks []packlog.Version) (time.Time, error) {
+	b, md, err := packlog.EncodeTombstone(ks)
 	if err != nil {
 		return time.Time{}, err
 	}
-	keys := make([]string, len(ks))
-	for i, k := range ks {
-		keys[i] = k.Key
-	}
-	md := logMetadata(keys)
-	if md == nil {
-		md = map[string]string{}
-	}
-	md[tombCRCKey] = fmt.Sprintf("%08x", crc32.Checksum(b, castagnoli))
 	for range 3 {
 		chosen := s.logNow()
-		name := logName(kindTomb, chosen)
+		name := packlog.NewName(packlog.KindTombstone, chosen)
 		if err := blob.Put(ctx, s.cold, name, b, &blob.WriterOptions{If: blob.IfNotExist(), ContentType: "application/json", Metadata: md}); err != nil {
 			return time.Time{}, err
 		}
 		committed := time.Now()
 		s.stats.tombstones.Add(1)
-		if committed.Sub(chosen) < s.cat.window()/2 {
-			s.cat.addTomb(name, ks)
+		if committed.Sub(chosen) < s.cat.Window()/2 {
+			s.cat.AddTombstone(name, ks)
 			return committed, nil
 		}
 	}
@@ -89,7 +78,7 @@ func (s *Store) commitTombstone(ctx context.Context, ks []kill) (time.Time, erro
 // context no caller's cancellation ends, bounded by timeout: a caller that
 // gives up leaves the others' write alone.
 type tombstoneBatcher struct {
-	write   func(ctx context.Context, ks []kill) (committed time.Time, err error)
+	write   func(ctx context.Context, ks []packlog.Version) (committed time.Time, err error)
 	timeout time.Duration
 	max     int // kills a shared batch holds at most
 
@@ -102,20 +91,20 @@ type tombstoneBatcher struct {
 // the outcome of its write once done is closed.
 type tombstoneBatch struct {
 	ctx   context.Context // the first caller's, for its values
-	kills []kill
+	kills []packlog.Version
 	done  chan struct{}
 
 	committed time.Time
 	err       error
 }
 
-func newTombstoneBatcher(timeout time.Duration, max int, write func(context.Context, []kill) (time.Time, error)) *tombstoneBatcher {
+func newTombstoneBatcher(timeout time.Duration, max int, write func(context.Context, []packlog.Version) (time.Time, error)) *tombstoneBatcher {
 	return &tombstoneBatcher{write: write, timeout: timeout, max: max}
 }
 
 // add has ks written in a tombstone and returns when it was committed, or
 // the error of its write, or ctx's error if ctx ends first.
-func (b *tombstoneBatcher) add(ctx context.Context, ks []kill) (time.Time, error) {
+func (b *tombstoneBatcher) add(ctx context.Context, ks []packlog.Version) (time.Time, error) {
 	b.mu.Lock()
 	var t *tombstoneBatch
 	if n := len(b.queue); n > 0 && len(b.queue[n-1].kills)+len(ks) <= b.max {

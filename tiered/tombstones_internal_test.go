@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/zonalblob/zonalblob/tiered/internal/packlog"
 )
 
 // TestTombstoneBatcher runs the group commit over a write held at will, on
@@ -24,11 +26,11 @@ func TestTombstoneBatcher(t *testing.T) {
 		const max = 3
 		boom := errors.New("boom")
 		var mu sync.Mutex
-		var written [][]kill
+		var written [][]packlog.Version
 		var writeCtxErr []error
 		var bounded []bool
 		release := make(chan struct{})
-		b := newTombstoneBatcher(time.Minute, max, func(ctx context.Context, ks []kill) (time.Time, error) {
+		b := newTombstoneBatcher(time.Minute, max, func(ctx context.Context, ks []packlog.Version) (time.Time, error) {
 			<-release // every write waits until the test lets them all through
 			mu.Lock()
 			defer mu.Unlock()
@@ -36,15 +38,15 @@ func TestTombstoneBatcher(t *testing.T) {
 			writeCtxErr = append(writeCtxErr, ctx.Err())
 			_, ok := ctx.Deadline()
 			bounded = append(bounded, ok)
-			if slices.ContainsFunc(ks, func(k kill) bool { return k.Key == "fail" }) {
+			if slices.ContainsFunc(ks, func(k packlog.Version) bool { return k.Key == "fail" }) {
 				return time.Time{}, boom
 			}
 			return time.Now(), nil
 		})
-		kills := func(key string, n int) []kill {
-			var ks []kill
+		kills := func(key string, n int) []packlog.Version {
+			var ks []packlog.Version
 			for i := range n {
-				ks = append(ks, kill{Key: key, Gen: fmt.Sprint(i)})
+				ks = append(ks, packlog.Version{Key: key, Gen: fmt.Sprint(i)})
 			}
 			return ks
 		}

@@ -1,10 +1,11 @@
-package tiered
+package packlog
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -15,18 +16,19 @@ import (
 	"github.com/zonalblob/zonalblob/blob"
 )
 
-// catalog is a Store's view of the pack log, refreshed from listings of it:
+// Catalog is a Store's view of the pack log, refreshed from listings of it:
 // a summary of every pack (its key range and a Bloom filter of its keys, a
 // few bytes per object), the packs' indexes in a cache bounded by
-// Options.IndexCacheBytes and loaded from the packs when needed, every
+// Config.IndexCacheBytes and loaded from the packs when needed, every
 // tombstone, and every kill the log carries. A read that missed in hot must
 // see every pack whose objects were deleted from hot before the miss; see
-// sync.
+// Sync.
 //
 // Memory is the summaries, the cache, and the kills: versions deleted or
 // replaced whose packs were not rewritten yet.
-type catalog struct {
-	s *Store
+type Catalog struct {
+	cold blob.Store
+	cfg  Config
 
 	// turn holds a token while a refresh runs: refreshes are serialized, and
 	// a caller waiting for one gives up with its context. (A channel, not a
@@ -38,12 +40,12 @@ type catalog struct {
 	full      time.Time // start of the last complete full refresh
 
 	state sync.RWMutex
-	packs map[string]*packSummary // by log name
-	tombs map[string][]kill       // by log name
-	kills map[kill]int            // how many log objects carry each kill
+	packs map[string]*Summary  // by log name
+	tombs map[string][]Version // by log name
+	kills map[Version]int      // how many log objects carry each kill
 	// changes records, by epoch, the keys whose kills or copies changed, so
 	// that a pack's dead bytes are recounted only when one of its keys
-	// changed (see liveFraction).
+	// changed (see LiveFraction).
 	epoch   uint64
 	changes []keyChange
 
@@ -81,7 +83,7 @@ func (d damagedLog) covers(key string) bool {
 
 // markDamaged records a log object that does not parse or verify, once, with
 // a warning: the catalog goes on without it.
-func (c *catalog) markDamaged(ctx context.Context, name string, err error) {
+func (c *Catalog) markDamaged(ctx context.Context, name string, err error) {
 	c.state.RLock()
 	_, known := c.damaged[name]
 	c.state.RUnlock()
@@ -89,20 +91,20 @@ func (c *catalog) markDamaged(ctx context.Context, name string, err error) {
 		return
 	}
 	d := damagedLog{err: err}
-	if a, serr := c.s.cold.Stat(ctx, name); serr == nil {
+	if a, serr := c.cold.Stat(ctx, name); serr == nil {
 		d.lo, d.hi, d.ranged = parseRange(a.Metadata[rangeKey])
 	}
 	c.state.Lock()
 	c.damaged[name] = d
 	c.state.Unlock()
 	if _, logged := c.warned.LoadOrStore(name, true); !logged {
-		c.s.opts.Logger.Warn("tiered: a pack log object is damaged; reads of the keys it may hold fail until it is repaired or removed", "object", name, "error", err)
+		c.cfg.Logger.Warn("tiered: a pack log object is damaged; reads of the keys it may hold fail until it is repaired or removed", "object", name, "error", err)
 	}
 }
 
-// damagedFor returns the error of a damaged log object that may hold or
+// DamagedFor returns the error of a damaged log object that may hold or
 // kill a version of key, if any.
-func (c *catalog) damagedFor(op, key string) error {
+func (c *Catalog) DamagedFor(op, key string) error {
 	c.state.RLock()
 	defer c.state.RUnlock()
 	for name, d := range c.damaged {
@@ -113,29 +115,36 @@ func (c *catalog) damagedFor(op, key string) error {
 	return nil
 }
 
-// damagedNames returns the names of the damaged log objects, sorted.
-func (c *catalog) damagedNames() []string {
+// DamagedNames returns the names of the damaged log objects, sorted.
+func (c *Catalog) DamagedNames() []string {
 	c.state.RLock()
 	defer c.state.RUnlock()
 	return slices.Sorted(maps.Keys(c.damaged))
 }
+
+// Foreign returns how many names under the log's prefix that are not the
+// log's the catalog skipped.
+func (c *Catalog) Foreign() int64 { return c.foreign.Load() }
+
+// CacheSize returns the bytes and indexes the index cache holds.
+func (c *Catalog) CacheSize() (bytes int64, indexes int) { return c.cache.size() }
 
 type keyChange struct {
 	epoch uint64
 	key   string
 }
 
-// maxChanges bounds catalog.changes: a pack whose count is older than the
+// maxChanges bounds Catalog.changes: a pack whose count is older than the
 // oldest change kept is recounted.
 const maxChanges = 1 << 16
 
-// packSummary is what the catalog always holds of a pack.
-type packSummary struct {
-	name           string
-	base, size     int64 // offset of the data in the pack object; the object's size
+// Summary is what the catalog always holds of a pack.
+type Summary struct {
+	Name           string // the pack's log name
+	base, size     int64  // offset of the data in the pack object; the object's size
 	minKey, maxKey string
-	keys           *bloom
-	kills          []kill // the pack's own kills
+	keys           *Filter
+	kills          []Version // the pack's own kills
 	dataBytes      int64
 	// dead is the bytes of entries a rewrite would drop, counted at epoch
 	// deadAt (counted is false until the first count).
@@ -145,62 +154,93 @@ type packSummary struct {
 }
 
 // mayHold reports whether the pack may have an entry of key.
-func (p *packSummary) mayHold(key string) bool {
-	return key >= p.minKey && key <= p.maxKey && p.keys.has(key)
+func (p *Summary) mayHold(key string) bool {
+	return key >= p.minKey && key <= p.maxKey && p.keys.Has(key)
 }
 
-// loadedPack is a pack's index, as the cache holds it.
-type loadedPack struct {
-	name  string
-	index *packIndex
-	base  int64 // offset of the data in the pack object
-	size  int64 // size of the pack object
+// LoadedPack is a pack's index, as the cache holds it.
+type LoadedPack struct {
+	Name  string // the pack's log name
+	Index *Index
+	Base  int64 // offset of the data in the pack object
+	Size  int64 // size of the pack object
 	cost  int64 // the index's size as stored: what it counts in the cache
 	byKey map[string][]int
-	// checked says the entries carry CRCs (not a pack from before them).
-	checked bool
+	// Checked says the entries carry CRCs (not a pack from before them).
+	Checked bool
 }
 
-func newLoadedPack(name string, idx *packIndex, base, size, cost int64) *loadedPack {
-	lp := &loadedPack{name: name, index: idx, base: base, size: size, cost: cost, byKey: make(map[string][]int, len(idx.Entries))}
+func newLoadedPack(name string, idx *Index, base, size, cost int64) *LoadedPack {
+	lp := &LoadedPack{Name: name, Index: idx, Base: base, Size: size, cost: cost, byKey: make(map[string][]int, len(idx.Entries))}
 	for i, e := range idx.Entries {
 		lp.byKey[e.Key] = append(lp.byKey[e.Key], i)
 	}
 	return lp
 }
 
-// errPackGone reports that a pack the catalog names was removed (rewritten)
+// ErrPackGone reports that a pack the catalog names was removed (rewritten)
 // before its index could be read: its successor was committed before, and
 // a full refresh finds it.
-var errPackGone = errors.New("tiered: pack removed since it was listed")
+var ErrPackGone = errors.New("tiered: pack removed since it was listed")
 
-func newCatalog(s *Store) *catalog {
-	return &catalog{s: s, turn: make(chan struct{}, 1), packs: map[string]*packSummary{}, tombs: map[string][]kill{}, kills: map[kill]int{},
-		damaged: map[string]damagedLog{}, cache: newIndexCache(s.opts.IndexCacheBytes)}
+// Config is what a Catalog needs of the Store it serves, beside the cold
+// store.
+type Config struct {
+	// Window is how far before a refresh's start the next refresh lists
+	// again: 2*MoveTimeout+MaxClockSkew (see Catalog.Window).
+	Window time.Duration
+	// IndexCacheBytes bounds the pack indexes the catalog keeps, counted
+	// at their size as stored.
+	IndexCacheBytes int64
+	// Logger receives the warnings and errors of damaged, lost and foreign
+	// log objects (nil: slog.Default()).
+	Logger *slog.Logger
+	// Fence refuses a write of a pass whose lease is no longer held; the
+	// catalog asks it before it writes the inventory (nil: none refused).
+	Fence func(context.Context) error
+	// SoleRemover reports whether ctx runs a pass of the only remover of
+	// log objects, which still holds the right to remove them: no log
+	// object was removed while such a pass listed the log (see
+	// refreshLocked).
+	SoleRemover func(context.Context) bool
+	// IndexLoaded, if set, is called each time a pack's index is read from
+	// cold (Stats.IndexLoads).
+	IndexLoaded func()
 }
 
-// window is how far before a refresh's start the next refresh lists again: a
-// pack or tombstone is committed within window/2 of the time in its name
-// (its writer checks, and does nothing that depends on it otherwise), and
-// clocks are assumed to agree within MaxClockSkew.
-func (c *catalog) window() time.Duration { return 2*c.s.opts.MoveTimeout + c.s.opts.MaxClockSkew }
+// New returns a Catalog of the pack log in cold, empty until its first
+// refresh.
+func New(cold blob.Store, cfg Config) *Catalog {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Catalog{cold: cold, cfg: cfg, turn: make(chan struct{}, 1), packs: map[string]*Summary{}, tombs: map[string][]Version{}, kills: map[Version]int{},
+		damaged: map[string]damagedLog{}, cache: newIndexCache(cfg.IndexCacheBytes)}
+}
 
-// sync makes sure the catalog includes every log object committed before
+// Window is how far before a refresh's start the next refresh lists again
+// (Config.Window; a Store's is 2*MoveTimeout+MaxClockSkew): a pack or
+// tombstone is committed within Window/2 of the time in its name (its
+// writer checks, and does nothing that depends on it otherwise), and clocks
+// are assumed to agree within MaxClockSkew.
+func (c *Catalog) Window() time.Duration { return c.cfg.Window }
+
+// Sync makes sure the catalog includes every log object committed before
 // since: if no refresh has started after since, one runs (concurrent callers
 // share it).
-func (c *catalog) sync(ctx context.Context, since time.Time) error {
+func (c *Catalog) Sync(ctx context.Context, since time.Time) error {
 	if err := c.lock(ctx); err != nil {
 		return err
 	}
 	defer c.unlock()
-	if c.lastRefresh().After(since) {
+	if c.LastRefresh().After(since) {
 		return nil
 	}
 	return c.refreshLocked(ctx, false)
 }
 
-// refreshFull relists the whole log, dropping packs that were removed.
-func (c *catalog) refreshFull(ctx context.Context) error {
+// RefreshFull relists the whole log, dropping packs that were removed.
+func (c *Catalog) RefreshFull(ctx context.Context) error {
 	if err := c.lock(ctx); err != nil {
 		return err
 	}
@@ -211,19 +251,19 @@ func (c *catalog) refreshFull(ctx context.Context) error {
 // retry runs f, and again after a full refresh each time it finds a pack
 // removed since it was listed (a rewrite's successor is committed before
 // the old pack is removed, so the refresh finds it).
-func (c *catalog) retry(ctx context.Context, f func() error) error {
+func (c *Catalog) retry(ctx context.Context, f func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := f()
-		if !errors.Is(err, errPackGone) || attempt == 3 {
+		if !errors.Is(err, ErrPackGone) || attempt == 3 {
 			return err
 		}
-		if err := c.refreshFull(ctx); err != nil {
+		if err := c.RefreshFull(ctx); err != nil {
 			return err
 		}
 	}
 }
 
-func (c *catalog) lock(ctx context.Context) error {
+func (c *Catalog) lock(ctx context.Context) error {
 	select {
 	case c.turn <- struct{}{}:
 		return nil
@@ -232,7 +272,7 @@ func (c *catalog) lock(ctx context.Context) error {
 	}
 }
 
-func (c *catalog) unlock() { <-c.turn }
+func (c *Catalog) unlock() { <-c.turn }
 
 // refreshLocked lists the log: the whole of it if full, else from a window
 // before the last refresh began.
@@ -240,8 +280,8 @@ func (c *catalog) unlock() { <-c.turn }
 // A refresh that ends too long after the one before it began is followed by
 // a full one. A tombstone is removed once no pack holds a version it kills
 // (the packs that did were rewritten and removed before it), four windows
-// after the time in its name (maintainPacks). A catalog that lists nothing
-// for longer than that (an idle process, or one paused) can miss a
+// after the time in its name (the Store's maintainPacks). A catalog that
+// lists nothing for longer than that (an idle process, or one paused) can miss a
 // tombstone's whole life, and a listing of the names since its last one
 // says nothing of the packs it holds that were removed meanwhile: it would
 // go on serving the entries the missed tombstone killed (a Stat, a listing,
@@ -255,12 +295,12 @@ func (c *catalog) unlock() { <-c.turn }
 // meanwhile (their tombstones were removed after them), and is itself
 // held to the same bound from its own start. So after an idle spell a
 // catalog lists the whole log twice.
-func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
+func (c *Catalog) refreshLocked(ctx context.Context, full bool) error {
 	// Each further listing goes faster (what the last loaded stays), so a
 	// few suffice unless listing the log takes longer than two windows
 	// every time; the last then stands, rather than fail every operation.
 	for attempt := 0; ; attempt++ {
-		prev := c.lastRefresh()
+		prev := c.LastRefresh()
 		start := time.Now()
 		if !full && start.Sub(prev) >= c.staleAfter() {
 			full = true // a listing since the last one could not do
@@ -271,11 +311,12 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 		if prev.IsZero() || time.Since(prev) < c.staleAfter() || attempt == 3 {
 			return nil
 		}
-		if shard, inPass := passShard(ctx); full && inPass && shard == 0 && c.s.fence(ctx) == nil {
-			// Listed by the holder of shard 0's lease, which still holds
-			// it: log objects are removed only by shard 0's passes
-			// (maintainPacks), which do not overlap (see the lease), so
-			// none was removed while this one listed.
+		if full && c.cfg.SoleRemover != nil && c.cfg.SoleRemover(ctx) {
+			// Listed by the only remover of log objects, which still
+			// holds the right to remove them (a Store's: the holder of
+			// shard 0's lease, whose passes, the only ones that remove
+			// log objects, do not overlap), so none was removed while
+			// this one listed.
 			return nil
 		}
 		// Even a full listing that ends that late may have listed a pack
@@ -289,19 +330,19 @@ func (c *catalog) refreshLocked(ctx context.Context, full bool) error {
 // staleAfter is how long after a refresh began the next must end for a
 // listing of the names since it to be complete: two windows (see
 // refreshLocked).
-func (c *catalog) staleAfter() time.Duration { return 2 * c.window() }
+func (c *Catalog) staleAfter() time.Duration { return 2 * c.Window() }
 
 // refreshOnce is one listing of refreshLocked, begun at start.
-func (c *catalog) refreshOnce(ctx context.Context, full bool, start time.Time) error {
+func (c *Catalog) refreshOnce(ctx context.Context, full bool, start time.Time) error {
 	if c.full.IsZero() {
 		full = true
 	}
 	after := ""
 	if !full {
-		after = logFloor(c.lastRefresh().Add(-c.window()))
+		after = logFloor(c.LastRefresh().Add(-c.Window()))
 	}
 	seen := map[string]bool{}
-	for obj, err := range blob.All(ctx, c.s.cold, &blob.ListOptions{Prefix: logPrefix, StartAfter: after}) {
+	for obj, err := range blob.All(ctx, c.cold, &blob.ListOptions{Prefix: Prefix, StartAfter: after}) {
 		if err != nil {
 			return err
 		}
@@ -340,8 +381,8 @@ func (c *catalog) refreshOnce(ctx context.Context, full bool, start time.Time) e
 	return nil
 }
 
-// lastRefresh returns when the last complete refresh began (zero: never).
-func (c *catalog) lastRefresh() time.Time {
+// LastRefresh returns when the last complete refresh began (zero: never).
+func (c *Catalog) LastRefresh() time.Time {
 	if t := c.refreshed.Load(); t != nil {
 		return *t
 	}
@@ -349,7 +390,7 @@ func (c *catalog) lastRefresh() time.Time {
 }
 
 // load reads a log object the catalog does not have yet.
-func (c *catalog) load(ctx context.Context, name string) error {
+func (c *Catalog) load(ctx context.Context, name string) error {
 	c.state.RLock()
 	_, p := c.packs[name]
 	_, t := c.tombs[name]
@@ -365,87 +406,96 @@ func (c *catalog) load(ctx context.Context, name string) error {
 	if p || t || d {
 		return nil
 	}
-	_, kind, ok := logTime(name)
-	if !ok || kind != kindPack && kind != kindTomb {
+	_, kind, ok := ParseName(name)
+	if !ok || kind != KindPack && kind != KindTombstone {
 		// Not the log's: never trusted, and no reason to stop.
 		if _, logged := c.warned.LoadOrStore(name, true); !logged {
 			c.foreign.Add(1)
-			c.s.opts.Logger.Warn("tiered: skipping an object under the pack log's prefix that is not the log's", "object", name)
+			c.cfg.Logger.Warn("tiered: skipping an object under the pack log's prefix that is not the log's", "object", name)
 		}
 		return nil
 	}
 	switch kind {
-	case kindPack:
-		lp, err := readPackIndex(ctx, c.s.cold, name)
+	case KindPack:
+		lp, err := ReadIndex(ctx, c.cold, name)
 		if errors.Is(err, blob.ErrNotFound) {
 			return nil // rewritten and removed since it was listed
 		} else if err != nil {
 			return err
 		}
-		c.s.stats.indexLoads.Add(1)
-		c.addPack(lp)
-	case kindTomb:
-		ks, err := readTombstone(ctx, c.s.cold, name)
+		c.indexLoaded()
+		c.AddPack(lp)
+	case KindTombstone:
+		ks, err := readTombstone(ctx, c.cold, name)
 		if errors.Is(err, blob.ErrNotFound) {
 			return nil
 		} else if err != nil {
 			return err
 		}
-		c.addTomb(name, ks)
+		c.AddTombstone(name, ks)
 	}
 	return nil
 }
 
-// index returns the index of pack name, from the cache or read from the
-// pack; errPackGone if the pack was removed.
-func (c *catalog) index(ctx context.Context, sum *packSummary) (*loadedPack, error) {
-	if lp := c.cache.get(sum.name); lp != nil {
+// Index returns the index of pack sum, from the cache or read from the
+// pack; ErrPackGone if the pack was removed.
+func (c *Catalog) Index(ctx context.Context, sum *Summary) (*LoadedPack, error) {
+	if lp := c.cache.get(sum.Name); lp != nil {
 		return lp, nil
 	}
-	lp, err := readPackIndex(ctx, c.s.cold, sum.name)
+	lp, err := ReadIndex(ctx, c.cold, sum.Name)
 	if errors.Is(err, blob.ErrCorrupt) {
 		// Damaged since it was loaded: set aside like one found damaged
 		// at load, and the lookup goes on without it.
-		c.markDamaged(ctx, sum.name, err)
-		c.drop(sum.name)
-		return nil, fmt.Errorf("%w: %s", errPackGone, sum.name)
+		c.markDamaged(ctx, sum.Name, err)
+		c.Drop(sum.Name)
+		return nil, fmt.Errorf("%w: %s", ErrPackGone, sum.Name)
 	}
 	if errors.Is(err, blob.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s", errPackGone, sum.name)
+		return nil, fmt.Errorf("%w: %s", ErrPackGone, sum.Name)
 	} else if err != nil {
 		return nil, err
 	}
-	c.s.stats.indexLoads.Add(1)
+	c.indexLoaded()
 	c.cache.put(lp)
 	return lp, nil
 }
 
-func (c *catalog) addPack(lp *loadedPack) {
+// indexLoaded counts a pack's index read from cold (Config.IndexLoaded).
+func (c *Catalog) indexLoaded() {
+	if c.cfg.IndexLoaded != nil {
+		c.cfg.IndexLoaded()
+	}
+}
+
+// AddPack adds a pack its writer just committed and read back.
+func (c *Catalog) AddPack(lp *LoadedPack) {
 	c.cache.put(lp)
 	c.state.Lock()
 	defer c.state.Unlock()
-	if _, ok := c.packs[lp.name]; ok {
+	if _, ok := c.packs[lp.Name]; ok {
 		return
 	}
-	sum := &packSummary{name: lp.name, base: lp.base, size: lp.size, keys: newBloom(len(lp.index.Entries)),
-		kills: lp.index.Kills, dataBytes: lp.index.DataBytes}
+	sum := &Summary{Name: lp.Name, base: lp.Base, size: lp.Size, keys: NewFilter(len(lp.Index.Entries)),
+		kills: lp.Index.Kills, dataBytes: lp.Index.DataBytes}
 	c.epoch++
-	for i, e := range lp.index.Entries {
+	for i, e := range lp.Index.Entries {
 		if i == 0 || e.Key < sum.minKey {
 			sum.minKey = e.Key
 		}
 		sum.maxKey = max(sum.maxKey, e.Key)
-		sum.keys.add(e.Key)
+		sum.keys.Add(e.Key)
 		c.changedLocked(e.Key) // a copy of a version other packs hold
 	}
-	c.packs[lp.name] = sum
-	for _, k := range lp.index.Kills {
+	c.packs[lp.Name] = sum
+	for _, k := range lp.Index.Kills {
 		c.kills[k]++
 		c.changedLocked(k.Key)
 	}
 }
 
-func (c *catalog) addTomb(name string, ks []kill) {
+// AddTombstone adds a tombstone its writer just committed, of the kills ks.
+func (c *Catalog) AddTombstone(name string, ks []Version) {
 	c.state.Lock()
 	defer c.state.Unlock()
 	if _, ok := c.tombs[name]; ok {
@@ -461,21 +511,21 @@ func (c *catalog) addTomb(name string, ks []kill) {
 
 // changedLocked records that what packs serve of key may have changed at
 // the current epoch.
-func (c *catalog) changedLocked(key string) {
+func (c *Catalog) changedLocked(key string) {
 	if len(c.changes) >= maxChanges {
 		c.changes = slices.Delete(c.changes, 0, len(c.changes)/2)
 	}
 	c.changes = append(c.changes, keyChange{c.epoch, key})
 }
 
-// drop forgets a log object that was removed.
-func (c *catalog) drop(name string) {
+// Drop forgets a log object that was removed.
+func (c *Catalog) Drop(name string) {
 	c.state.Lock()
 	defer c.state.Unlock()
 	c.dropLocked(name)
 }
 
-func (c *catalog) dropLocked(name string) {
+func (c *Catalog) dropLocked(name string) {
 	c.epoch++
 	if sum, ok := c.packs[name]; ok {
 		delete(c.packs, name)
@@ -488,7 +538,7 @@ func (c *catalog) dropLocked(name string) {
 	}
 }
 
-func (c *catalog) unkillLocked(ks []kill) {
+func (c *Catalog) unkillLocked(ks []Version) {
 	for _, k := range ks {
 		if c.kills[k]--; c.kills[k] <= 0 {
 			delete(c.kills, k)
@@ -497,27 +547,27 @@ func (c *catalog) unkillLocked(ks []kill) {
 	}
 }
 
-// packedAs is what the packs say of a version a hot store shows.
-type packedAs struct {
+// PackedAs is what the packs say of a version a hot store shows.
+type PackedAs struct {
 	above bool // a pack holds a newer version of the key
 	same  bool // a pack holds this version
 	live  bool // a pack serves this version (it is not killed)
 }
 
-// stale reports that hot's version is one a move packed (and so may have
+// Stale reports that hot's version is one a move packed (and so may have
 // retired) or older: readers ask the packs instead.
-func (p packedAs) stale() bool { return p.above || p.same }
+func (p PackedAs) Stale() bool { return p.above || p.same }
 
-// dead reports that hot's version is no one's current version: a newer one
+// Dead reports that hot's version is no one's current version: a newer one
 // was packed, or this one was packed and killed since.
-func (p packedAs) dead() bool { return p.above || p.same && !p.live }
+func (p PackedAs) Dead() bool { return p.above || p.same && !p.live }
 
-// packedAs reports what packs hold of key relative to generation gen
+// PackedAs reports what packs hold of key relative to generation gen
 // (generations ordered as strings, as a retirer's are).
-func (c *catalog) packedAs(ctx context.Context, key, gen string) (out packedAs, err error) {
+func (c *Catalog) PackedAs(ctx context.Context, key, gen string) (out PackedAs, err error) {
 	err = c.retry(ctx, func() error {
-		out = packedAs{}
-		return c.entries(ctx, key, func(_ *loadedPack, e packEntry, killed bool) bool {
+		out = PackedAs{}
+		return c.entries(ctx, key, func(_ *LoadedPack, e Entry, killed bool) bool {
 			switch g := e.Attrs.Generation; {
 			case g > gen:
 				out.above = true
@@ -531,40 +581,44 @@ func (c *catalog) packedAs(ctx context.Context, key, gen string) (out packedAs, 
 	return out, err
 }
 
-// killed reports whether entry e is killed.
-func (c *catalog) killedLocked(e packEntry) bool {
-	return c.kills[kill{Key: e.Key, Gen: e.Attrs.Generation}] > 0
+// killedLocked reports whether entry e is killed.
+func (c *Catalog) killedLocked(e Entry) bool {
+	return c.kills[Version{Key: e.Key, Gen: e.Attrs.Generation}] > 0
 }
+
+// MayHold reports whether a pack the catalog holds may have an entry of
+// key (its key range and filter say it may), without I/O.
+func (c *Catalog) MayHold(key string) bool { return len(c.holders(key)) > 0 }
 
 // holders returns the summaries of the packs that may hold an entry of
 // key, newest first.
-func (c *catalog) holders(key string) []*packSummary {
+func (c *Catalog) holders(key string) []*Summary {
 	c.state.RLock()
 	defer c.state.RUnlock()
-	var out []*packSummary
+	var out []*Summary
 	for _, p := range c.packs {
 		if p.mayHold(key) {
 			out = append(out, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b *packSummary) int { return strings.Compare(b.name, a.name) })
+	slices.SortFunc(out, func(a, b *Summary) int { return strings.Compare(b.Name, a.Name) })
 	return out
 }
 
 // entries calls f with each entry of key in the packs that hold it, newest
 // pack first, and whether it is killed; f returns false to stop.
-func (c *catalog) entries(ctx context.Context, key string, f func(lp *loadedPack, e packEntry, killed bool) bool) error {
+func (c *Catalog) entries(ctx context.Context, key string, f func(lp *LoadedPack, e Entry, killed bool) bool) error {
 	for _, sum := range c.holders(key) {
-		lp, err := c.index(ctx, sum)
+		lp, err := c.Index(ctx, sum)
 		if err != nil {
 			return err
 		}
 		c.state.RLock()
-		var es []packEntry
+		var es []Entry
 		var dead []bool
 		for _, i := range lp.byKey[key] {
-			es = append(es, lp.index.Entries[i])
-			dead = append(dead, c.killedLocked(lp.index.Entries[i]))
+			es = append(es, lp.Index.Entries[i])
+			dead = append(dead, c.killedLocked(lp.Index.Entries[i]))
 		}
 		c.state.RUnlock()
 		for i, e := range es {
@@ -576,56 +630,56 @@ func (c *catalog) entries(ctx context.Context, key string, f func(lp *loadedPack
 	return nil
 }
 
-// packed is a live entry of a key: the version packs serve.
-type packed struct {
-	pack  *loadedPack
-	entry packEntry
+// Packed is a live entry of a key: the version packs serve.
+type Packed struct {
+	Pack  *LoadedPack
+	Entry Entry
 }
 
-// lookup returns the live entry of key, if any pack serves it. Of several
+// Lookup returns the live entry of key, if any pack serves it. Of several
 // live entries (copies of one version made by a rewrite, or a version whose
 // successor is still in hot) the newest pack's is returned.
-func (c *catalog) lookup(ctx context.Context, key string) (p packed, found bool, err error) {
+func (c *Catalog) Lookup(ctx context.Context, key string) (p Packed, found bool, err error) {
 	err = c.retry(ctx, func() error {
 		found = false
-		return c.entries(ctx, key, func(lp *loadedPack, e packEntry, killed bool) bool {
+		return c.entries(ctx, key, func(lp *LoadedPack, e Entry, killed bool) bool {
 			if killed {
 				return true
 			}
-			p, found = packed{lp, e}, true
+			p, found = Packed{lp, e}, true
 			return false
 		})
 	})
 	return p, found, err
 }
 
-// cached returns the live entry of key from the indexes the cache holds,
+// Cached returns the live entry of key from the indexes the cache holds,
 // without I/O: a guess, for a read to start with while the catalog is
 // brought up to date.
-func (c *catalog) cached(key string) (packed, bool) {
+func (c *Catalog) Cached(key string) (Packed, bool) {
 	for _, sum := range c.holders(key) {
-		lp := c.cache.get(sum.name)
+		lp := c.cache.get(sum.Name)
 		if lp == nil {
-			return packed{}, false // an older guess than the newest pack's
+			return Packed{}, false // an older guess than the newest pack's
 		}
 		c.state.RLock()
 		for _, i := range lp.byKey[key] {
-			if e := lp.index.Entries[i]; !c.killedLocked(e) {
+			if e := lp.Index.Entries[i]; !c.killedLocked(e) {
 				c.state.RUnlock()
-				return packed{lp, e}, true
+				return Packed{lp, e}, true
 			}
 		}
 		c.state.RUnlock()
 	}
-	return packed{}, false
+	return Packed{}, false
 }
 
-// live returns the versions of key that packs still serve.
-func (c *catalog) live(ctx context.Context, key string) (out []kill, err error) {
+// Live returns the versions of key that packs still serve.
+func (c *Catalog) Live(ctx context.Context, key string) (out []Version, err error) {
 	err = c.retry(ctx, func() error {
 		out = out[:0]
-		return c.entries(ctx, key, func(_ *loadedPack, e packEntry, killed bool) bool {
-			k := kill{Key: key, Gen: e.Attrs.Generation}
+		return c.entries(ctx, key, func(_ *LoadedPack, e Entry, killed bool) bool {
+			k := Version{Key: key, Gen: e.Attrs.Generation}
 			if !killed && !slices.Contains(out, k) {
 				out = append(out, k)
 			}
@@ -635,12 +689,12 @@ func (c *catalog) live(ctx context.Context, key string) (out []kill, err error) 
 	return out, err
 }
 
-// holds reports whether a pack other than except holds version k.
-func (c *catalog) holds(ctx context.Context, k kill, except string) (found bool, err error) {
+// Holds reports whether a pack other than except holds version k.
+func (c *Catalog) Holds(ctx context.Context, k Version, except string) (found bool, err error) {
 	err = c.retry(ctx, func() error {
 		found = false
-		return c.entries(ctx, k.Key, func(lp *loadedPack, e packEntry, _ bool) bool {
-			if lp.name != except && e.Attrs.Generation == k.Gen {
+		return c.entries(ctx, k.Key, func(lp *LoadedPack, e Entry, _ bool) bool {
+			if lp.Name != except && e.Attrs.Generation == k.Gen {
 				found = true
 			}
 			return !found
@@ -649,10 +703,10 @@ func (c *catalog) holds(ctx context.Context, k kill, except string) (found bool,
 	return found, err
 }
 
-// keep reports whether a rewrite of pack must keep entry e: it is not
+// Keep reports whether a rewrite of pack must keep entry e: it is not
 // killed, and no newer pack holds a copy of it (a rewrite that crashed after
 // its new pack landed leaves such copies; the newest is always kept).
-func (c *catalog) keep(ctx context.Context, e packEntry, pack string) (keep bool, err error) {
+func (c *Catalog) Keep(ctx context.Context, e Entry, pack string) (keep bool, err error) {
 	c.state.RLock()
 	dead := c.killedLocked(e)
 	c.state.RUnlock()
@@ -661,8 +715,8 @@ func (c *catalog) keep(ctx context.Context, e packEntry, pack string) (keep bool
 	}
 	err = c.retry(ctx, func() error {
 		keep = true
-		return c.entries(ctx, e.Key, func(lp *loadedPack, o packEntry, _ bool) bool {
-			if lp.name > pack && o.Attrs.Generation == e.Attrs.Generation {
+		return c.entries(ctx, e.Key, func(lp *LoadedPack, o Entry, _ bool) bool {
+			if lp.Name > pack && o.Attrs.Generation == e.Attrs.Generation {
 				keep = false
 			}
 			return keep
@@ -671,12 +725,12 @@ func (c *catalog) keep(ctx context.Context, e packEntry, pack string) (keep bool
 	return keep, err
 }
 
-// keys returns, sorted, the first limit keys after start under prefix that
+// Keys returns, sorted, the first limit keys after start under prefix that
 // packs serve, with their live entries. Packs are read in the order of
 // their smallest key, and no further once the next one starts after the
 // limit-th key found: with keys that grow over time, as names made by
 // blob.NewName do, a page reads the indexes of the packs it shows.
-func (c *catalog) keys(ctx context.Context, prefix, after string, limit int) (out []packed, err error) {
+func (c *Catalog) Keys(ctx context.Context, prefix, after string, limit int) (out []Packed, err error) {
 	err = c.retry(ctx, func() error {
 		out, err = c.keysOnce(ctx, prefix, after, limit)
 		return err
@@ -684,20 +738,20 @@ func (c *catalog) keys(ctx context.Context, prefix, after string, limit int) (ou
 	return out, err
 }
 
-func (c *catalog) keysOnce(ctx context.Context, prefix, after string, limit int) ([]packed, error) {
+func (c *Catalog) keysOnce(ctx context.Context, prefix, after string, limit int) ([]Packed, error) {
 	lo := max(prefix, after)
 	c.state.RLock()
-	var cands []*packSummary
+	var cands []*Summary
 	for _, p := range c.packs {
 		if p.maxKey > after && p.maxKey >= prefix && (prefix == "" || p.minKey <= prefix || strings.HasPrefix(p.minKey, prefix)) {
 			cands = append(cands, p)
 		}
 	}
 	c.state.RUnlock()
-	slices.SortFunc(cands, func(a, b *packSummary) int {
-		return cmp.Or(strings.Compare(max(a.minKey, lo), max(b.minKey, lo)), strings.Compare(a.name, b.name))
+	slices.SortFunc(cands, func(a, b *Summary) int {
+		return cmp.Or(strings.Compare(max(a.minKey, lo), max(b.minKey, lo)), strings.Compare(a.Name, b.Name))
 	})
-	found := map[string]packed{}
+	found := map[string]Packed{}
 	var sorted []string
 	for i, sum := range cands {
 		if len(found) >= limit && i > 0 {
@@ -708,7 +762,7 @@ func (c *catalog) keysOnce(ctx context.Context, prefix, after string, limit int)
 				break
 			}
 		}
-		lp, err := c.index(ctx, sum)
+		lp, err := c.Index(ctx, sum)
 		if err != nil {
 			return nil, err
 		}
@@ -718,34 +772,34 @@ func (c *catalog) keysOnce(ctx context.Context, prefix, after string, limit int)
 				continue
 			}
 			for _, j := range is {
-				e := lp.index.Entries[j]
+				e := lp.Index.Entries[j]
 				if c.killedLocked(e) {
 					continue
 				}
-				if cur, ok := found[k]; !ok || lp.name > cur.pack.name {
+				if cur, ok := found[k]; !ok || lp.Name > cur.Pack.Name {
 					if !ok {
 						sorted = nil
 					}
-					found[k] = packed{lp, e}
+					found[k] = Packed{lp, e}
 				}
 			}
 		}
 		c.state.RUnlock()
 	}
 	keys := slices.Sorted(maps.Keys(found))
-	out := make([]packed, 0, min(len(keys), limit))
+	out := make([]Packed, 0, min(len(keys), limit))
 	for _, k := range keys[:min(len(keys), limit)] {
 		out = append(out, found[k])
 	}
 	return out, nil
 }
 
-// liveFraction returns the share of a pack's data bytes that a rewrite
+// LiveFraction returns the share of a pack's data bytes that a rewrite
 // would keep. The count is kept with the pack's summary, and made again
 // only when one of the pack's keys changed since (a kill, a copy in a newer
 // pack), so a maintenance pass reads the indexes of the packs whose objects
 // were deleted or replaced, not of every pack.
-func (c *catalog) liveFraction(ctx context.Context, sum *packSummary) (float64, error) {
+func (c *Catalog) LiveFraction(ctx context.Context, sum *Summary) (float64, error) {
 	if sum.dataBytes == 0 {
 		return 0, nil
 	}
@@ -762,15 +816,15 @@ func (c *catalog) liveFraction(ctx context.Context, sum *packSummary) (float64, 
 	epoch, dead := c.epoch, sum.dead
 	c.state.RUnlock()
 	if stale {
-		var lp *loadedPack
+		var lp *LoadedPack
 		err := c.retry(ctx, func() error {
 			var err error
-			if lp, err = c.index(ctx, sum); err != nil {
+			if lp, err = c.Index(ctx, sum); err != nil {
 				return err
 			}
 			dead = 0
-			for _, e := range lp.index.Entries {
-				keep, err := c.keep(ctx, e, sum.name)
+			for _, e := range lp.Index.Entries {
+				keep, err := c.Keep(ctx, e, sum.Name)
 				if err != nil {
 					return err
 				}
@@ -780,7 +834,7 @@ func (c *catalog) liveFraction(ctx context.Context, sum *packSummary) (float64, 
 			}
 			return nil
 		})
-		if errors.Is(err, errPackGone) {
+		if errors.Is(err, ErrPackGone) {
 			return 1, nil // removed: nothing to rewrite
 		} else if err != nil {
 			return 0, err
@@ -792,15 +846,15 @@ func (c *catalog) liveFraction(ctx context.Context, sum *packSummary) (float64, 
 	return float64(sum.dataBytes-dead) / float64(sum.dataBytes), nil
 }
 
-// snapshot returns the packs and tombstones the catalog holds, by name.
-func (c *catalog) snapshot() (packs []*packSummary, tombs map[string][]kill) {
+// Snapshot returns the packs and tombstones the catalog holds, by name.
+func (c *Catalog) Snapshot() (packs []*Summary, tombs map[string][]Version) {
 	c.state.RLock()
 	defer c.state.RUnlock()
 	for _, p := range c.packs {
 		packs = append(packs, p)
 	}
-	slices.SortFunc(packs, func(a, b *packSummary) int { return strings.Compare(a.name, b.name) })
-	tombs = make(map[string][]kill, len(c.tombs))
+	slices.SortFunc(packs, func(a, b *Summary) int { return strings.Compare(a.Name, b.Name) })
+	tombs = make(map[string][]Version, len(c.tombs))
 	for n, ks := range c.tombs {
 		tombs[n] = ks
 	}

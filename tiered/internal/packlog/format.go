@@ -1,4 +1,4 @@
-package tiered
+package packlog
 
 import (
 	"bytes"
@@ -32,12 +32,14 @@ const (
 	maxIndexLen = 1 << 30
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// Castagnoli is the table of the log's checksums (CRC32C): of a pack's
+// index and entries, of a tombstone, of the inventory.
+var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// packEntry is one object in a pack: where its bytes are (Off from the start
+// Entry is one object in a pack: where its bytes are (Off from the start
 // of the pack's data) and the attributes it had in hot, Generation included:
 // the generation it was moved at, which users keep seeing.
-type packEntry struct {
+type Entry struct {
 	Key   string           `json:"k"`
 	Off   int64            `json:"o"`
 	Len   int64            `json:"n"`
@@ -48,34 +50,35 @@ type packEntry struct {
 	CRC uint32 `json:"c,omitempty"`
 }
 
-// kill names a version of a key that no pack may serve any more: it was
-// deleted, or overwritten and moved again. Kills are by generation, whatever
-// pack holds the version, so a copy made by a pack rewrite is killed as well
-// as the original.
-type kill struct {
+// Version names a version of a key: the key and its generation. In a
+// pack's Kills and in a tombstone it is a kill: a version that no pack may
+// serve any more (it was deleted, or overwritten and moved again). Kills are
+// by generation, whatever pack holds the version, so a copy made by a pack
+// rewrite is killed as well as the original.
+type Version struct {
 	Key string `json:"k"`
 	Gen string `json:"g"`
 }
 
-// packIndex is a pack's index: its entries, and the older versions of their
+// Index is a pack's index: its entries, and the older versions of their
 // keys that the pack supersedes.
-type packIndex struct {
-	Entries []packEntry `json:"entries"`
-	Kills   []kill      `json:"kills,omitempty"`
+type Index struct {
+	Entries []Entry   `json:"entries"`
+	Kills   []Version `json:"kills,omitempty"`
 	// DataBytes is the size of all entries' bytes.
 	DataBytes int64 `json:"data_bytes"`
 }
 
-// packHead lays out what comes before a pack's data: the header and the
+// Head lays out what comes before a pack's data: the header and the
 // index, whose entries carry their CRCs and whose DataBytes is set. A pack
 // whose data is streamed (a pack of one object larger than PackMaxBytes)
 // is its head, then those bytes.
-func packHead(idx *packIndex) ([]byte, error) {
+func Head(idx *Index) ([]byte, error) {
 	js, err := json.Marshal(idx)
 	if err != nil {
 		return nil, err
 	}
-	hdr := fmt.Sprintf("%s%011d %08x\n", packMagic, len(js), crc32.Checksum(js, castagnoli))
+	hdr := fmt.Sprintf("%s%011d %08x\n", packMagic, len(js), crc32.Checksum(js, Castagnoli))
 	return append([]byte(hdr), js...), nil
 }
 
@@ -118,7 +121,7 @@ func parsePackHeader(head []byte) (packHeader, error) {
 // names a key, a generation and a range within the pack's data, and every
 // kill a key and a generation. It refuses what would otherwise panic or
 // serve bytes from outside an entry.
-func (idx *packIndex) validate() error {
+func (idx *Index) validate() error {
 	if idx.DataBytes < 0 {
 		return fmt.Errorf("negative data size %d", idx.DataBytes)
 	}
@@ -143,9 +146,9 @@ func (idx *packIndex) validate() error {
 // dataStart is where a pack's data begins, given its header and index.
 func dataStart(h packHeader) int64 { return int64(h.size + h.n) }
 
-// readPackIndex reads the header and index of a pack, and checks them: a
+// ReadIndex reads the header and index of a pack, and checks them: a
 // pack that does not parse or verify is ErrCorrupt, naming it.
-func readPackIndex(ctx context.Context, cold blob.Store, name string) (*loadedPack, error) {
+func ReadIndex(ctx context.Context, cold blob.Store, name string) (*LoadedPack, error) {
 	r, err := cold.NewRangeReader(ctx, name, 0, indexPeek)
 	if err != nil {
 		return nil, err
@@ -168,7 +171,7 @@ func readPackIndex(ctx context.Context, cold blob.Store, name string) (*loadedPa
 	}
 	js := head[h.size:]
 	if len(js) < h.n {
-		rest, err := readRange(ctx, cold, name, int64(len(head)), int64(h.n-len(js)))
+		rest, err := ReadRange(ctx, cold, name, int64(len(head)), int64(h.n-len(js)))
 		if err != nil {
 			return nil, err
 		}
@@ -178,10 +181,10 @@ func readPackIndex(ctx context.Context, cold blob.Store, name string) (*loadedPa
 		return nil, corrupt("index truncated: %d of %d bytes", len(js), h.n)
 	}
 	js = js[:h.n]
-	if h.crc >= 0 && int64(crc32.Checksum(js, castagnoli)) != h.crc {
+	if h.crc >= 0 && int64(crc32.Checksum(js, Castagnoli)) != h.crc {
 		return nil, corrupt("index checksum mismatch")
 	}
-	var idx packIndex
+	var idx Index
 	if err := json.Unmarshal(js, &idx); err != nil {
 		return nil, corrupt("malformed index: %v", err)
 	}
@@ -189,16 +192,35 @@ func readPackIndex(ctx context.Context, cold blob.Store, name string) (*loadedPa
 		return nil, corrupt("%v", err)
 	}
 	lp := newLoadedPack(name, &idx, dataStart(h), size, int64(h.n))
-	lp.checked = h.checked
+	lp.Checked = h.checked
 	return lp, nil
 }
 
 // tombCRCKey is the metadata of a tombstone that holds its CRC32C.
 const tombCRCKey = "zonalblob-tiered-crc"
 
+// EncodeTombstone returns the body of a tombstone of the kills ks and its
+// metadata: the range of keys it kills, and its CRC32C.
+func EncodeTombstone(ks []Version) (body []byte, md map[string]string, err error) {
+	b, err := json.Marshal(ks)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := make([]string, len(ks))
+	for i, k := range ks {
+		keys[i] = k.Key
+	}
+	md = Metadata(keys)
+	if md == nil {
+		md = map[string]string{}
+	}
+	md[tombCRCKey] = fmt.Sprintf("%08x", crc32.Checksum(b, Castagnoli))
+	return b, md, nil
+}
+
 // readTombstone reads and checks a tombstone: its CRC32C if its writer gave
 // one, and every kill naming a key and a generation; ErrCorrupt otherwise.
-func readTombstone(ctx context.Context, cold blob.Store, name string) ([]kill, error) {
+func readTombstone(ctx context.Context, cold blob.Store, name string) ([]Version, error) {
 	// Readers of some stores carry no metadata: the CRC comes from a Stat
 	// (a tombstone's bytes never change under its name).
 	a, err := cold.Stat(ctx, name)
@@ -213,10 +235,10 @@ func readTombstone(ctx context.Context, cold blob.Store, name string) ([]kill, e
 	corrupt := func(format string, args ...any) error {
 		return blob.Errorf(driver.OpRead, name, blob.ErrCorrupt, "tiered: tombstone "+name+": "+format, args...)
 	}
-	if v, ok := md[tombCRCKey]; ok && v != fmt.Sprintf("%08x", crc32.Checksum(b, castagnoli)) {
+	if v, ok := md[tombCRCKey]; ok && v != fmt.Sprintf("%08x", crc32.Checksum(b, Castagnoli)) {
 		return nil, corrupt("checksum mismatch")
 	}
-	var ks []kill
+	var ks []Version
 	if err := json.Unmarshal(b, &ks); err != nil {
 		return nil, corrupt("malformed: %v", err)
 	}
@@ -228,7 +250,8 @@ func readTombstone(ctx context.Context, cold blob.Store, name string) ([]kill, e
 	return ks, nil
 }
 
-func readRange(ctx context.Context, s blob.Store, key string, off, n int64) ([]byte, error) {
+// ReadRange reads n bytes of key from offset off.
+func ReadRange(ctx context.Context, s blob.Store, key string, off, n int64) ([]byte, error) {
 	r, err := s.NewRangeReader(ctx, key, off, n)
 	if err != nil {
 		return nil, err

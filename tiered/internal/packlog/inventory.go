@@ -1,4 +1,4 @@
-package tiered
+package packlog
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // compactor's back (by an operator, a lifecycle rule, a bug) from one it
 // removed itself. Without it, a new process has no record of a lost pack,
 // and the versions it held read as absent, or older versions as current.
-const inventoryKey = markerPrefix + "inventory"
+const inventoryKey = ReservedPrefix + "inventory"
 
 // inventory is what inventoryKey holds, as JSON after a header (invMagic).
 type inventory struct {
@@ -34,7 +34,7 @@ type inventory struct {
 	Removed map[string]int64 `json:"removed,omitempty"`
 	// Lost maps the log objects found missing without a removal to their
 	// ranges: reads of their keys fail with ErrCorrupt until they are put
-	// back or Forget accepts the loss.
+	// back or the loss is accepted (the Store's Forget).
 	Lost map[string]string `json:"lost,omitempty"`
 }
 
@@ -44,7 +44,7 @@ var errLost = errors.New("missing from the pack log: deleted by something other 
 
 // removedHold is how long the inventory remembers a removal: four log
 // windows, far longer than a listing followed by an inventory read.
-func (c *catalog) removedHold() time.Duration { return 4 * c.window() }
+func (c *Catalog) removedHold() time.Duration { return 4 * c.Window() }
 
 // invMagic starts the inventory object, followed by the CRC32C of the JSON
 // after it in 8 hex digits and a newline: the object verifies itself, so
@@ -77,7 +77,7 @@ func readInventory(ctx context.Context, cold blob.Store) (*inventory, string, er
 	if len(b) < invHeader || string(b[:len(invMagic)]) != invMagic || b[invHeader-1] != '\n' {
 		return nil, a.Generation, corrupt("no header")
 	}
-	if want := fmt.Sprintf("%08x", crc32.Checksum(b[invHeader:], castagnoli)); string(b[len(invMagic):invHeader-1]) != want {
+	if want := fmt.Sprintf("%08x", crc32.Checksum(b[invHeader:], Castagnoli)); string(b[len(invMagic):invHeader-1]) != want {
 		return nil, a.Generation, corrupt("checksum mismatch")
 	}
 	inv := &inventory{}
@@ -86,7 +86,7 @@ func readInventory(ctx context.Context, cold blob.Store) (*inventory, string, er
 	}
 	for _, names := range []map[string]string{inv.Live, inv.Lost} {
 		for name := range names {
-			if _, _, ok := logTime(name); !ok {
+			if _, _, ok := ParseName(name); !ok {
 				return nil, a.Generation, corrupt("names %q, not a log object", name)
 			}
 		}
@@ -101,14 +101,14 @@ func readInventory(ctx context.Context, cold blob.Store) (*inventory, string, er
 // may have been committed after the listing passed its name (by another
 // process, whose inventory this read may already have), and is judged by
 // the next refresh. It runs under turn, and keeps what it read for the
-// next recordInventory.
-func (c *catalog) checkInventory(ctx context.Context, seen map[string]bool, listed time.Time) error {
-	inv, gen, err := readInventory(ctx, c.s.cold)
+// next RecordInventory.
+func (c *Catalog) checkInventory(ctx context.Context, seen map[string]bool, listed time.Time) error {
+	inv, gen, err := readInventory(ctx, c.cold)
 	if errors.Is(err, blob.ErrCorrupt) {
 		// Nothing can be told from it: the next pass writes a new one from
 		// the listing (over this generation), and says so.
 		if _, logged := c.warned.LoadOrStore(inventoryKey, true); !logged {
-			c.s.opts.Logger.Warn("tiered: the pack log's inventory is damaged; it is rebuilt from the listing, and log objects deleted before then go undetected", "error", err)
+			c.cfg.Logger.Warn("tiered: the pack log's inventory is damaged; it is rebuilt from the listing, and log objects deleted before then go undetected", "error", err)
 		}
 		inv = &inventory{}
 	} else if err != nil {
@@ -123,7 +123,7 @@ func (c *catalog) checkInventory(ctx context.Context, seen map[string]bool, list
 			if _, removed := inv.Removed[name]; removed {
 				continue
 			}
-			if t, _, ok := logTime(name); !ok || !t.Before(listed.Add(-c.window())) {
+			if t, _, ok := ParseName(name); !ok || !t.Before(listed.Add(-c.Window())) {
 				continue
 			}
 			d := damagedLog{err: errLost, lost: true}
@@ -133,7 +133,7 @@ func (c *catalog) checkInventory(ctx context.Context, seen map[string]bool, list
 			c.dropLocked(name)
 			c.state.Unlock()
 			if _, logged := c.warned.LoadOrStore(name, true); !logged {
-				c.s.opts.Logger.Error("tiered: a pack log object is missing; reads of the keys it may hold fail until it is put back or Forget accepts the loss", "object", name)
+				c.cfg.Logger.Error("tiered: a pack log object is missing; reads of the keys it may hold fail until it is put back or Forget accepts the loss", "object", name)
 			}
 		}
 	}
@@ -142,14 +142,13 @@ func (c *catalog) checkInventory(ctx context.Context, seen map[string]bool, list
 	return nil
 }
 
-// recordInventory writes the inventory the catalog stands for: every log
+// RecordInventory writes the inventory the catalog stands for: every log
 // object it holds, those found lost, and the removals about to be made, on
 // condition that the inventory is still the one the last full refresh read.
 // A removal is made only once recorded, so an inventory never names as live
 // an object its compactor removed.
 // Names in forget are dropped from the lost ones first.
-func (s *Store) recordInventory(ctx context.Context, removals, forget []string) error {
-	c := s.cat
+func (c *Catalog) RecordInventory(ctx context.Context, removals, forget []string) error {
 	if err := c.lock(ctx); err != nil {
 		return err
 	}
@@ -176,19 +175,19 @@ func (s *Store) recordInventory(ctx context.Context, removals, forget []string) 
 		delete(c.damaged, name)
 	}
 	for name, p := range c.packs {
-		inv.Live[name] = logMetadata([]string{p.minKey, p.maxKey})[rangeKey]
+		inv.Live[name] = Metadata([]string{p.minKey, p.maxKey})[rangeKey]
 	}
 	for name, ks := range c.tombs {
 		keys := make([]string, len(ks))
 		for i, k := range ks {
 			keys[i] = k.Key
 		}
-		inv.Live[name] = logMetadata(keys)[rangeKey]
+		inv.Live[name] = Metadata(keys)[rangeKey]
 	}
 	for name, d := range c.damaged {
 		rng := ""
 		if d.ranged {
-			rng = logMetadata([]string{d.lo, d.hi})[rangeKey]
+			rng = Metadata([]string{d.lo, d.hi})[rangeKey]
 		}
 		if d.lost {
 			inv.Lost[name] = rng
@@ -208,10 +207,12 @@ func (s *Store) recordInventory(ctx context.Context, removals, forget []string) 
 	// Its generation is unknown until the next full refresh reads it back,
 	// which the next write waits for.
 	c.inv = nil
-	if err := s.fence(ctx); err != nil {
-		return err
+	if c.cfg.Fence != nil {
+		if err := c.cfg.Fence(ctx); err != nil {
+			return err
+		}
 	}
-	return writeInventory(ctx, s.cold, inv, gen)
+	return writeInventory(ctx, c.cold, inv, gen)
 }
 
 // writeInventory writes inv over the inventory of generation gen (none when
@@ -225,7 +226,7 @@ func writeInventory(ctx context.Context, cold blob.Store, inv *inventory, gen st
 	if gen != "" {
 		cond = blob.IfGenerationMatch(gen)
 	}
-	body := append(fmt.Appendf(nil, "%s%08x\n", invMagic, crc32.Checksum(b, castagnoli)), b...)
+	body := append(fmt.Appendf(nil, "%s%08x\n", invMagic, crc32.Checksum(b, Castagnoli)), b...)
 	err = blob.Put(ctx, cold, inventoryKey, body, &blob.WriterOptions{If: cond, ContentType: "application/octet-stream"})
 	if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrExists) {
 		return fmt.Errorf("tiered: the pack log's inventory changed under this pass (another compactor?): %w", err)
@@ -233,40 +234,20 @@ func writeInventory(ctx context.Context, cold blob.Store, inv *inventory, gen st
 	return err
 }
 
-// Forget accepts the loss of a log object of the pack log (a name from
-// Stats.Damaged): one found missing is no longer reported, and one present
-// but damaged is removed from cold. Either way the versions it held are gone
-// for good, and reads of its keys serve what the rest of the log and the
-// tiers hold. Put a lost object back instead, if a copy exists: it is then
-// read like any other.
-func (s *Store) Forget(ctx context.Context, name string) error {
-	if err := s.life.Check("forget", name); err != nil {
-		return err
-	}
-	if err := s.cat.refreshFull(ctx); err != nil {
-		return err
-	}
-	s.cat.state.RLock()
-	d, ok := s.cat.damaged[name]
-	s.cat.state.RUnlock()
-	if !ok {
-		return blob.Errorf("forget", name, blob.ErrNotFound, "tiered: %q is not a damaged or lost object of the pack log", name)
-	}
-	if d.lost {
-		if err := s.recordInventory(ctx, nil, []string{name}); err != nil {
-			return err
-		}
-	} else {
-		if err := s.recordInventory(ctx, []string{name}, nil); err != nil {
-			return err
-		}
-		if err := s.cold.Delete(ctx, name, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return err
-		}
-		s.cat.state.Lock()
-		delete(s.cat.damaged, name)
-		s.cat.state.Unlock()
-	}
-	s.opts.Logger.Warn("tiered: a damaged or lost pack log object was forgotten; the versions it held are gone", "object", name)
-	return nil
+// IsDamaged reports whether the log object name is one the catalog holds as
+// damaged and, if so, whether it is lost (missing) rather than present but
+// damaged.
+func (c *Catalog) IsDamaged(name string) (damaged, lost bool) {
+	c.state.RLock()
+	d, ok := c.damaged[name]
+	c.state.RUnlock()
+	return ok, d.lost
+}
+
+// ClearDamaged forgets that the log object name is damaged (its loss was
+// accepted and the object removed).
+func (c *Catalog) ClearDamaged(name string) {
+	c.state.Lock()
+	delete(c.damaged, name)
+	c.state.Unlock()
 }

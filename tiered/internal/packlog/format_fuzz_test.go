@@ -1,4 +1,4 @@
-package tiered
+package packlog
 
 import (
 	"context"
@@ -15,12 +15,12 @@ import (
 // it never panics, anything it refuses is ErrCorrupt, and an index it
 // accepts keeps every entry within the pack's data and names a generation.
 func FuzzReadPackIndex(f *testing.F) {
-	good, err := encodePack(&packIndex{
-		Entries: []packEntry{
+	good, err := encodePack(&Index{
+		Entries: []Entry{
 			{Key: "a", Off: 0, Len: 3, Attrs: &blob.Attributes{Key: "a", Size: 3, Generation: "7"}},
 			{Key: "b", Off: 3, Len: 2, Attrs: &blob.Attributes{Key: "b", Size: 2, Generation: "9"}},
 		},
-		Kills: []kill{{Key: "a", Gen: "5"}},
+		Kills: []Version{{Key: "a", Gen: "5"}},
 	}, []byte("abcde"))
 	if err != nil {
 		f.Fatal(err)
@@ -39,37 +39,37 @@ func FuzzReadPackIndex(f *testing.F) {
 		if err := blob.Put(ctx, cold, "p", pack, nil); err != nil {
 			t.Fatal(err)
 		}
-		lp, err := readPackIndex(ctx, cold, "p")
+		lp, err := ReadIndex(ctx, cold, "p")
 		if err != nil {
 			if !errors.Is(err, blob.ErrCorrupt) {
 				t.Fatalf("refused with %v, want ErrCorrupt", err)
 			}
 			return
 		}
-		if lp.base < 0 || lp.base > lp.size {
-			t.Fatalf("data at %d of a %d-byte pack", lp.base, lp.size)
+		if lp.Base < 0 || lp.Base > lp.Size {
+			t.Fatalf("data at %d of a %d-byte pack", lp.Base, lp.Size)
 		}
-		for _, e := range lp.index.Entries {
-			if e.Attrs == nil || e.Attrs.Generation == "" || e.Off < 0 || e.Len < 0 || e.Off+e.Len > lp.index.DataBytes {
-				t.Fatalf("accepted entry %+v of an index of %d data bytes", e, lp.index.DataBytes)
+		for _, e := range lp.Index.Entries {
+			if e.Attrs == nil || e.Attrs.Generation == "" || e.Off < 0 || e.Len < 0 || e.Off+e.Len > lp.Index.DataBytes {
+				t.Fatalf("accepted entry %+v of an index of %d data bytes", e, lp.Index.DataBytes)
 			}
 		}
 	})
 }
 
-// encodePack lays out a pack (packHead, then data), as a move does. Entry offsets are
+// encodePack lays out a pack (Head, then data), as a move does. Entry offsets are
 // relative to the start of the data, which follows the index; encodePack
 // sets each entry's CRC from data, and the index's size.
-func encodePack(idx *packIndex, data []byte) ([]byte, error) {
+func encodePack(idx *Index, data []byte) ([]byte, error) {
 	idx.DataBytes = int64(len(data))
 	for i := range idx.Entries {
 		e := &idx.Entries[i]
 		if e.Off < 0 || e.Len < 0 || e.Off+e.Len > int64(len(data)) {
 			return nil, fmt.Errorf("tiered: pack entry %q at %d+%d outside %d data bytes", e.Key, e.Off, e.Len, len(data))
 		}
-		e.CRC = crc32.Checksum(data[e.Off:e.Off+e.Len], castagnoli)
+		e.CRC = crc32.Checksum(data[e.Off:e.Off+e.Len], Castagnoli)
 	}
-	head, err := packHead(idx)
+	head, err := Head(idx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,7 @@
-package tiered
+package packlog
 
 import (
 	"container/list"
-	"hash/maphash"
 	"sync"
 )
 
@@ -21,7 +20,7 @@ func newIndexCache(max int64) *indexCache {
 	return &indexCache{max: max, order: list.New(), byKey: map[string]*list.Element{}}
 }
 
-func (c *indexCache) get(name string) *loadedPack {
+func (c *indexCache) get(name string) *LoadedPack {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.byKey[name]
@@ -29,20 +28,20 @@ func (c *indexCache) get(name string) *loadedPack {
 		return nil
 	}
 	c.order.MoveToFront(el)
-	return el.Value.(*loadedPack)
+	return el.Value.(*LoadedPack)
 }
 
-func (c *indexCache) put(lp *loadedPack) {
+func (c *indexCache) put(lp *LoadedPack) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.byKey[lp.name]; ok {
+	if el, ok := c.byKey[lp.Name]; ok {
 		c.order.MoveToFront(el)
 		return
 	}
 	if lp.cost > c.max {
 		return
 	}
-	c.byKey[lp.name] = c.order.PushFront(lp)
+	c.byKey[lp.Name] = c.order.PushFront(lp)
 	c.used += lp.cost
 	for c.used > c.max {
 		c.removeLocked(c.order.Back())
@@ -58,8 +57,8 @@ func (c *indexCache) remove(name string) {
 }
 
 func (c *indexCache) removeLocked(el *list.Element) {
-	lp := c.order.Remove(el).(*loadedPack)
-	delete(c.byKey, lp.name)
+	lp := c.order.Remove(el).(*LoadedPack)
+	delete(c.byKey, lp.Name)
 	c.used -= lp.cost
 }
 
@@ -68,38 +67,4 @@ func (c *indexCache) size() (bytes int64, indexes int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.used, c.order.Len()
-}
-
-// bloom is a Bloom filter of a pack's keys: about 10 bits a key, so that a
-// lookup reads the index of a pack that does not hold its key about once
-// in a hundred packs it checks.
-type bloom struct {
-	bits []uint64
-}
-
-const bloomHashes = 7
-
-var bloomSeed = maphash.MakeSeed()
-
-func newBloom(n int) *bloom {
-	return &bloom{bits: make([]uint64, max(1, (n*10+63)/64))}
-}
-
-func (b *bloom) positions(key string, f func(uint64)) {
-	h := maphash.String(bloomSeed, key)
-	h1, h2 := h&0xffffffff, h>>32|1
-	m := uint64(len(b.bits) * 64)
-	for i := range uint64(bloomHashes) {
-		f((h1 + i*h2) % m)
-	}
-}
-
-func (b *bloom) add(key string) {
-	b.positions(key, func(p uint64) { b.bits[p/64] |= 1 << (p % 64) })
-}
-
-func (b *bloom) has(key string) bool {
-	ok := true
-	b.positions(key, func(p uint64) { ok = ok && b.bits[p/64]&(1<<(p%64)) != 0 })
-	return ok
 }

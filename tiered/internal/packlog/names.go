@@ -1,4 +1,13 @@
-package tiered
+// Package packlog is the pack log of a tiered Store: the packs and
+// tombstones it keeps in cold under a reserved prefix, their format, their
+// names and the metadata that says which keys each may hold or kill, the
+// log's inventory, and the catalog that lists the log and caches what it
+// read (a summary and a key filter of every pack, the packs' indexes in a
+// bounded cache, every tombstone and every kill).
+//
+// The catalog is built from the cold store and a Config: it knows nothing
+// of the hot tier, the compactor or its leases beyond what Config gives it.
+package packlog
 
 import (
 	"crypto/rand"
@@ -11,41 +20,36 @@ import (
 	"time"
 )
 
-// logPrefix starts the names, in cold, of packs and tombstones: the pack
+// ReservedPrefix starts the names of what a tiered Store keeps beside
+// users' objects (its markerPrefix, which is built from this): locks and
+// leases in hot, the pack log, its inventory and move markers in cold.
+const ReservedPrefix = "\U0010FFFD\U0010FFFD"
+
+// Prefix starts the names, in cold, of packs and tombstones: the pack
 // log. A name is the log prefix, the wall-clock time it was chosen at (20
 // decimal digits of Unix nanoseconds, so names sort by it), a kind and a
 // random suffix. Like move markers, these names are hidden from listings and
 // refused as user keys.
-const logPrefix = markerPrefix + "log/"
+const Prefix = ReservedPrefix + "log/"
 
+// KindPack and KindTombstone are the kinds of log objects, as their names
+// say them.
 const (
-	kindPack = "p"
-	kindTomb = "t"
+	KindPack      = "p"
+	KindTombstone = "t"
 )
 
-// logName returns a new name of kind in the pack log, chosen at t.
-// logNow is the time for a new log name: the clock, or just after the last
-// name this process chose if the clock has not moved past it.
-func (s *Store) logNow() time.Time {
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	t := time.Now()
-	if !t.After(s.lastLog) {
-		t = s.lastLog.Add(time.Nanosecond)
-	}
-	s.lastLog = t
-	return t
-}
-
-func logName(kind string, t time.Time) string {
+// NewName returns a new name of kind in the pack log, chosen at t.
+func NewName(kind string, t time.Time) string {
 	var b [6]byte
 	rand.Read(b[:])
-	return fmt.Sprintf("%s%020d-%s-%s", logPrefix, t.UnixNano(), kind, hex.EncodeToString(b[:]))
+	return fmt.Sprintf("%s%020d-%s-%s", Prefix, t.UnixNano(), kind, hex.EncodeToString(b[:]))
 }
 
-// logTime returns the time a log name was chosen at, and its kind.
-func logTime(name string) (time.Time, string, bool) {
-	rest, ok := strings.CutPrefix(name, logPrefix)
+// ParseName returns the time a log name was chosen at, and its kind; ok is
+// false if name is not a log name.
+func ParseName(name string) (t time.Time, kind string, ok bool) {
+	rest, ok := strings.CutPrefix(name, Prefix)
 	if !ok || len(rest) < 23 || rest[20] != '-' {
 		return time.Time{}, "", false
 	}
@@ -61,7 +65,7 @@ func logFloor(t time.Time) string {
 	if t.UnixNano() <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s%020d", logPrefix, t.UnixNano())
+	return fmt.Sprintf("%s%020d", Prefix, t.UnixNano())
 }
 
 // rangeKey is the metadata of a pack or tombstone that names the range of
@@ -73,9 +77,9 @@ const (
 	rangeKeyLen = 256
 )
 
-// logMetadata returns the metadata of a log object holding or killing
+// Metadata returns the metadata of a log object holding or killing
 // versions of keys.
-func logMetadata(keys []string) map[string]string {
+func Metadata(keys []string) map[string]string {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -100,8 +104,8 @@ func parseRange(v string) (lo, hi string, ok bool) {
 	return string(l), string(h), true
 }
 
-// indexKeys returns the keys an index holds or kills.
-func indexKeys(idx *packIndex) []string {
+// Keys returns the keys the index holds or kills.
+func (idx *Index) Keys() []string {
 	keys := make([]string, 0, len(idx.Entries)+len(idx.Kills))
 	for _, e := range idx.Entries {
 		keys = append(keys, e.Key)
