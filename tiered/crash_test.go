@@ -112,17 +112,6 @@ func countSteps(t *testing.T, hotF, coldF *fault.Store, before map[string]map[fa
 	return steps
 }
 
-func callCounts(fs map[string]*fault.Store) map[string]map[fault.Op]int64 {
-	out := map[string]map[fault.Op]int64{}
-	for tier, f := range fs {
-		out[tier] = map[fault.Op]int64{}
-		for op, st := range f.Stats() {
-			out[tier][op] = st.Calls
-		}
-	}
-	return out
-}
-
 var effectNames = map[fault.Effect]string{fault.FailBefore: "before", fault.FailAfter: "after"}
 
 // TestPackCrashAtEveryStep fails, in turn, every call of a pass that moves

@@ -159,12 +159,6 @@ func bound(o tiered.Options) tiered.Options {
 	return o
 }
 
-// manualPacked is manual with moves into packs of at most maxObjects.
-func manualPacked(t *testing.T, hot, cold blob.Store, maxObjects int) *tiered.Store {
-	t.Helper()
-	return manualWith(t, hot, cold, tiered.Options{PackMaxObjects: maxObjects})
-}
-
 func manualWith(t *testing.T, hot, cold blob.Store, o tiered.Options) *tiered.Store {
 	t.Helper()
 	if o.After == 0 {

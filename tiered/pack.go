@@ -670,22 +670,3 @@ func (v *sameBytes) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// killPacked kills every version of key that packs serve, after bringing
-// the catalog up to date; it reports whether there was one.
-func (s *Store) killPacked(ctx context.Context, key string) (bool, error) {
-	live, err := s.livePacked(ctx, key)
-	if err != nil {
-		return false, err
-	}
-	return len(live) > 0, s.writeTombstone(ctx, live)
-}
-
-// livePacked returns the versions of key that packs serve, with the catalog
-// brought up to date first (none when not packing).
-func (s *Store) livePacked(ctx context.Context, key string) ([]packlog.Version, error) {
-	if err := s.cat.Sync(ctx, time.Now()); err != nil {
-		return nil, err
-	}
-	return s.cat.Live(ctx, key)
-}
