@@ -42,7 +42,7 @@ func (s *Store) Delete(ctx context.Context, key string, opts *blob.DeleteOptions
 		return &blob.Error{Op: driver.OpDelete, Key: key, Err: err}
 	}
 	defer unlock()
-	inPacks := s.cat.MayHold(key)
+	inPacks := s.catalog.MayHold(key)
 	if !inPacks {
 		// Not packed, as far as this process knows: a version it wrote is
 		// most likely still in hot.

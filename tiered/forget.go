@@ -17,25 +17,25 @@ func (s *Store) Forget(ctx context.Context, name string) error {
 	if err := s.life.Check("forget", name); err != nil {
 		return err
 	}
-	if err := s.cat.RefreshFull(ctx); err != nil {
+	if err := s.catalog.RefreshFull(ctx); err != nil {
 		return err
 	}
-	damaged, lost := s.cat.IsDamaged(name)
+	damaged, lost := s.catalog.IsDamaged(name)
 	if !damaged {
 		return blob.Errorf("forget", name, blob.ErrNotFound, "tiered: %q is not a damaged or lost object of the pack log", name)
 	}
 	if lost {
-		if err := s.cat.RecordInventory(ctx, nil, []string{name}); err != nil {
+		if err := s.catalog.RecordInventory(ctx, nil, []string{name}); err != nil {
 			return err
 		}
 	} else {
-		if err := s.cat.RecordInventory(ctx, []string{name}, nil); err != nil {
+		if err := s.catalog.RecordInventory(ctx, []string{name}, nil); err != nil {
 			return err
 		}
 		if err := s.cold.Delete(ctx, name, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
 			return err
 		}
-		s.cat.ClearDamaged(name)
+		s.catalog.ClearDamaged(name)
 	}
 	s.opts.Logger.Warn("tiered: a damaged or lost pack log object was forgotten; the versions it held are gone", "object", name)
 	return nil

@@ -94,7 +94,7 @@ func (s *Store) retireGraves(ctx context.Context, gs []graveAt) error {
 	var kills []packlog.Version
 	// One listing of the pack log for all of them (each grave is older than
 	// any pack that can hold a version it shadows).
-	if err := s.cat.Sync(ctx, time.Now()); err != nil {
+	if err := s.catalog.Sync(ctx, time.Now()); err != nil {
 		return err
 	}
 	for _, g := range gs {
@@ -104,7 +104,7 @@ func (s *Store) retireGraves(ctx context.Context, gs []graveAt) error {
 			continue
 		}
 		defer unlock()
-		ks, err := s.cat.Live(ctx, g.key)
+		ks, err := s.catalog.Live(ctx, g.key)
 		if err != nil {
 			return err
 		}
@@ -157,7 +157,7 @@ func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
 			return err
 		}
 	}
-	if s.ret != nil {
+	if s.retirer != nil {
 		// Over a quorum, a grave's conditional Delete would be a consensus
 		// round; a retirement deletes each replica's copy, for free, and
 		// never a newer version. A copy of the grave it leaves, or one a
@@ -169,7 +169,7 @@ func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
 		// majority read that hears that replica settles it back. The
 		// grave is retired only when no replica may hold an older version;
 		// until repair brings it to such a replica, a later pass retries.
-		h, err := s.ret.Survey(ctx, g.key)
+		h, err := s.retirer.Survey(ctx, g.key)
 		if err != nil {
 			return err
 		}
@@ -179,7 +179,7 @@ func (s *Store) retireGrave(ctx context.Context, g graveAt) error {
 		if err := s.fence(ctx); err != nil {
 			return err
 		}
-		if _, err := s.ret.Retire(ctx, h, g.attrs.Generation); err != nil {
+		if _, err := s.retirer.Retire(ctx, h, g.attrs.Generation); err != nil {
 			return err
 		}
 		s.stats.gravesRetired.Add(1)
@@ -265,7 +265,7 @@ func (s *Store) readsGrave(ctx context.Context, key string, a *blob.Attributes) 
 // (nor shadowed by one). A non-empty object in hot settles it in one call;
 // otherwise the tiers are listed under prefix.
 func (s *Store) dirLive(ctx context.Context, prefix string) (bool, error) {
-	if s.ret == nil {
+	if s.retirer == nil {
 		hp, err := s.hot.List(ctx, &blob.ListOptions{Prefix: prefix, PageSize: 10})
 		if err != nil {
 			return false, err

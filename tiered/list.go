@@ -71,7 +71,7 @@ func (s *Store) listOnce(ctx context.Context, inner *blob.ListOptions) (page *bl
 	// in between was in neither.
 	hotObjs, err := s.filterStale(ctx, hp.Objects)
 	if err == nil {
-		err = s.cat.Sync(ctx, s.settled())
+		err = s.catalog.Sync(ctx, s.settled())
 	}
 	if err == nil {
 		pp, err = s.packedPage(ctx, inner)
@@ -158,7 +158,7 @@ func (s *Store) packedPage(ctx context.Context, inner *blob.ListOptions) (*blob.
 	page := &blob.ListPage{}
 	after := inner.StartAfter
 	for {
-		batch, err := s.cat.Keys(ctx, inner.Prefix, after, inner.PageSize+1)
+		batch, err := s.catalog.Keys(ctx, inner.Prefix, after, inner.PageSize+1)
 		if err != nil {
 			return nil, err
 		}

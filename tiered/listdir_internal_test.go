@@ -75,7 +75,7 @@ func listDirOfAFilterFalsePositive(t *testing.T) {
 	if res := s.CompactOnce(ctx); res.Failed != 0 || s.Stats().Packs != 1 {
 		t.Fatalf("pass %+v, stats %+v: want one pack of the three keys", res, s.Stats())
 	}
-	if !s.cat.MayHold(dir) {
+	if !s.catalog.MayHold(dir) {
 		t.Fatalf("the pack's filter does not hold %q: the test does not test", dir)
 	}
 	dirs := func() []string {

@@ -32,7 +32,7 @@ func TestRetirerBehindTracing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.ret == nil {
+	if s.retirer == nil {
 		t.Error("a traced quorum is not used as a retirer")
 	}
 }

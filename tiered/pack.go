@@ -117,7 +117,7 @@ func (s *Store) movePack(ctx context.Context, objs []blob.ListObject) (moveCount
 		return mv.end(ctx, err)
 	}
 	err := mv.removeFromHot(ctx)
-	if s.ret != nil {
+	if s.retirer != nil {
 		// The marker stays, and with it what the log knows of these
 		// versions, until a later retirement confirms every copy is gone
 		// (recoverBatch).
@@ -275,18 +275,18 @@ func (mv *packMove) read(ctx context.Context) error {
 // and listed by now, and the new pack records it as killed.
 func (mv *packMove) index(ctx context.Context) error {
 	s := mv.s
-	if err := s.cat.Sync(ctx, time.Now()); err != nil {
+	if err := s.catalog.Sync(ctx, time.Now()); err != nil {
 		return err
 	}
 	mv.idx = &packlog.Index{}
 	for _, it := range mv.keep {
-		if s.ret != nil {
+		if s.retirer != nil {
 			// Over a retirer, a version packed and killed since, or one
 			// older than a version a pack holds, is only retired (a copy a
 			// retirement left). One a pack serves already is packed again:
 			// that pack may be one committed too late for every reader to
 			// find.
-			p, err := s.cat.PackedAs(ctx, it.obj.Key, it.attrs.Generation)
+			p, err := s.catalog.PackedAs(ctx, it.obj.Key, it.attrs.Generation)
 			if err != nil {
 				return err
 			}
@@ -303,7 +303,7 @@ func (mv *packMove) index(ctx context.Context) error {
 		mv.idx.Entries = append(mv.idx.Entries, e)
 		mv.idx.DataBytes += e.Len
 		mv.data.Write(it.data)
-		live, err := s.cat.Live(ctx, a.Key)
+		live, err := s.catalog.Live(ctx, a.Key)
 		if err != nil {
 			return err
 		}
@@ -359,7 +359,7 @@ func (mv *packMove) changed(err error) error {
 // was packed or stale: recovery retires those from now on.
 func (mv *packMove) markPacked(ctx context.Context) error {
 	s := mv.s
-	if s.ret == nil {
+	if s.retirer == nil {
 		return nil
 	}
 	mv.marker.Packed, mv.marker.Items = true, nil
@@ -394,7 +394,7 @@ func (mv *packMove) removeFromHot(ctx context.Context) error {
 			// (who kills the copy through the marker).
 			s.stats.conflicts.Add(1)
 			mv.conflicts++
-		case s.ret != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		case s.retirer != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 			// A replica did not answer: recovery retires it again.
 			s.stats.unretired.Add(1)
 		default:
@@ -432,7 +432,7 @@ func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, id
 	if want := int64(len(head)) + idx.DataBytes; pa.Size != want {
 		return time.Time{}, fmt.Errorf("tiered: verify pack: size %d, wrote %d", pa.Size, want)
 	}
-	if time.Since(chosen) >= s.cat.Window()/2 {
+	if time.Since(chosen) >= s.catalog.Window()/2 {
 		// Readers might not find it: the objects stay in hot, whose versions
 		// the pack's copies duplicate (a later rewrite drops the copies).
 		return time.Time{}, fmt.Errorf("tiered: pack %s took %v, more than half the log window", name, time.Since(chosen))
@@ -441,7 +441,7 @@ func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, id
 	if err != nil {
 		return time.Time{}, err
 	}
-	s.cat.AddPack(lp)
+	s.catalog.AddPack(lp)
 	s.stats.packs.Add(1)
 	return committed, nil
 }
@@ -451,7 +451,7 @@ func (s *Store) writePack(ctx context.Context, chosen time.Time, name string, id
 // reports whether the version left hot (false: a newer one, or none, was
 // there).
 func (s *Store) removeMoved(ctx context.Context, it *packItem) (bool, error) {
-	if s.ret == nil {
+	if s.retirer == nil {
 		if err := s.fence(ctx); err != nil {
 			return false, err
 		}
@@ -461,7 +461,7 @@ func (s *Store) removeMoved(ctx context.Context, it *packItem) (bool, error) {
 		}
 		return err == nil, err
 	}
-	if t, ok := s.ret.GenerationTime(it.attrs.Generation); ok && time.Since(t) < s.ret.InFlightBound()+s.opts.MaxClockSkew {
+	if t, ok := s.retirer.GenerationTime(it.attrs.Generation); ok && time.Since(t) < s.retirer.InFlightBound()+s.opts.MaxClockSkew {
 		// An operation that wrote this version, or an older one, may still
 		// be retrying: it learns whether it took effect from the chain of
 		// versions the replicas keep, which a retirement deletes, and would
@@ -472,7 +472,7 @@ func (s *Store) removeMoved(ctx context.Context, it *packItem) (bool, error) {
 	if err := s.fence(ctx); err != nil {
 		return false, err
 	}
-	res, err := s.ret.Retire(ctx, it.hold, it.attrs.Generation)
+	res, err := s.retirer.Retire(ctx, it.hold, it.attrs.Generation)
 	s.stats.retired.Add(int64(res.Deleted))
 	return !res.Newer, err
 }
@@ -495,7 +495,7 @@ func (s *Store) fillGenerations(ctx context.Context, objs []blob.ListObject) err
 	parallel.Do(len(missing), s.opts.Concurrency, func(j int) {
 		i := missing[j]
 		sctx := ctx
-		if s.ret != nil {
+		if s.retirer != nil {
 			// The survey after the marker checks it against a majority.
 			sctx = blob.WithFastestRead(ctx)
 		}
@@ -529,8 +529,8 @@ func (s *Store) readForPack(ctx context.Context, o blob.ListObject, streamed boo
 	}
 	if streamed {
 		it.crc, err = s.sumVersion(ctx, o.Key, it.attrs)
-	} else if s.ret != nil {
-		it.data, err = s.ret.ReadHeld(ctx, it.hold)
+	} else if s.retirer != nil {
+		it.data, err = s.retirer.ReadHeld(ctx, it.hold)
 		if errors.Is(err, blob.ErrPrecondition) || errors.Is(err, blob.ErrNotFound) {
 			err = errVersionChanged
 		} else if err == nil && !readAsStated(it.data, it.attrs) {
@@ -552,8 +552,8 @@ func (s *Store) readForPack(ctx context.Context, o blob.ListObject, streamed boo
 func (s *Store) statForPack(ctx context.Context, o blob.ListObject, streamed bool) (*packItem, error) {
 	it := &packItem{obj: o}
 	var err error
-	if s.ret != nil {
-		if it.hold, err = s.ret.Survey(ctx, o.Key); err != nil {
+	if s.retirer != nil {
+		if it.hold, err = s.retirer.Survey(ctx, o.Key); err != nil {
 			return nil, err
 		}
 		it.attrs = it.hold.Attributes()

@@ -17,11 +17,11 @@ import (
 // Only log objects older than the log window are touched, so no move or
 // rewrite that could still depend on them is in flight.
 func (s *Store) maintainPacks(ctx context.Context) error {
-	if err := s.cat.RefreshFull(ctx); err != nil {
+	if err := s.catalog.RefreshFull(ctx); err != nil {
 		return err
 	}
-	packs, tombs := s.cat.Snapshot()
-	old := time.Now().Add(-s.cat.Window())
+	packs, tombs := s.catalog.Snapshot()
+	old := time.Now().Add(-s.catalog.Window())
 	// A pack move's marker names versions its retirement may have left
 	// copies of in hot: a pack that holds one of them keeps it until the
 	// marker is gone, killed or not (see retirer).
@@ -36,7 +36,7 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 		if t, _, _ := packlog.ParseName(sum.Name); t.After(old) {
 			continue
 		}
-		live, err := s.cat.LiveFraction(ctx, sum)
+		live, err := s.catalog.LiveFraction(ctx, sum)
 		if err != nil {
 			return err
 		}
@@ -55,14 +55,14 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 	// names one of its versions (its pack may land late, and is only then
 	// listed): long after any pack that could hold one of its versions was
 	// committed.
-	gc := time.Now().Add(-4 * s.cat.Window())
+	gc := time.Now().Add(-4 * s.catalog.Window())
 	for name, ks := range tombs {
 		if t, _, _ := packlog.ParseName(name); t.After(gc) {
 			continue
 		}
 		needed := false
 		for _, k := range ks {
-			held, err := s.cat.Holds(ctx, k, "")
+			held, err := s.catalog.Holds(ctx, k, "")
 			if err != nil {
 				return err
 			}
@@ -75,7 +75,7 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 			removals = append(removals, name)
 		}
 	}
-	if err := s.cat.RecordInventory(ctx, removals, nil); err != nil {
+	if err := s.catalog.RecordInventory(ctx, removals, nil); err != nil {
 		return err
 	}
 	if err := s.fence(ctx); err != nil {
@@ -88,7 +88,7 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 		if _, ok := tombs[name]; !ok {
 			s.stats.rewrites.Add(1)
 		}
-		s.cat.Drop(name)
+		s.catalog.Drop(name)
 	}
 	return nil
 }
@@ -102,9 +102,9 @@ func (s *Store) maintainPacks(ctx context.Context) error {
 func (s *Store) rewritePack(ctx context.Context, sum *packlog.Summary, marked map[packlog.Version]bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.MoveTimeout)
 	defer cancel()
-	lp, err := s.cat.Index(ctx, sum)
+	lp, err := s.catalog.Index(ctx, sum)
 	if errors.Is(err, packlog.ErrPackGone) {
-		s.cat.Drop(sum.Name)
+		s.catalog.Drop(sum.Name)
 		return false, nil
 	} else if err != nil {
 		return false, err
@@ -112,7 +112,7 @@ func (s *Store) rewritePack(ctx context.Context, sum *packlog.Summary, marked ma
 	idx := &packlog.Index{}
 	var live []packlog.Entry
 	for _, e := range lp.Index.Entries {
-		keep, err := s.cat.Keep(ctx, e, lp.Name)
+		keep, err := s.catalog.Keep(ctx, e, lp.Name)
 		if err != nil {
 			return false, err
 		}
@@ -124,7 +124,7 @@ func (s *Store) rewritePack(ctx context.Context, sum *packlog.Summary, marked ma
 		}
 	}
 	for _, k := range lp.Index.Kills {
-		held, err := s.cat.Holds(ctx, k, lp.Name)
+		held, err := s.catalog.Holds(ctx, k, lp.Name)
 		if err != nil {
 			return false, err
 		}
@@ -135,7 +135,7 @@ func (s *Store) rewritePack(ctx context.Context, sum *packlog.Summary, marked ma
 	if len(live) > 0 {
 		old, err := packlog.ReadRange(ctx, s.cold, lp.Name, lp.Base, lp.Index.DataBytes)
 		if errors.Is(err, blob.ErrNotFound) {
-			s.cat.Drop(lp.Name)
+			s.catalog.Drop(lp.Name)
 			return false, nil
 		} else if err != nil {
 			return false, err

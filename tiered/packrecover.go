@@ -93,12 +93,12 @@ func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject, shard int
 	if s.activeBatch(obj.Key) || (m.Owner != s.opts.Owner && time.Now().Sub(m.Time) < 2*s.opts.MoveTimeout) {
 		return nil // being moved, here or perhaps by another process
 	}
-	if m.Packed && s.ret != nil {
+	if m.Packed && s.retirer != nil {
 		// Its pack was committed in time and its objects retired, by a
 		// move that ended within MoveTimeout of m.Time: once operations in
 		// flight meanwhile have landed, a retirement that finds nothing
 		// left on any replica confirms it.
-		if time.Now().Sub(m.Time) < s.opts.MoveTimeout+s.ret.InFlightBound()+s.opts.MaxClockSkew {
+		if time.Now().Sub(m.Time) < s.opts.MoveTimeout+s.retirer.InFlightBound()+s.opts.MaxClockSkew {
 			return nil
 		}
 		clean, err := s.confirmRetired(ctx, m.Items)
@@ -125,14 +125,14 @@ func (s *Store) recoverBatch(ctx context.Context, obj blob.ListObject, shard int
 func (s *Store) confirmRetired(ctx context.Context, items []packlog.Version) (bool, error) {
 	clean := true
 	for _, it := range items {
-		h, err := s.ret.Survey(ctx, it.Key)
+		h, err := s.retirer.Survey(ctx, it.Key)
 		if err != nil {
 			return false, err
 		}
 		if err := s.fence(ctx); err != nil {
 			return false, err
 		}
-		res, err := s.ret.Retire(ctx, h, it.Gen)
+		res, err := s.retirer.Retire(ctx, h, it.Gen)
 		s.stats.retired.Add(int64(res.Deleted))
 		if err != nil {
 			return false, err

@@ -100,16 +100,16 @@ type specRead struct {
 // live entry of it (a key moved out of hot, whose next read is likely to
 // miss there); nil otherwise.
 func (s *Store) startReadAhead(ctx context.Context, key string, offset, length int64) *readAhead {
-	guess, ok := s.cat.Cached(key)
+	guess, ok := s.catalog.Cached(key)
 	if !ok {
 		return nil
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	a := &readAhead{cancel: cancel, guess: guess, spec: make(chan specRead, 1)}
-	if start := time.Now(); start.Sub(s.cat.LastRefresh()) > s.hotDeleteDelay()/2 {
+	if start := time.Now(); start.Sub(s.catalog.LastRefresh()) > s.hotDeleteDelay()/2 {
 		// The listing a miss would need, begun now (a failed one is made
 		// again after hot's answer).
-		go s.cat.Sync(sctx, start)
+		go s.catalog.Sync(sctx, start)
 	}
 	go func() {
 		r, err := s.readPacked(sctx, guess, offset, length)
@@ -161,15 +161,15 @@ func (a *readAhead) drop() {
 // packed read then costs about one cold round trip, alongside hot's.
 func (s *Store) readCold(ctx context.Context, key string, offset, length int64, since time.Time, ahead *readAhead) (blob.Reader, error) {
 	for attempt := 0; ; attempt++ {
-		if err := s.cat.Sync(ctx, since); err != nil {
+		if err := s.catalog.Sync(ctx, since); err != nil {
 			ahead.drop()
 			return nil, err
 		}
-		p, ok, err := s.cat.Lookup(ctx, key)
+		p, ok, err := s.catalog.Lookup(ctx, key)
 		if err == nil {
 			// A damaged pack or tombstone may hold a newer version of
 			// key, or have killed the one found.
-			err = s.cat.DamagedFor(driver.OpRead, key)
+			err = s.catalog.DamagedFor(driver.OpRead, key)
 		}
 		if err != nil {
 			ahead.drop()
@@ -188,7 +188,7 @@ func (s *Store) readCold(ctx context.Context, key string, offset, length int64, 
 		if errors.Is(err, blob.ErrNotFound) && attempt == 0 {
 			// The pack was rewritten and removed: its successor was
 			// committed before, and a full listing finds it.
-			if err := s.cat.RefreshFull(ctx); err != nil {
+			if err := s.catalog.RefreshFull(ctx); err != nil {
 				return nil, err
 			}
 			since = time.Time{}
@@ -302,12 +302,12 @@ func (s *Store) statOnce(ctx context.Context, key string) (*blob.Attributes, err
 // committed before since: settled() after a miss in hot, the present time
 // for a check made before hot is asked.
 func (s *Store) coldStat(ctx context.Context, key string, since time.Time) (*blob.Attributes, error) {
-	if err := s.cat.Sync(ctx, since); err != nil {
+	if err := s.catalog.Sync(ctx, since); err != nil {
 		return nil, err
 	}
-	p, ok, err := s.cat.Lookup(ctx, key)
+	p, ok, err := s.catalog.Lookup(ctx, key)
 	if err == nil {
-		err = s.cat.DamagedFor(driver.OpStat, key)
+		err = s.catalog.DamagedFor(driver.OpStat, key)
 	}
 	if err != nil {
 		return nil, err

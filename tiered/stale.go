@@ -34,7 +34,7 @@ import (
 // twice the skew and a move's duration ago. Younger versions are served
 // without looking at the pack log.
 func (s *Store) mayBePacked(gen string) bool {
-	t, ok := s.ret.GenerationTime(gen)
+	t, ok := s.retirer.GenerationTime(gen)
 	if !ok {
 		return true
 	}
@@ -46,7 +46,7 @@ func (s *Store) mayBePacked(gen string) bool {
 // a version at or above it. since is as for coldStat: settled() after the
 // hot answer, the present for a check made before hot is asked.
 func (s *Store) staleHot(ctx context.Context, key, gen string, since time.Time) (bool, error) {
-	if s.ret == nil || gen == "" || !s.mayBePacked(gen) {
+	if s.retirer == nil || gen == "" || !s.mayBePacked(gen) {
 		return false, nil
 	}
 	p, err := s.packedSince(ctx, key, gen, since)
@@ -56,10 +56,10 @@ func (s *Store) staleHot(ctx context.Context, key, gen string, since time.Time) 
 // packedSince is what packs committed before since hold of key relative to
 // generation gen.
 func (s *Store) packedSince(ctx context.Context, key, gen string, since time.Time) (packlog.PackedAs, error) {
-	if err := s.cat.Sync(ctx, since); err != nil {
+	if err := s.catalog.Sync(ctx, since); err != nil {
 		return packlog.PackedAs{}, err
 	}
-	return s.cat.PackedAs(ctx, key, gen)
+	return s.catalog.PackedAs(ctx, key, gen)
 }
 
 // hotStat is hot's Stat, with a stale version reported as NotFound.
@@ -110,7 +110,7 @@ func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.W
 			// A deleted key: the caller's check of cold is stale if the
 			// grave was retired since, so it checks again.
 			return s.replaceGrave(ctx, key, data, opts, a)
-		case s.ret == nil:
+		case s.retirer == nil:
 			return err
 		}
 		dead := a.Generation == accept
@@ -142,12 +142,12 @@ func (s *Store) putHot(ctx context.Context, key string, data []byte, opts blob.W
 // without the check of hot's directories (dirLive) that leaves out one
 // holding only graves.
 func (s *Store) filterStale(ctx context.Context, objs []blob.ListObject) ([]blob.ListObject, error) {
-	if s.ret == nil {
+	if s.retirer == nil {
 		return objs, nil
 	}
 	out := objs[:0:0]
 	for _, o := range objs {
-		if o.IsDir || isMarker(o.Key) || !s.cat.MayHold(o.Key) {
+		if o.IsDir || isMarker(o.Key) || !s.catalog.MayHold(o.Key) {
 			out = append(out, o)
 			continue
 		}

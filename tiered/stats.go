@@ -100,9 +100,9 @@ func (s *Store) Stats() Stats {
 		Graves:        c.graves.Load(), GravesRetired: c.gravesRetired.Load(),
 		DeletesOfWritten: c.writtenDeleted.Load(), WrittenChanged: c.writtenMissed.Load(),
 	}
-	st.IndexCacheBytes, st.IndexesCached = s.cat.CacheSize()
+	st.IndexCacheBytes, st.IndexesCached = s.catalog.CacheSize()
 	st.Lease = s.leaseStats()
-	st.Damaged, st.Foreign, st.CorruptReads = s.cat.DamagedNames(), s.cat.Foreign(), c.corruptReads.Load()
+	st.Damaged, st.Foreign, st.CorruptReads = s.catalog.DamagedNames(), s.catalog.Foreign(), c.corruptReads.Load()
 	c.mu.Lock()
 	for _, lag := range c.lag {
 		st.Lag = max(st.Lag, lag)

@@ -31,10 +31,10 @@ const coldGenerationPrefix = "cold:"
 type Store struct {
 	hot, cold blob.Store
 	opts      Options
-	ret       blob.Retirer // hot, if it can retire versions (a quorum)
+	retirer   blob.Retirer // hot, if it can retire versions (a quorum)
 
-	locks keyLocks
-	cat   *packlog.Catalog
+	locks   keyLocks
+	catalog *packlog.Catalog
 	// written is what this Store wrote to hot lately (see deleteWritten).
 	written written
 	// logMu and lastLog keep this process's pack log names strictly
@@ -86,9 +86,9 @@ func New(hot, cold blob.Store, opts Options) (*Store, error) {
 	// Retirement is quorum's own method, which no wrapper forwards: look
 	// behind the tracing ones.
 	if r, ok := blob.Unobserved(hot).(blob.Retirer); ok && blob.CapabilitiesOf(hot).Retire {
-		s.ret = r
+		s.retirer = r
 	}
-	s.cat = packlog.New(cold, packlog.Config{
+	s.catalog = packlog.New(cold, packlog.Config{
 		Window:          2*opts.MoveTimeout + opts.MaxClockSkew,
 		IndexCacheBytes: opts.IndexCacheBytes,
 		Logger:          opts.Logger,

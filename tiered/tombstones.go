@@ -57,8 +57,8 @@ func (s *Store) commitTombstone(ctx context.Context, ks []packlog.Version) (time
 		}
 		committed := time.Now()
 		s.stats.tombstones.Add(1)
-		if committed.Sub(chosen) < s.cat.Window()/2 {
-			s.cat.AddTombstone(name, ks)
+		if committed.Sub(chosen) < s.catalog.Window()/2 {
+			s.catalog.AddTombstone(name, ks)
 			return committed, nil
 		}
 	}
