@@ -154,7 +154,7 @@ func (s *Store) compactShard(ctx context.Context, shard int) PassResult {
 		}
 	}
 	s.recoverMarkers(ctx, shard)
-	s.compactPacks(ctx, shard, &res, note)
+	s.compactPacks(ctx, shard, note)
 	if cause := context.Cause(ctx); res.Err == nil && errors.Is(cause, errNotHolder) {
 		// Cut short by the lease's loss: the moves it skipped were not
 		// failures, but the pass did not finish.
@@ -172,8 +172,8 @@ func (s *Store) compactShard(ctx context.Context, shard int) PassResult {
 // bytes are held in memory), and each object larger than PackMaxBytes in
 // a pack of its own, streamed, Concurrency of those at a time; then, in
 // shard 0's pass, it maintains the packs.
-func (s *Store) compactPacks(ctx context.Context, shard int, res *PassResult, note func(moveOutcome, int64, error)) {
-	var mu sync.Mutex // guards oldest and res.Bytes
+func (s *Store) compactPacks(ctx context.Context, shard int, note func(moveOutcome, int64, error)) {
+	var mu sync.Mutex // guards oldest
 	var oldest time.Time
 	move := func(objs []blob.ListObject) {
 		n, err := s.movePack(ctx, objs)
@@ -181,8 +181,12 @@ func (s *Store) compactPacks(ctx context.Context, shard int, res *PassResult, no
 			s.fail(err)
 			note(none, 0, err)
 		}
+		// The pass's result is note's alone to change (streamed packs
+		// end concurrently): the bytes go with the first object.
+		size := n.size
 		for range n.moved {
-			note(moved, 0, nil)
+			note(moved, size, nil)
+			size = 0
 		}
 		for range n.conflicts {
 			note(conflict, 0, nil)
@@ -197,7 +201,6 @@ func (s *Store) compactPacks(ctx context.Context, shard int, res *PassResult, no
 				oldest = objs[0].ModTime
 			}
 		}
-		res.Bytes += int(n.size)
 	}
 	var batch []blob.ListObject
 	var batchBytes int64
