@@ -300,19 +300,20 @@ func TestLargeWriteRetriesPastStragglerTimeout(t *testing.T) {
 	reps, fs := faulted(t, 3, 14)
 	opts := testOptions()
 	// Wide enough for the race detector on a busy machine, where a 3 MiB
-	// round's promise alone took most of an 800 ms window.
-	opts.StragglerTimeout = time.Second
-	opts.TombstoneGrace = 10 * time.Second // a retry window of at most 4 s
+	// round's promise alone took most of an 800 ms window, and with three
+	// test runs sharing two cores the retry's promise took more than 2.5 s.
+	opts.StragglerTimeout = 2 * time.Second
+	opts.TombstoneGrace = 20 * time.Second // a retry window of at most 8 s
 	q := newQuorum(t, reps, opts)
-	data := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16) // 3 MiB: an allowance of 4 s
+	data := bytes.Repeat([]byte("0123456789abcdef"), 6<<20/16) // 6 MiB: an allowance of 8 s
 	for _, f := range fs {
-		f.AddLatency(fault.OpCommit, latency.Fixed(1500*time.Millisecond))
+		f.AddLatency(fault.OpCommit, latency.Fixed(2500*time.Millisecond))
 	}
 	for _, f := range fs[1:] {
 		f.FailNthAfter(fault.OpCommit, 2, errors.New("injected: connection reset"))
 	}
 	if err := blob.Put(ctx, q, "big", data, nil); err != nil {
-		t.Fatalf("a 3 MiB write whose first accepts took 1.5 s and were reported failed on two replicas: %v", err)
+		t.Fatalf("a 6 MiB write whose first accepts took 2.5 s and were reported failed on two replicas: %v", err)
 	}
 	for _, f := range fs[1:] {
 		if st := f.Stats()[fault.OpCommit]; st.Failures == 0 {
