@@ -10,6 +10,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
+	"github.com/zonalblob/zonalblob/internal/parallel"
 )
 
 func (s *Store) run(ctx context.Context) {
@@ -210,28 +211,29 @@ func (s *Store) compactPacks(ctx context.Context, shard int, note func(moveOutco
 		}
 		batch, batchBytes = nil, 0
 	}
-	var streams sync.WaitGroup
-	slots := make(chan struct{}, s.opts.Concurrency)
-	for obj := range s.eligible(ctx, shard, note) {
-		if obj.Size > s.opts.PackMaxBytes {
-			slots <- struct{}{}
-			streams.Go(func() {
-				defer func() { <-slots }()
-				move([]blob.ListObject{obj})
-			})
-			continue
-		}
-		if batchBytes+obj.Size > s.opts.PackMaxBytes {
-			flush()
-		}
-		batch = append(batch, obj)
-		batchBytes += obj.Size
-		if len(batch) >= s.opts.PackMaxObjects {
-			flush()
+	// Objects a pack can hold are batched and moved here, one pack at a
+	// time; the larger ones are yielded, each to a streamed pack of its
+	// own, Concurrency at a time.
+	large := func(yield func(blob.ListObject) bool) {
+		defer flush()
+		for obj := range s.eligible(ctx, shard, note) {
+			if obj.Size > s.opts.PackMaxBytes {
+				if !yield(obj) {
+					return
+				}
+				continue
+			}
+			if batchBytes+obj.Size > s.opts.PackMaxBytes {
+				flush()
+			}
+			batch = append(batch, obj)
+			batchBytes += obj.Size
+			if len(batch) >= s.opts.PackMaxObjects {
+				flush()
+			}
 		}
 	}
-	flush()
-	streams.Wait()
+	parallel.Range(ctx, large, s.opts.Concurrency, func(obj blob.ListObject) { move([]blob.ListObject{obj}) })
 	// The pack log's maintenance (rewrites, the removal of tombstones, the
 	// inventory) is shard 0's: the only pass that removes log objects,
 	// and the one writer of the inventory, whatever the shards (see

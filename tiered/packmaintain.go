@@ -133,7 +133,7 @@ func (s *Store) rewritePack(ctx context.Context, sum *packlog.Summary, marked ma
 		}
 	}
 	if len(live) > 0 {
-		old, err := packlog.ReadRange(ctx, s.cold, lp.Name, lp.Base, lp.Index.DataBytes)
+		old, err := blob.ReadRange(ctx, s.cold, lp.Name, lp.Base, lp.Index.DataBytes)
 		if errors.Is(err, blob.ErrNotFound) {
 			s.catalog.Drop(lp.Name)
 			return false, nil

@@ -46,7 +46,7 @@ func (s *Store) readPacked(ctx context.Context, p packlog.Packed, offset, length
 		}
 		return &packedReader{r: &verifier{s: s, r: r, p: p, want: n, crc: crc32.New(packlog.Castagnoli)}, attrs: &a}, nil
 	case p.Pack.Checked && e.Len <= wholeEntryRead:
-		b, err := packlog.ReadRange(ctx, s.cold, p.Pack.Name, at, e.Len)
+		b, err := blob.ReadRange(ctx, s.cold, p.Pack.Name, at, e.Len)
 		if err != nil {
 			return nil, err
 		}

@@ -171,7 +171,7 @@ func ReadIndex(ctx context.Context, cold blob.Store, name string) (*LoadedPack, 
 	}
 	js := head[h.size:]
 	if len(js) < h.n {
-		rest, err := ReadRange(ctx, cold, name, int64(len(head)), int64(h.n-len(js)))
+		rest, err := blob.ReadRange(ctx, cold, name, int64(len(head)), int64(h.n-len(js)))
 		if err != nil {
 			return nil, err
 		}
@@ -248,14 +248,4 @@ func readTombstone(ctx context.Context, cold blob.Store, name string) ([]Version
 		}
 	}
 	return ks, nil
-}
-
-// ReadRange reads n bytes of key from offset off.
-func ReadRange(ctx context.Context, s blob.Store, key string, off, n int64) ([]byte, error) {
-	r, err := s.NewRangeReader(ctx, key, off, n)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return io.ReadAll(r)
 }
