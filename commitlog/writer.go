@@ -904,7 +904,11 @@ func (l *Log) appendedLocked(z *zone, zs *zoneSeg, to int, pos int64, batch []by
 
 // frameBytes is frames as they are appended: one after another.
 func frameBytes(frames []outFrame) []byte {
-	var b []byte
+	n := 0
+	for _, f := range frames {
+		n += len(f.data)
+	}
+	b := make([]byte, 0, n)
 	for _, f := range frames {
 		b = append(b, f.data...)
 	}

@@ -268,7 +268,7 @@ func FuzzStreamHandlers(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer srv.Close()
-		seed := &object{bucket: "zonal", name: "seed", generation: 1, metageneration: 1, appendable: true, data: []byte("seed"), crc: crcOf([]byte("seed")), writeHandle: []byte("h")}
+		seed := &object{bucket: "zonal", name: "seed", generation: 1, metageneration: 1, appendable: true, data: contentOf([]byte("seed")), crc: crcOf([]byte("seed")), writeHandle: []byte("h")}
 		srv.store.buckets["zonal"].objects["seed"] = seed
 		srv.store.used = 4
 
@@ -288,7 +288,7 @@ func FuzzStreamHandlers(f *testing.F) {
 		var held int64
 		for _, b := range srv.store.buckets {
 			for _, o := range b.objects {
-				held += int64(len(o.data))
+				held += o.data.size()
 			}
 		}
 		for _, u := range srv.store.uploads {

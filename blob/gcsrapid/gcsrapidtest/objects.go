@@ -74,7 +74,7 @@ func (s *Server) deleteObject(ctx context.Context, req msg) (msg, error) {
 		return msg{}, err
 	}
 	b.deleteLocked(o.name)
-	s.store.release(int64(len(o.data)))
+	s.store.release(o.data.size())
 	s.stats.deleted.Add(1)
 	return newMsg("google.protobuf.Empty"), nil
 }
@@ -272,7 +272,7 @@ func (s *Server) rewriteObject(ctx context.Context, req msg) (msg, error) {
 	}
 	var n int64
 	if err == nil {
-		n = int64(len(src.data))
+		n = src.data.size()
 	}
 	s.store.mu.Unlock()
 	if err != nil {
@@ -299,7 +299,7 @@ func (s *Server) rewriteObject(ctx context.Context, req msg) (msg, error) {
 	if err := condsFrom(req).check(db.objects[dstName]); err != nil {
 		return msg{}, err
 	}
-	if err := s.store.reserve(int64(len(src.data))); err != nil {
+	if err := s.store.reserve(src.data.size()); err != nil {
 		return msg{}, err
 	}
 	now := time.Now().UTC()
@@ -309,7 +309,7 @@ func (s *Server) rewriteObject(ctx context.Context, req msg) (msg, error) {
 		generation:     s.store.nextGen(),
 		metageneration: 1,
 		attrs:          src.attrs,
-		data:           src.data[:len(src.data):len(src.data)],
+		data:           src.data.frozen(),
 		crc:            src.crc,
 		md5:            src.md5,
 		created:        now,
@@ -327,11 +327,11 @@ func (s *Server) rewriteObject(ctx context.Context, req msg) (msg, error) {
 	s.store.commitLocked(db, o)
 	s.stats.created.Add(1)
 	s.stats.finalized.Add(1)
-	s.stats.written.Add(int64(len(o.data)))
+	s.stats.written.Add(o.data.size())
 
 	resp := newMsg("RewriteResponse")
-	resp.set("total_bytes_rewritten", int64(len(o.data)))
-	resp.set("object_size", int64(len(o.data)))
+	resp.set("total_bytes_rewritten", o.data.size())
+	resp.set("object_size", o.data.size())
 	resp.set("done", true)
 	resp.set("resource", o.toProto())
 	return resp, nil
@@ -372,7 +372,7 @@ func (s *Server) moveObject(ctx context.Context, req msg) (msg, error) {
 		return msg{}, err
 	}
 	if old, ok := b.objects[dstName]; ok && old != src {
-		s.store.release(int64(len(old.data)))
+		s.store.release(old.data.size())
 	}
 	b.deleteLocked(src.name)
 	src.name = dstName

@@ -19,7 +19,7 @@ const readChunk = 2 << 20
 // and the bytes it had then. Appends after the snapshot are not in data.
 type snapshot struct {
 	meta msg
-	data []byte
+	data content
 }
 
 func (s *Server) snapshotLocked(bucketRes, name string, gen int64, c conds) (snapshot, error) {
@@ -30,7 +30,7 @@ func (s *Server) snapshotLocked(bucketRes, name string, gen int64, c conds) (sna
 	if err := c.check(o); err != nil {
 		return snapshot{}, err
 	}
-	return snapshot{meta: o.metaProto(time.Now(), s.opts.Profile.StaleSize), data: o.data[:len(o.data):len(o.data)]}, nil
+	return snapshot{meta: o.metaProto(time.Now(), s.opts.Profile.StaleSize), data: o.data.frozen()}, nil
 }
 
 // resolveRange turns a request's offset and length into [start, end) of an
@@ -155,7 +155,7 @@ func itoaGen(gen int64) string { return "gen:" + strconv.FormatInt(gen, 10) }
 // whose lifetime ends (end, if not zero) ends between two pieces.
 func (s *Server) sendRanges(stream grpc.ServerStream, snap snapshot, ranges []msg, first *msg, end time.Time) error {
 	ctx := stream.Context()
-	n := int64(len(snap.data))
+	n := snap.data.size()
 	type span struct{ id, start, end int64 }
 	spans := make([]span, 0, len(ranges))
 	// Validate every range before sending any, so that a bad range fails
@@ -174,7 +174,7 @@ func (s *Server) sendRanges(stream grpc.ServerStream, snap snapshot, ranges []ms
 				return s.endReadStream()
 			}
 			chunkEnd := min(off+readChunk, sp.end)
-			p := snap.data[off:chunkEnd]
+			p := snap.data.slice(off, chunkEnd)
 			d := s.share(s.opts.Profile.ReadPerMiB, int64(len(p)))
 			if first != nil {
 				d += s.sampler.Sample(s.opts.Profile.FirstByte)
@@ -231,7 +231,7 @@ func (s *Server) readObject(stream grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
-	n := int64(len(snap.data))
+	n := snap.data.size()
 	if req.i64("read_limit") < 0 {
 		return status.Errorf(codes.InvalidArgument, "negative read_limit %d", req.i64("read_limit"))
 	}
@@ -243,7 +243,7 @@ func (s *Server) readObject(stream grpc.ServerStream) error {
 	first := true
 	for first || off < end {
 		chunkEnd := min(off+readChunk, end)
-		p := snap.data[off:chunkEnd]
+		p := snap.data.slice(off, chunkEnd)
 		d := s.share(s.opts.Profile.ReadPerMiB, int64(len(p)))
 		if first {
 			d += s.sampler.Sample(s.opts.Profile.FirstByte)

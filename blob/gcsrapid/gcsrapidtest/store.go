@@ -1,7 +1,6 @@
 package gcsrapidtest
 
 import (
-	"crypto/md5"
 	"crypto/rand"
 	"hash/crc32"
 	"slices"
@@ -35,7 +34,7 @@ type object struct {
 	generation     int64
 	metageneration int64
 	attrs          attrs
-	data           []byte
+	data           content
 	crc            uint32
 	md5            []byte // set only for objects written in one piece
 	appendable     bool
@@ -67,7 +66,7 @@ type sizeAt struct {
 // metadata reads report at least; later ones become visible to metadata reads
 // only StaleSize after they happen.
 func (o *object) recordFlushLocked(now time.Time) {
-	cur := sizeAt{at: now, size: int64(len(o.data)), crc: o.crc}
+	cur := sizeAt{at: now, size: o.data.size(), crc: o.crc}
 	if !o.firstFlush {
 		o.firstFlush, o.known = true, cur
 		return
@@ -95,7 +94,7 @@ func (o *object) metaProto(now time.Time, lag time.Duration) msg {
 		o.known = view
 		o.flushed = o.flushed[i:]
 	}
-	if view.size != int64(len(o.data)) {
+	if view.size != o.data.size() {
 		m.set("size", view.size)
 		m.mutable("checksums").set("crc32c", view.crc)
 	}
@@ -310,7 +309,7 @@ func (o *object) toProto() msg {
 	m.set("bucket", bucketPrefix+o.bucket)
 	m.set("generation", o.generation)
 	m.set("metageneration", o.metageneration)
-	m.set("size", int64(len(o.data)))
+	m.set("size", o.data.size())
 	m.set("etag", etag(o))
 	sc := o.attrs.storageClass
 	if sc == "" {
@@ -375,7 +374,7 @@ func (s *store) newObjectLocked(b *bucket, spec msg, appendable bool) *object {
 // memory of the generation it replaces (there is no object versioning).
 func (s *store) commitLocked(b *bucket, o *object) {
 	if old, ok := b.objects[o.name]; ok && old != o {
-		s.release(int64(len(old.data)))
+		s.release(old.data.size())
 	}
 	b.putLocked(o.name, o)
 }
@@ -386,7 +385,7 @@ func finalizeLocked(o *object, wholeMD5 bool) {
 	o.finalizedAt = now
 	o.updated = now
 	if wholeMD5 {
-		sum := md5.Sum(o.data)
+		sum := o.data.md5()
 		o.md5 = sum[:]
 	}
 }

@@ -399,7 +399,7 @@ func (w *writeSession) createAppendable(bucketName string, spec, first msg) erro
 		if err := s.store.reserve(int64(len(p))); err != nil {
 			return err
 		}
-		o.data = append(o.data, p...)
+		o.data.append(p)
 		o.crc = crc32.Update(o.crc, crc32cTable, p)
 		s.stats.written.Add(int64(len(p)))
 		w.unflushed += int64(len(p))
@@ -454,7 +454,7 @@ func (w *writeSession) takeover(spec msg) error {
 		s.stats.takeovers.Add(1)
 	}
 	w.mode, w.bucketName, w.objName, w.generation, w.wHandle = modeAppend, b.name, o.name, o.generation, o.writeHandle
-	w.obj, w.persisted = o, int64(len(o.data))
+	w.obj, w.persisted = o, o.data.size()
 	// The client blocks on this reply to learn where to append.
 	w.replied = false
 	return nil
@@ -465,7 +465,7 @@ func (w *writeSession) takeover(spec msg) error {
 // bytes for it: a flush of bytes persisted before that still succeeded.
 func (w *writeSession) replacedLocked(err error, off int64, p []byte) bool {
 	return status.Code(err) == codes.NotFound && w.obj != nil && !w.obj.finalized &&
-		off+int64(len(p)) <= int64(len(w.obj.data))
+		off+int64(len(p)) <= w.obj.data.size()
 }
 
 // appendTarget returns the session's object if this stream still owns it.
@@ -542,13 +542,13 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 		o, err = w.obj, nil
 	}
 	if err == nil {
-		p, err = newBytes(p, off, int64(len(o.data)))
+		p, err = newBytes(p, off, o.data.size())
 	}
 	if err == nil {
 		err = s.store.reserve(int64(len(p)))
 	}
 	if err == nil && len(p) > 0 {
-		o.data = append(o.data, p...)
+		o.data.append(p)
 		o.crc = crc32.Update(o.crc, crc32cTable, p)
 		s.stats.written.Add(int64(len(p)))
 		w.unflushed += int64(len(p))
@@ -569,14 +569,14 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 		if err != nil {
 			return msg{}, err
 		}
-		if err := checkObjectChecksums(req.sub("object_checksums"), o.data, o.crc); err != nil {
+		if err := checkObjectChecksums(req.sub("object_checksums"), o.data.md5, o.crc); err != nil {
 			return msg{}, err
 		}
 		finalizeLocked(o, false)
 		s.stats.finalized.Add(1)
 		w.finished = true
 		w.flushes++
-		w.persisted = int64(len(o.data))
+		w.persisted = o.data.size()
 		if err := s.breaks.fire(BreakBeforeReply, w.flushes, w); err != nil {
 			s.stats.breaks.Add(1)
 			return msg{}, err
@@ -596,7 +596,7 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 			if w.obj != nil {
 				// The flush persists what this stream's generation holds,
 				// even if a newer generation has replaced it since.
-				w.persisted = int64(len(w.obj.data))
+				w.persisted = w.obj.data.size()
 			}
 			s.store.mu.Unlock()
 			w.flushes++
@@ -651,9 +651,9 @@ func (w *writeSession) chargeFlush() error {
 // so the reply to a create whose message carried bytes but no flush reports
 // none of them. The caller holds the store lock.
 func (w *writeSession) reply(o *object, final bool) msg {
-	n, crc := int64(len(o.data)), o.crc
+	n, crc := o.data.size(), o.crc
 	if !final && o == w.obj && w.persisted < n {
-		n, crc = w.persisted, crcOf(o.data[:w.persisted])
+		n, crc = w.persisted, o.data.prefix(w.persisted).crc()
 	}
 	r := newMsg("BidiWriteObjectResponse")
 	if final || !w.replied {
@@ -670,7 +670,7 @@ func (w *writeSession) reply(o *object, final bool) msg {
 	return r
 }
 
-func checkObjectChecksums(cs msg, p []byte, crc uint32) error {
+func checkObjectChecksums(cs msg, md5Of func() [md5.Size]byte, crc uint32) error {
 	if !cs.valid() {
 		return nil
 	}
@@ -678,7 +678,7 @@ func checkObjectChecksums(cs msg, p []byte, crc uint32) error {
 		return status.Errorf(codes.InvalidArgument, "object crc32c %d does not match the data written (%d)", cs.u32("crc32c"), crc)
 	}
 	if m := cs.bytes("md5_hash"); len(m) > 0 {
-		sum := md5.Sum(p)
+		sum := md5Of()
 		if !bytes.Equal(m, sum[:]) {
 			return status.Errorf(codes.InvalidArgument, "object md5 %x does not match the data written (%x)", m, sum)
 		}
@@ -733,7 +733,7 @@ func (w *writeSession) commit(spec msg, p []byte, cs msg) (*object, error) {
 		return nil, err
 	}
 	crc := crcOf(p)
-	if err := checkObjectChecksums(cs, p, crc); err != nil {
+	if err := checkObjectChecksums(cs, func() [md5.Size]byte { return md5.Sum(p) }, crc); err != nil {
 		return nil, err
 	}
 	if spec.has("object_size") && spec.i64("object_size") != int64(len(p)) {
@@ -750,7 +750,7 @@ func (w *writeSession) commit(spec msg, p []byte, cs msg) (*object, error) {
 		return nil, err
 	}
 	o := s.store.newObjectLocked(b, spec, false)
-	o.data = p
+	o.data = contentOf(p)
 	o.crc = crc
 	finalizeLocked(o, true)
 	s.store.commitLocked(b, o)
@@ -828,7 +828,7 @@ func (w *writeSession) closeSend(bidi bool, stream grpc.ServerStream, respName s
 		s.store.mu.Lock()
 		o, err := w.appendTargetLocked()
 		if err == nil {
-			size = int64(len(o.data))
+			size = o.data.size()
 		}
 		s.store.mu.Unlock()
 		if err != nil {
@@ -886,10 +886,10 @@ func (w *writeSession) dropUnflushed() {
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
 	o := w.obj
-	if o == nil || o.finalized || int64(len(o.data)) <= w.persisted {
+	if o == nil || o.finalized || o.data.size() <= w.persisted {
 		return
 	}
-	s.store.release(int64(len(o.data)) - w.persisted)
-	o.data = append([]byte(nil), o.data[:w.persisted]...)
-	o.crc = crcOf(o.data)
+	s.store.release(o.data.size() - w.persisted)
+	o.data = o.data.prefix(w.persisted)
+	o.crc = o.data.crc()
 }
