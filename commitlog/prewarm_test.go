@@ -92,7 +92,7 @@ func waitPrewarm(t *testing.T, l *Log, cz countedZones) {
 
 // TestRollCreatesNothing checks with the emulators' counters that a roll
 // creates no object: the next segment was created ahead, once the open one
-// was half full, and the roll only switches to it. The zones' requests mark
+// was a quarter full, and the roll only switches to it. The zones' requests mark
 // the roll and the switch: a roll starts once W zones hold the segment's
 // seal, and the writer appends to the next segment only once it switched to
 // it.
@@ -155,7 +155,7 @@ func TestRollCreatesNothing(t *testing.T) {
 			// is quiet (nothing left to cut, so no seal and no roll to
 			// come), the segment it is on is the one it switched to last,
 			// and nothing was created since: without appends to it, it
-			// never got half full, which is when the next one is created.
+			// never got a quarter full, which is when the next one is created.
 			quiet := false
 			for range 5000 {
 				l.mu.Lock()

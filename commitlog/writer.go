@@ -137,7 +137,7 @@ type openSeg struct {
 	sealed bool  // the seal frame is cut
 	rolled bool  // the roll to the next segment has started
 	// end is the planned last offset of the segment, -1 until planned: once
-	// the segment is half full the writer fixes where it ends and creates
+	// the segment is a quarter full the writer fixes where it ends and creates
 	// the next segment, starting at end+1, in the background (next), so
 	// that the roll is a switch and not a create.
 	end  int64
@@ -947,7 +947,7 @@ func (l *Log) appendFrameLocked(seg *openSeg, data []byte, last int64) {
 	seg.frames = append(seg.frames, outFrame{data: data, last: last})
 	seg.bytes += int64(len(data))
 	l.lacCut = l.lac
-	if seg.end < 0 && !seg.full && (len(seg.frames) >= l.opts.MaxSegmentAppends/2 || seg.bytes >= l.opts.MaxSegmentBytes/2) {
+	if seg.end < 0 && !seg.full && (len(seg.frames) >= l.opts.MaxSegmentAppends/4 || seg.bytes >= l.opts.MaxSegmentBytes/4) {
 		l.planRollLocked(seg)
 	}
 	// Each zone takes at most one append per frame: a segment of at most

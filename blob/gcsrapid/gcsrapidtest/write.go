@@ -48,6 +48,7 @@ type writeSession struct {
 	// applied was a flush (for BreakAfterFlush).
 	msgs, flushes int
 	persisted     int64
+	persistedCRC  uint32 // the CRC32C of the first persisted bytes
 	flushed       bool
 	created       bool // the stream created its object (not a takeover)
 	// bidi: replies come as flushes fall due (see replyQueue); arrived is
@@ -454,7 +455,7 @@ func (w *writeSession) takeover(spec msg) error {
 		s.stats.takeovers.Add(1)
 	}
 	w.mode, w.bucketName, w.objName, w.generation, w.wHandle = modeAppend, b.name, o.name, o.generation, o.writeHandle
-	w.obj, w.persisted = o, o.data.size()
+	w.obj, w.persisted, w.persistedCRC = o, o.data.size(), o.crc
 	// The client blocks on this reply to learn where to append.
 	w.replied = false
 	return nil
@@ -576,7 +577,7 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 		s.stats.finalized.Add(1)
 		w.finished = true
 		w.flushes++
-		w.persisted = o.data.size()
+		w.persisted, w.persistedCRC = o.data.size(), o.crc
 		if err := s.breaks.fire(BreakBeforeReply, w.flushes, w); err != nil {
 			s.stats.breaks.Add(1)
 			return msg{}, err
@@ -596,7 +597,7 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 			if w.obj != nil {
 				// The flush persists what this stream's generation holds,
 				// even if a newer generation has replaced it since.
-				w.persisted = w.obj.data.size()
+				w.persisted, w.persistedCRC = w.obj.data.size(), w.obj.crc
 			}
 			s.store.mu.Unlock()
 			w.flushes++
@@ -653,7 +654,7 @@ func (w *writeSession) chargeFlush() error {
 func (w *writeSession) reply(o *object, final bool) msg {
 	n, crc := o.data.size(), o.crc
 	if !final && o == w.obj && w.persisted < n {
-		n, crc = w.persisted, o.data.prefix(w.persisted).crc()
+		n, crc = w.persisted, w.persistedCRC
 	}
 	r := newMsg("BidiWriteObjectResponse")
 	if final || !w.replied {
