@@ -45,10 +45,14 @@ func ReadRange(ctx context.Context, s Store, key string, offset, length int64) (
 	}
 	defer r.Close()
 	var buf bytes.Buffer
-	if n := r.Attributes().Size - offset; n > 0 && (length < 0 || length > n) {
+	// Sized by what the object holds, not by length alone: a bound far past
+	// the end (a reader of an object being appended to asks for more than
+	// it may find) would allocate and clear it all for nothing.
+	if n := r.Attributes().Size - offset; n > 0 {
+		if length >= 0 {
+			n = min(n, length)
+		}
 		buf.Grow(int(n))
-	} else if length > 0 {
-		buf.Grow(int(length))
 	}
 	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, err

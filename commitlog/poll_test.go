@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/internal/testkit"
 )
@@ -72,8 +73,8 @@ func TestIdleReaderBacksOff(t *testing.T) {
 // poll interval overlap, and each reads again what those in flight before
 // it are reading. With 64 KiB records and reads that take 16 poll
 // intervals, the reader reads each appended byte from about the W zones it
-// tails and the one it looks at every eighth time (W+1 copies, and the
-// reads that overlapped before the first returned): at most 3W bytes read
+// tails (the others it probes with Stats: TestTailProbe), and again in the
+// reads that overlapped before the first returned: at most 3W bytes read
 // per byte appended, where maxTailReads overlapping reads read each up to 8
 // times from each zone (about 13 here). Small records keep their reads
 // overlapping, so that one that lands during a read is found a poll
@@ -97,18 +98,7 @@ func TestSlowTailReadsOfLargeRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			rec := make([]byte, size)
-			for range n {
-				if _, err := l.Append(ctx, rec); err != nil {
-					t.Error(err)
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
-		}()
+		done := appendPaced(t, l, n, size)
 		readN(t, ctx, r, n)
 		<-done
 		return float64(r.Stats().BytesRead) / float64(n*size)
@@ -122,4 +112,74 @@ func TestSlowTailReadsOfLargeRecords(t *testing.T) {
 		t.Errorf("100 B records: read %.2f bytes per byte appended, want over %d: reads of the tip no longer overlap", small, 3*w)
 	}
 	t.Logf("bytes read per byte appended: %.2f at 64 KiB, %.2f at 100 B", large, small)
+}
+
+// TestTailProbe: a reader reads the tip from the W zones it tails and looks
+// at the others with Stats, not reads, so that each byte appended is read
+// about W times, not once from every zone; and when a zone it tails stops
+// answering, a probe finds another that holds more, which it then reads.
+// Counted with the reader's byte count and the fault wrappers' counters.
+func TestTailProbe(t *testing.T) {
+	const n, w, size = 150, 2, 64 << 10
+	ctx := context.Background()
+	inner := rapidZones(gcsrapidtest.Zero())(t, 3)
+	l := mustOpen(t, inner, "probe", &Options{WriteQuorum: w})
+	zones, faults := wrapAll(inner, 1)
+	r, err := NewReader(zones, "probe", 0, &Options{WriteQuorum: w, PollInterval: time.Millisecond, MaxPollInterval: time.Millisecond, OpTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if m := r.zones[0].mode; m == modeSlots {
+		t.Fatalf("zone mode %v: slot copies are read, not probed", m)
+	}
+	done := appendPaced(t, l, n, size)
+	readN(t, ctx, r, n)
+	<-done
+	st := r.Stats()
+	if perByte := float64(st.BytesRead) / float64(n*size); perByte > w+0.75 {
+		// Reading the zones not tailed reads every byte once more (W+1).
+		t.Errorf("read %.2f bytes per byte appended, want at most %.2f: the tip is read from more than the W zones tailed", perByte, w+0.75)
+	}
+	if st.Probes == 0 {
+		t.Errorf("no probe in %d reads of the tip", st.Reads)
+	}
+	t.Logf("healthy: %.2f bytes read per byte appended, %d reads, %d probes", float64(st.BytesRead)/float64(n*size), st.Reads, st.Probes)
+
+	tailed, order := r.rankedZones()
+	stuck, other := tailed[0], order[w]
+	faults[stuck].Hang(fault.OpRead)
+	faults[stuck].Hang(fault.OpStat)
+	// Append, a record at a time, until the reader has read the zone it
+	// did not tail up to past what the stuck one holds.
+	rec := make([]byte, size)
+	for i := range 5000 {
+		if _, err := l.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		readN(t, ctx, r, 1)
+		if h := r.cur.zoneHigh; h[other] > h[stuck] {
+			t.Logf("zone %d stopped answering; zone %d read up to %d after %d more records, %d probes", stuck, other, h[other], i+1, r.Stats().Probes)
+			return
+		}
+	}
+	t.Errorf("zone %d stopped answering and zone %d, not tailed, is known to hold up to %d, not past %d: it was not read up to the tip", stuck, other, r.cur.zoneHigh[other], r.cur.zoneHigh[stuck])
+}
+
+// appendPaced appends n records of size bytes, one at a time with a
+// millisecond between them, in the background; the channel closes at the end.
+func appendPaced(t *testing.T, l *Log, n, size int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rec := make([]byte, size)
+		for range n {
+			if _, err := l.Append(context.Background(), rec); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return done
 }

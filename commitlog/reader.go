@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/parallel"
 )
 
 // Record is one record of the log.
@@ -56,6 +57,9 @@ type Reader struct {
 	// recent read decaying by an eighth a read: see zoneReadLimit.
 	zoneInflight []int
 	readBytes    []int64
+	// wantRead: a probe found the zone holding more than a zone tailed
+	// (see tailZones).
+	wantRead []bool
 	// quietSince is when the reader last found a record (zero while it
 	// finds them): the poll interval grows with the time since.
 	quietSince time.Time
@@ -72,6 +76,9 @@ type ReaderStats struct {
 	Fallbacks int64 // reads sent to another zone because the preferred one lacked committed records or failed
 	Lists     int64 // segment listings
 	Polls     int64 // waits at the tail
+	// Probes counts the Stats of a zone's copy of the tip that tell
+	// whether a zone not tailed caught up (see Reader.tailZones).
+	Probes int64
 	// BytesRead counts the bytes of frames the reads of segments returned
 	// (regional reads aside), those read again by overlapping reads of the
 	// tip included.
@@ -131,7 +138,7 @@ func NewReader(stores []blob.Store, name string, from int64, opts *Options) (*Re
 	}
 	r := &Reader{zones: zones, regional: regionalZone(o.Regional, name), opts: o, need: len(zones) - o.WriteQuorum + 1, pos: from, lac: -1,
 		headers: map[segKey]frame{}, notSegments: map[segKey]bool{}, lat: make([]time.Duration, len(zones)), zoneLAC: make([]int64, len(zones)),
-		zoneInflight: make([]int, len(zones)), readBytes: make([]int64, len(zones)),
+		zoneInflight: make([]int, len(zones)), readBytes: make([]int64, len(zones)), wantRead: make([]bool, len(zones)),
 		results: make(chan tailRead, maxTailReads*o.WriteQuorum+1)}
 	if r.metrics, err = newReaderMetrics(o.MeterProvider); err != nil {
 		return nil, err
@@ -371,7 +378,7 @@ func (r *Reader) readCur(ctx context.Context) (bool, error) {
 		}
 		start := time.Now()
 		c2, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
-		frames, pos, err := r.zones[i].read(c2, c.seg.key, c.zonePos[i])
+		frames, pos, err := r.zones[i].readSome(c2, c.seg.key, c.zonePos[i], maxReadBytes)
 		cancel()
 		d := time.Since(start)
 		r.count(func(s *ReaderStats) { s.Reads++; s.BytesRead += framesSize(frames) })
@@ -476,6 +483,11 @@ type tailRead struct {
 	err    error
 	took   time.Duration
 	bytes  int64
+	// probe: Stats of the zone's copy and of the weakest zone tailed's;
+	// ahead: the first holds more than four reads of the second return of
+	// late, or the second did not answer.
+	probe bool
+	ahead bool
 }
 
 // pollTail reads the tip: it starts a read of each zone of tailZones if the
@@ -487,7 +499,8 @@ func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 	every := r.pollInterval()
 	if r.inflight < r.maxInflight() && time.Since(r.launched) >= every {
 		started := false
-		for _, z := range r.tailZones() {
+		zs, probe := r.tailZones()
+		for _, z := range zs {
 			if r.zoneInflight[z] >= r.zoneReadLimit(z) {
 				continue
 			}
@@ -495,13 +508,38 @@ func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 			key, pos := c.seg.key, c.zonePos[z]
 			r.inflight++
 			r.zoneInflight[z]++
+			r.wantRead[z] = false
 			r.count(func(s *ReaderStats) { s.Reads++ })
 			go func() {
 				rctx, cancel := context.WithTimeout(r.bg, r.opts.OpTimeout)
 				defer cancel()
 				start := time.Now()
-				frames, pos, err := r.zones[z].read(rctx, key, pos)
+				frames, pos, err := r.zones[z].readSome(rctx, key, pos, maxReadBytes)
 				r.results <- tailRead{zone: z, key: key, frames: frames, pos: pos, err: err, took: time.Since(start), bytes: framesSize(frames)}
+			}()
+		}
+		if probe >= 0 && r.zoneInflight[probe] == 0 {
+			started = true
+			key, weakest := c.seg.key, zs[r.opts.WriteQuorum-1]
+			margin := 4 * max(r.readBytes[weakest], tailReadBudget)
+			r.inflight++
+			r.zoneInflight[probe]++
+			r.count(func(s *ReaderStats) { s.Probes++ })
+			go func() {
+				rctx, cancel := context.WithTimeout(r.bg, r.opts.OpTimeout)
+				defer cancel()
+				var sizes [2]int64
+				var errs [2]error
+				parallel.Do(2, 2, func(i int) {
+					z := r.zones[[]int{probe, weakest}[i]]
+					a, err := z.s.Stat(rctx, z.segKey(key))
+					if err == nil {
+						sizes[i] = a.Size
+					}
+					errs[i] = err
+				})
+				r.results <- tailRead{zone: probe, key: key, probe: true,
+					ahead: errs[0] == nil && (errs[1] != nil || sizes[0] > sizes[1]+margin)}
 			}()
 		}
 		if started {
@@ -524,6 +562,12 @@ func (r *Reader) pollTail(ctx context.Context) (bool, error) {
 	case res := <-r.results:
 		r.inflight--
 		r.zoneInflight[res.zone]--
+		if res.probe {
+			if res.key == c.seg.key {
+				r.wantRead[res.zone] = res.ahead
+			}
+			return false, nil
+		}
 		r.count(func(s *ReaderStats) { s.BytesRead += res.bytes })
 		// Up at once, down slowly: reads that grow stop overlapping now,
 		// and a few small ones do not start the overlap again.
@@ -572,6 +616,13 @@ func (r *Reader) pollInterval() time.Duration {
 // before it backs off.
 const quietGrace = 50
 
+// maxReadBytes bounds what one read of a segment returns (a frame longer
+// than it aside): a reader far behind, or reading a zone it had not read for
+// a while, gets its records a piece at a time, each read well inside
+// OpTimeout, instead of waiting for, and holding, the rest of a segment of
+// up to MaxSegmentBytes at once.
+const maxReadBytes = 8 << 20
+
 // maxInflight bounds the reads of the tip in flight at once.
 func (r *Reader) maxInflight() int { return maxTailReads * r.opts.WriteQuorum }
 
@@ -580,11 +631,45 @@ func (r *Reader) maxInflight() int { return maxTailReads * r.opts.WriteQuorum }
 // record is committed as soon as W zones are seen to hold it, so the reader
 // learns it from the data it reads, one read after it landed, and need not
 // wait for a later frame to carry the LAC; a slow zone that lags is not
-// among them. Every eighth time another zone is read too, in turn, so that
-// a zone that fell behind and caught up is noticed.
-func (r *Reader) tailZones() []int {
+// among them.
+//
+// Every eighth time another zone, in turn, is looked at too, so that a zone
+// that fell behind and caught up (or one tailed that stopped answering) is
+// noticed: probe is that zone, or -1. A probe Stats that zone's copy and
+// the weakest tailed zone's, and does not read: a read would start where
+// that zone was last read, and so read every byte of the tip a third time.
+// A zone found to hold more than the weakest by more than four reads of the
+// weakest return of late (or the weakest did not answer) is read at the
+// next look, from where it was last read, and from then on ranked by what
+// it holds. Sizes are compared as bytes of one sequence of frames, the
+// writer's, which every copy of a segment being written holds a prefix of;
+// where a recovery's fence made the copies differ, a read that was not
+// needed, or a swap that does not happen, is the cost. Slot copies, which a
+// Stat does not measure, are read instead.
+func (r *Reader) tailZones() (zs []int, probe int) {
+	zs, order := r.rankedZones()
+	for _, z := range order[r.opts.WriteQuorum:] {
+		if r.wantRead[z] {
+			zs = append(zs, z)
+		}
+	}
+	probe = -1
+	if r.launches%8 == 7 {
+		if z := (r.launches / 8) % len(r.zones); !slices.Contains(zs, z) {
+			if r.zones[z].mode == modeSlots {
+				zs = append(zs, z)
+			} else {
+				probe = z
+			}
+		}
+	}
+	return zs, probe
+}
+
+// rankedZones returns the W zones tailed and every zone in rank order.
+func (r *Reader) rankedZones() (zs, order []int) {
 	c := r.cur
-	order := make([]int, len(r.zones))
+	order = make([]int, len(r.zones))
 	for i := range order {
 		order[i] = i
 	}
@@ -597,13 +682,7 @@ func (r *Reader) tailZones() []int {
 		}
 		return int(r.lat[a] - r.lat[b])
 	})
-	zs := order[:r.opts.WriteQuorum]
-	if r.launches%8 == 7 {
-		if z := (r.launches / 8) % len(r.zones); !slices.Contains(zs, z) {
-			zs = append(zs, z)
-		}
-	}
-	return zs
+	return slices.Clone(order[:r.opts.WriteQuorum]), order
 }
 
 func (r *Reader) observe(z int, d time.Duration) {

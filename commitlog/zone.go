@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -311,11 +312,42 @@ func (z *zone) read(ctx context.Context, k segKey, pos int64) ([]frame, int64, e
 	if err != nil {
 		return nil, pos, err
 	}
+	return z.decode(k, pos, p, true)
+}
+
+// readSome is read bounded to about limit bytes, for a reader that must
+// not wait for, or hold, a whole segment at once (a reader far behind, or
+// one catching up on a zone it had not read): it returns the whole frames
+// of the limit bytes from pos on, or the frame that starts at pos whole if
+// it is longer. limit <= 0, and slot copies, read as read does.
+func (z *zone) readSome(ctx context.Context, k segKey, pos, limit int64) ([]frame, int64, error) {
+	if limit <= 0 || z.mode == modeSlots {
+		return z.read(ctx, k, pos)
+	}
+	p, err := blob.ReadRange(ctx, z.s, z.segKey(k), pos, limit)
+	if err != nil {
+		return nil, pos, err
+	}
+	if int64(len(p)) < limit {
+		return z.decode(k, pos, p, true) // the end of the copy
+	}
+	if len(p) >= frameHeaderSize && string(p[:4]) == frameMagic {
+		if n := frameHeaderSize + int64(binary.BigEndian.Uint32(p[4:])); n > limit && n <= frameHeaderSize+maxFrameBody {
+			return z.readSome(ctx, k, pos, n)
+		}
+	}
+	return z.decode(k, pos, p, false)
+}
+
+// decode decodes the bytes p read from pos of segment k; whole says they
+// run to the end of the copy, so that a piece of a frame after the last
+// whole one can be told from a frame the bound cut.
+func (z *zone) decode(k segKey, pos int64, p []byte, whole bool) ([]frame, int64, error) {
 	frames, n, err := decodeFrames(p)
 	for i := range frames {
 		frames[i].end += pos
 	}
-	if tail := len(p) - n; err == nil && tail > 0 && tail < frameHeaderSize {
+	if tail := len(p) - n; whole && err == nil && tail > 0 && tail < frameHeaderSize {
 		// Fewer bytes than a frame's header after the last whole frame:
 		// not a frame being written (an append reaches the store in one
 		// piece, or in pieces of megabytes), but damage. Waiting for it
