@@ -45,6 +45,7 @@ func BenchmarkAppend(b *testing.B) {
 		{name: "rapid-2of3-64KiB", zones: rapidZones(rapid), n: 3, w: 2, size: 64 << 10},
 		{name: "rapid-2of3-4KiB-unpipelined", zones: rapidZones(rapid), n: 3, w: 2, size: 4 << 10, opts: Options{MaxInFlight: 1}},
 		{name: "rapid-2of3-slowzone", zones: rapidZones(rapid), n: 3, w: 2, slow: true},
+		{name: "rapid-2of3-64KiB-slowzone", zones: rapidZones(rapid), n: 3, w: 2, size: 64 << 10, slow: true},
 		// Segments of 200 frames: a roll every ~5000 records, the next
 		// segment created ahead of each.
 		{name: "rapid-2of3-rolling", zones: rapidZones(rapid), n: 3, w: 2, opts: Options{MaxSegmentAppends: 200}},
