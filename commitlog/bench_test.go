@@ -144,7 +144,7 @@ func benchAppend(b *testing.B, stores []blob.Store, opts *Options, size int) {
 	b.ReportMetric(float64(r.Stats().BytesRead)/float64(n*size), "read/appended")
 	b.ReportMetric(0, "ns/op")
 	if testing.Verbose() {
-		fmt.Printf("%s: %+v\n", b.Name(), st)
+		fmt.Printf("%s: %+v\nreader: %+v\n", b.Name(), st, r.Stats())
 	}
 }
 
