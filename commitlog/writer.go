@@ -307,6 +307,13 @@ func (l *Log) Committed() int64 {
 	return l.lac
 }
 
+// end is the offset of the next record appended.
+func (l *Log) end() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next
+}
+
 // Append appends records and returns the offset of the first once all of
 // them are on W zones. Records get consecutive offsets in call order.
 //
@@ -323,19 +330,38 @@ func (l *Log) Append(ctx context.Context, records ...[]byte) (int64, error) {
 	if len(records) == 0 {
 		return 0, errors.New("commitlog: Append of no records")
 	}
-	l.mu.Lock()
-	if l.err != nil {
-		err := l.err
-		l.mu.Unlock()
+	owned := make([][]byte, len(records))
+	for i, r := range records {
+		owned[i] = bytes.Clone(r)
+	}
+	first, err := l.enqueue(owned)
+	if err != nil {
 		return 0, err
 	}
-	first := l.next
-	for _, r := range records {
-		l.pending = append(l.pending, bytes.Clone(r))
+	last := first + int64(len(records)) - 1
+	return first, l.await(ctx, first, last)
+}
+
+// enqueue hands records, which the writer keeps, to the pumps and returns
+// the offset of the first, or the writer's error without handing them over.
+func (l *Log) enqueue(records [][]byte) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return 0, l.err
 	}
+	first := l.next
+	l.pending = append(l.pending, records...)
 	l.next += int64(len(records))
-	last := l.next - 1
 	l.kickLocked()
+	return first, nil
+}
+
+// await waits until every record up to last is acknowledged. Its error
+// wraps ErrUncertain if a record from first on may be in the log all the
+// same (see Append).
+func (l *Log) await(ctx context.Context, first, last int64) error {
+	l.mu.Lock()
 	for l.lac < last {
 		if l.err != nil {
 			err := l.err
@@ -343,7 +369,7 @@ func (l *Log) Append(ctx context.Context, records ...[]byte) (int64, error) {
 				err = fmt.Errorf("%w (%w): records %d..%d", err, ErrUncertain, first, last)
 			}
 			l.mu.Unlock()
-			return first, err
+			return err
 		}
 		ch := l.changed
 		l.mu.Unlock()
@@ -351,12 +377,12 @@ func (l *Log) Append(ctx context.Context, records ...[]byte) (int64, error) {
 		case <-ch:
 		case <-ctx.Done():
 			// The writer goes on with them.
-			return first, fmt.Errorf("%w (%w): records %d..%d", ctx.Err(), ErrUncertain, first, last)
+			return fmt.Errorf("%w (%w): records %d..%d", ctx.Err(), ErrUncertain, first, last)
 		}
 		l.mu.Lock()
 	}
 	l.mu.Unlock()
-	return first, nil
+	return nil
 }
 
 // Close stops the writer. Appends in flight fail with ErrClosed (their
