@@ -37,12 +37,19 @@ func BenchmarkAppend(b *testing.B) {
 		opts  Options
 		slow  bool
 		size  int
+		// stripes, if set, makes it a striped log of that many stripes.
+		stripes int
 	}{
 		{name: "rapid-slots-1", zones: rapidZones(rapid), n: 1, w: 1, opts: Options{Slots: true}},
 		{name: "rapid-1", zones: rapidZones(rapid), n: 1, w: 1},
 		{name: "rapid-2of3", zones: rapidZones(rapid), n: 3, w: 2},
 		{name: "rapid-2of3-4KiB", zones: rapidZones(rapid), n: 3, w: 2, size: 4 << 10},
 		{name: "rapid-2of3-64KiB", zones: rapidZones(rapid), n: 3, w: 2, size: 64 << 10},
+		{name: "rapid-2of3-4KiB-stripes2", zones: rapidZones(rapid), n: 3, w: 2, size: 4 << 10, stripes: 2},
+		{name: "rapid-2of3-4KiB-stripes4", zones: rapidZones(rapid), n: 3, w: 2, size: 4 << 10, stripes: 4},
+		{name: "rapid-2of3-64KiB-stripes2", zones: rapidZones(rapid), n: 3, w: 2, size: 64 << 10, stripes: 2},
+		{name: "rapid-2of3-64KiB-stripes4", zones: rapidZones(rapid), n: 3, w: 2, size: 64 << 10, stripes: 4},
+		{name: "rapid-2of3-stripes2", zones: rapidZones(rapid), n: 3, w: 2, stripes: 2},
 		{name: "rapid-2of3-4KiB-unpipelined", zones: rapidZones(rapid), n: 3, w: 2, size: 4 << 10, opts: Options{MaxInFlight: 1}},
 		{name: "rapid-2of3-slowzone", zones: rapidZones(rapid), n: 3, w: 2, slow: true},
 		{name: "rapid-2of3-64KiB-slowzone", zones: rapidZones(rapid), n: 3, w: 2, size: 64 << 10, slow: true},
@@ -62,22 +69,49 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			opts := c.opts
 			opts.WriteQuorum = c.w
-			benchAppend(b, stores, &opts, cmp.Or(c.size, 100))
+			benchAppend(b, stores, &opts, cmp.Or(c.size, 100), c.stripes)
 		})
 	}
 }
 
-func benchAppend(b *testing.B, stores []blob.Store, opts *Options, size int) {
+// benchLog is what benchAppend needs of a log, striped or not.
+type benchLog interface {
+	Append(ctx context.Context, records ...[]byte) (int64, error)
+	Close() error
+}
+
+type benchReader interface {
+	Next(ctx context.Context) (Record, error)
+	Stats() ReaderStats
+}
+
+func benchAppend(b *testing.B, stores []blob.Store, opts *Options, size, stripes int) {
 	ctx := context.Background()
-	l, err := Open(ctx, stores, "bench", opts)
+	var (
+		l     benchLog
+		r     benchReader
+		stats func() Stats
+		err   error
+	)
+	if stripes > 0 {
+		var s *Striped
+		if s, err = OpenStriped(ctx, stores, "bench", stripes, opts); err != nil {
+			b.Fatal(err)
+		}
+		l, stats = s, func() Stats { return sumStats(s.Stats().Stripes) }
+		r, err = s.NewReader(0)
+	} else {
+		var lg *Log
+		if lg, err = Open(ctx, stores, "bench", opts); err != nil {
+			b.Fatal(err)
+		}
+		l, stats = lg, lg.Stats
+		r, err = lg.NewReader(0)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	r, err := l.NewReader(0)
-	if err != nil {
-		b.Fatal(err)
-	}
 	n := b.N
 	acks := make([]atomic.Int64, n) // unix nanos of each offset's acknowledgement
 	lags := make([]time.Duration, 0, n)
@@ -135,7 +169,7 @@ func benchAppend(b *testing.B, stores []blob.Store, opts *Options, size int) {
 	b.ReportMetric(ms(quantile(all, 0.99)), "p99-ms")
 	b.ReportMetric(ms(quantile(lags, 0.5)), "lag-p50-ms")
 	b.ReportMetric(ms(quantile(lags, 0.99)), "lag-p99-ms")
-	st := l.Stats()
+	st := stats()
 	b.ReportMetric(float64(st.Records)/float64(max(st.Frames, 1)), "records/frame")
 	b.ReportMetric(float64(st.Segments), "segments")
 	b.ReportMetric(float64(st.RollWaits), "roll-waits")
@@ -146,6 +180,20 @@ func benchAppend(b *testing.B, stores []blob.Store, opts *Options, size int) {
 	if testing.Verbose() {
 		fmt.Printf("%s: %+v\nreader: %+v\n", b.Name(), st, r.Stats())
 	}
+}
+
+// sumStats adds up the counters of a striped log's stripes that the
+// benchmark reports.
+func sumStats(sts []Stats) Stats {
+	var t Stats
+	for _, st := range sts {
+		t.Records += st.Records
+		t.Frames += st.Frames
+		t.Segments += st.Segments
+		t.RollWaits += st.RollWaits
+		t.Appends += st.Appends
+	}
+	return t
 }
 
 func quantile(d []time.Duration, q float64) time.Duration {

@@ -434,11 +434,7 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 						}
 					}
 					servedBy[ri] = append(servedBy[ri], served{rec.Offset, string(rec.Data), c})
-					for {
-						if m := maxServed.Load(); rec.Offset <= m || maxServed.CompareAndSwap(m, rec.Offset) {
-							break
-						}
-					}
+					raise(&maxServed, rec.Offset)
 				}
 				restarts.Add(1)
 				regionalReads.Add(r.Stats().RegionalReads)
@@ -505,7 +501,7 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 			z := frng.IntN(len(faults))
 			f := faults[z]
 			nfaults.Add(1)
-			switch frng.IntN(7) {
+			switch c := frng.IntN(7); c {
 			case 0: // zone down, or back up
 				zmu.Lock()
 				if down == z {
@@ -516,19 +512,8 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 					down = z
 				}
 				zmu.Unlock()
-			case 1: // slow zone
-				rules[z] = append(rules[z], f.AddLatency(fault.OpCommit, latency.Dist{P50: 2 * time.Millisecond, P99: 20 * time.Millisecond}))
-			case 2: // commits that fail after they took effect
-				rules[z] = append(rules[z], f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.2, Effect: fault.FailAfter}))
-			case 3: // commits that fail before
-				rules[z] = append(rules[z], f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.2}))
-			case 4: // reads that fail
-				rules[z] = append(rules[z], f.Add(fault.Rule{Op: fault.OpRead, Probability: 0.2}))
-			default: // heal the zone
-				for _, id := range rules[z] {
-					f.Remove(id)
-				}
-				rules[z] = nil
+			default:
+				rules[z] = simFault(f, rules[z], c)
 			}
 		}
 	})
@@ -538,19 +523,14 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	var truncations, truncFailed atomic.Int64
 	trng := rand.New(rand.NewPCG(seed, 8))
 	fwg.Go(func() {
-		for {
-			select {
-			case <-stopFaults:
-				return
-			case <-time.After(time.Duration(10+trng.IntN(40)) * time.Millisecond):
-			}
+		simEvery(stopFaults, trng, func() {
 			w := latest()
 			if w == nil {
-				continue
+				return
 			}
 			off := w.Committed() - trng.Int64N(400)
 			if off <= 0 {
-				continue
+				return
 			}
 			tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			start, err := w.TruncateBefore(tctx, off)
@@ -558,14 +538,10 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 			truncations.Add(1)
 			if err != nil {
 				truncFailed.Add(1)
-				continue
+				return
 			}
-			for {
-				if m := maxStart.Load(); start <= m || maxStart.CompareAndSwap(m, start) {
-					break
-				}
-			}
-		}
+			raise(&maxStart, start)
+		})
 	})
 
 	// Zone replacements: now and then a zone loses everything of the log
@@ -890,6 +866,47 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	res.start, res.belowOpens, res.replaced = start, belowOpens.Load(), replacements.Load()
 	res.regionalReads = r.Stats().RegionalReads + regionalReads.Load()
 	return res
+}
+
+// simFault changes a zone's faults by choice c (1 to 6, from a draw of
+// seven whose 0 the caller takes for a zone down) and returns its rules.
+func simFault(f *fault.Store, rules []fault.RuleID, c int) []fault.RuleID {
+	switch c {
+	case 1: // slow zone
+		return append(rules, f.AddLatency(fault.OpCommit, latency.Dist{P50: 2 * time.Millisecond, P99: 20 * time.Millisecond}))
+	case 2: // commits that fail after they took effect
+		return append(rules, f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.2, Effect: fault.FailAfter}))
+	case 3: // commits that fail before
+		return append(rules, f.Add(fault.Rule{Op: fault.OpCommit, Probability: 0.2}))
+	case 4: // reads that fail
+		return append(rules, f.Add(fault.Rule{Op: fault.OpRead, Probability: 0.2}))
+	default: // heal the zone
+		for _, id := range rules {
+			f.Remove(id)
+		}
+		return nil
+	}
+}
+
+// simEvery runs f every 10 to 50 ms (drawn from rng) until stop closes.
+func simEvery(stop <-chan struct{}, rng *rand.Rand, f func()) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Duration(10+rng.IntN(40)) * time.Millisecond):
+		}
+		f()
+	}
+}
+
+// raise raises a to v if v is above it.
+func raise(a *atomic.Int64, v int64) {
+	for {
+		if m := a.Load(); v <= m || a.CompareAndSwap(m, v) {
+			return
+		}
+	}
 }
 
 // waitAhead waits up to d for l's open segment to have its successor created.

@@ -1,0 +1,502 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/testkit"
+)
+
+var stripedSimAppends = flag.Int("stripedsim.appends", 400, "appends per seed and backend in TestStripedSimulation")
+
+// TestStripedSimulation's long run:
+//
+//	go test ./commitlog -run TestStripedSimulation -stripedsim.appends 5000 -timeout 60m
+
+// TestStripedSimulation runs striped logs (three stripes in odd seeds, two
+// in even ones) through what TestSimulation runs plain logs through:
+// writers that take over while the last one's appenders still run, some
+// abandoned as crashed processes and some opened two at once, racing each
+// other's fencing stripe by stripe; three fault-wrapped zones (W=2) going
+// down, slowing down and failing commits before and after they take
+// effect, and failing reads; segments moving to a regional store with
+// faults of its own; truncations by hand; and tailing readers that restart
+// from where they were or from earlier. Appends carry one to three records,
+// so that one Append spans stripes.
+//
+// It then checks the history against the log a final writer recovers:
+//   - each Open recovered every record acknowledged or served before it
+//     began;
+//   - no acknowledged record lost or moved; no record twice; the records of
+//     an Append that failed without ErrUncertain nowhere;
+//   - an Append acknowledged before another began has lower offsets;
+//   - every record a reader was served is the log's at that offset, was
+//     committed (on W zones of its stripe) when it was served, and no
+//     reader skipped a record between two it was served;
+//   - ErrTruncated only below an offset a truncation was asked for.
+func TestStripedSimulation(t *testing.T) {
+	for _, be := range backends {
+		for seed := 1; seed <= 2; seed++ {
+			t.Run(fmt.Sprintf("%s/seed%d", be.name, seed), func(t *testing.T) {
+				stripedSimulate(t, be, uint64(seed), *stripedSimAppends)
+			})
+		}
+	}
+}
+
+type simAppend struct {
+	recs          []string
+	first         int64 // offset of recs[0] as Append returned it
+	inv, ret      time.Time
+	ok, uncertain bool
+}
+
+type simSession struct {
+	from   int64
+	served []Record // Data as served
+	// committedAt: per record served, whether it was committed then.
+	uncommitted []bool
+}
+
+func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
+	ctx := context.Background()
+	k := 3 - int(seed%2)
+	inner := be.zones(t, 3)
+	stores, faults := wrapAll(inner, seed+500)
+	regionalFault := fault.Wrap(testkit.Mems(t, 1)[0], fault.Options{Seed: seed*31 + 599, Name: "regional"})
+	faults = append(faults, regionalFault)
+	opts := &Options{MaxSegmentAppends: 40, OpTimeout: 2 * time.Second, RelistInterval: 20 * time.Millisecond,
+		Regional: regionalFault, MoveAfter: 20 * time.Millisecond, RepairInterval: 10 * time.Millisecond}
+	const name = "ssim"
+	rng := rand.New(rand.NewPCG(seed, 0x57e1))
+
+	var (
+		mu      sync.Mutex
+		writers []*Striped
+		history []*simAppend
+	)
+	latest := func() *Striped {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(writers) == 0 {
+			return nil
+		}
+		return writers[len(writers)-1]
+	}
+	// committedIn reports whether stripe i's record at local is committed
+	// by what its writers know, or else found on W zones below the faults
+	// (a recovery under way commits records before its Open returns).
+	committedIn := func(i int, local int64, data []byte) bool {
+		mu.Lock()
+		for _, w := range writers {
+			if w.subs[i].Committed() >= local {
+				mu.Unlock()
+				return true
+			}
+		}
+		mu.Unlock()
+		return zonesHolding(ctx, inner, stripeName(name, i), Record{local, append([]byte{stripeData}, data...)}) >= 2
+	}
+	var maxAsked, maxStart atomic.Int64 // truncations: highest offset asked for, highest start returned
+	var maxServed atomic.Int64
+	maxServed.Store(-1)
+
+	// Readers.
+	stopReaders := make(chan struct{})
+	var rwg sync.WaitGroup
+	stopReading := sync.OnceFunc(func() {
+		close(stopReaders)
+		rwg.Wait()
+	})
+	defer stopReading()
+	sessions := make([][]*simSession, 2)
+	truncatedAt := make([][]int64, 2)
+	for ri := range sessions {
+		rrng := rand.New(rand.NewPCG(seed, uint64(ri)+200))
+		rwg.Go(func() {
+			var from int64
+			for {
+				r, err := NewStripedReader(stores, name, k, from, opts)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ss := &simSession{from: from}
+				sessions[ri] = append(sessions[ri], ss)
+				truncated := false
+				for range 20 + rrng.IntN(200) {
+					rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+					rec, err := r.Next(rctx)
+					cancel()
+					select {
+					case <-stopReaders:
+						r.Close()
+						return
+					default:
+					}
+					if errors.Is(err, ErrTruncated) {
+						truncatedAt[ri] = append(truncatedAt[ri], r.Offset())
+						truncated = true
+						break
+					}
+					if err != nil {
+						if !errors.Is(err, context.DeadlineExceeded) {
+							t.Errorf("reader %d: %v", ri, err)
+							r.Close()
+							return
+						}
+						continue
+					}
+					i := int(rec.Offset % int64(k))
+					ss.served = append(ss.served, rec)
+					ss.uncommitted = append(ss.uncommitted, !committedIn(i, rec.Offset/int64(k), rec.Data))
+					raise(&maxServed, rec.Offset)
+				}
+				r.Close()
+				from = r.Offset()
+				switch {
+				case truncated:
+					if s := maxStart.Load(); s > from {
+						from = s
+					} else {
+						time.Sleep(2 * time.Millisecond)
+					}
+				case rrng.IntN(4) == 0:
+					from -= rrng.Int64N(min(from+1, 300))
+				}
+			}
+		})
+	}
+
+	// Faults, as in TestSimulation (no zone replacements).
+	stopFaults := make(chan struct{})
+	var fwg sync.WaitGroup
+	stopFaulting := sync.OnceFunc(func() {
+		close(stopFaults)
+		fwg.Wait()
+	})
+	defer stopFaulting()
+	frng := rand.New(rand.NewPCG(seed, 17))
+	fwg.Go(func() {
+		rules := make([][]fault.RuleID, len(faults))
+		down := -1
+		for {
+			select {
+			case <-stopFaults:
+				return
+			case <-time.After(time.Duration(2+frng.IntN(8)) * time.Millisecond):
+			}
+			z := frng.IntN(len(faults))
+			f := faults[z]
+			switch c := frng.IntN(7); c {
+			case 0:
+				if down == z {
+					f.SetDown(false)
+					down = -1
+				} else if down < 0 {
+					f.SetDown(true)
+					down = z
+				}
+			default:
+				rules[z] = simFault(f, rules[z], c)
+			}
+		}
+	})
+	// Truncations by hand.
+	trng := rand.New(rand.NewPCG(seed, 18))
+	fwg.Go(func() {
+		simEvery(stopFaults, trng, func() {
+			w := latest()
+			if w == nil {
+				return
+			}
+			off := w.Committed() - 200 - trng.Int64N(400)
+			if off <= 0 {
+				return
+			}
+			raise(&maxAsked, off)
+			tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			start, err := w.TruncateBefore(tctx, off)
+			cancel()
+			if err == nil {
+				raise(&maxStart, start)
+			}
+		})
+	})
+
+	// Writers.
+	open := func(racing bool) *Striped {
+		for attempt := 0; ; attempt++ {
+			octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			s, err := OpenStriped(octx, stores, name, k, opts)
+			cancel()
+			if err == nil {
+				return s
+			}
+			if racing && errors.Is(err, ErrFenced) {
+				// Lost a race with the other Open.
+				return nil
+			}
+			if attempt > 1000 {
+				t.Fatalf("open: %v", err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	var seq atomic.Int64
+	var awg sync.WaitGroup
+	var nwriters, crashed, racing atomic.Int64
+	for seq.Load() < int64(appends) {
+		servedBefore := maxServed.Load()
+		ackedBefore := int64(-1)
+		mu.Lock()
+		for _, a := range history {
+			if a.ok {
+				ackedBefore = max(ackedBefore, a.first+int64(len(a.recs))-1)
+			}
+		}
+		mu.Unlock()
+		n := 1
+		if rng.IntN(4) == 0 {
+			n = 2 // two Opens at once
+			racing.Add(1)
+		}
+		opened := make([]*Striped, n)
+		var owg sync.WaitGroup
+		for j := range opened {
+			owg.Go(func() { opened[j] = open(n > 1) })
+		}
+		owg.Wait()
+		for _, s := range opened {
+			if s == nil {
+				continue
+			}
+			nwriters.Add(1)
+			if got := s.Stats().RecoveredTo; got < ackedBefore || got < servedBefore {
+				t.Errorf("a writer recovered to %d, but %d was acknowledged and %d served before it opened", got, ackedBefore, servedBefore)
+			}
+			mu.Lock()
+			writers = append(writers, s)
+			mu.Unlock()
+			budget := new(atomic.Int64)
+			budget.Store(int64(60 + rng.IntN(120)))
+			for a := range 4 {
+				awg.Go(func() {
+					arng := rand.New(rand.NewPCG(seed, uint64(seq.Load())*8+uint64(a)))
+					for {
+						n := seq.Add(1)
+						if n > int64(appends) || budget.Add(-1) < 0 {
+							return
+						}
+						h := &simAppend{}
+						recs := make([][]byte, 1+arng.IntN(3))
+						for j := range recs {
+							h.recs = append(h.recs, fmt.Sprintf("w%p-a%d-%d-%d", s, a, n, j))
+							recs[j] = []byte(h.recs[j])
+						}
+						actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+						h.inv = time.Now()
+						off, err := s.Append(actx, recs...)
+						h.ret = time.Now()
+						cancel()
+						h.first, h.ok, h.uncertain = off, err == nil, errors.Is(err, ErrUncertain)
+						if h.ok {
+							// Acknowledged: readers serve it without waiting
+							// for any writer, so every record below it is
+							// committed in its stripe.
+							last := off + int64(len(recs)) - 1
+							for i, sub := range s.subs {
+								if c := sub.Committed(); c < s.heldBy(i, last)-1 {
+									t.Errorf("records %d..%d acknowledged while stripe %d had committed its records up to %d, not %d", off, last, i, c, s.heldBy(i, last)-1)
+								}
+							}
+						}
+						mu.Lock()
+						history = append(history, h)
+						mu.Unlock()
+						if errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed) {
+							return
+						}
+					}
+				})
+			}
+		}
+		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond)
+		if rng.IntN(3) == 0 {
+			crashed.Add(1)
+			defer func() {
+				for _, s := range opened {
+					if s != nil {
+						s.Close()
+					}
+				}
+			}()
+		}
+	}
+	awg.Wait()
+	stopFaulting()
+	for _, f := range faults {
+		f.Reset()
+	}
+	mu.Lock()
+	for _, w := range writers {
+		w.Close()
+	}
+	mu.Unlock()
+	final, err := OpenStriped(ctx, stores, name, k, opts)
+	if err != nil {
+		t.Fatalf("final open: %v", err)
+	}
+	defer final.Close()
+	mu.Lock()
+	writers = append(writers, final)
+	mu.Unlock()
+	stopReading()
+	end := final.Committed()
+	start, err := final.TruncateBefore(ctx, maxAsked.Load())
+	if err != nil {
+		t.Fatalf("final truncation: %v", err)
+	}
+	r, err := final.NewReader(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	logAt := map[int64]string{}
+	var offs []int64
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	for r.Offset() <= end {
+		rec, err := r.Next(rctx)
+		if err != nil {
+			t.Fatalf("final read at %d: %v", r.Offset(), err)
+		}
+		if len(offs) > 0 && rec.Offset <= offs[len(offs)-1] {
+			t.Fatalf("final read: %d after %d", rec.Offset, offs[len(offs)-1])
+		}
+		logAt[rec.Offset] = string(rec.Data)
+		offs = append(offs, rec.Offset)
+	}
+	where := map[string]int64{}
+	for _, off := range offs {
+		d := logAt[off]
+		if prev, dup := where[d]; dup {
+			t.Errorf("duplicate: %q at %d and %d", d, prev, off)
+		}
+		where[d] = off
+	}
+	issued := map[string]bool{}
+	var acked []*simAppend
+	var nok, nuncertain, nfailed int
+	for _, h := range history {
+		for j, d := range h.recs {
+			issued[d] = true
+			off, in := where[d]
+			switch {
+			case h.ok && h.first+int64(j) < start:
+			case h.ok && !in:
+				t.Errorf("lost: acknowledged %q at %d is not in the log (%q is there)", d, h.first+int64(j), logAt[h.first+int64(j)])
+			case h.ok && off != h.first+int64(j):
+				t.Errorf("moved: acknowledged %q at %d is at %d", d, h.first+int64(j), off)
+			case !h.ok && !h.uncertain && in:
+				t.Errorf("an Append that failed without ErrUncertain has %q in the log at %d", d, off)
+			case !h.ok && in && off != h.first+int64(j):
+				t.Errorf("an uncertain Append's %q is at %d, not at the offset %d it returned", d, off, h.first+int64(j))
+			}
+		}
+		switch {
+		case h.ok:
+			nok++
+			acked = append(acked, h)
+		case h.uncertain:
+			nuncertain++
+		default:
+			nfailed++
+		}
+	}
+	// Real time: an Append acknowledged before another began has lower
+	// offsets than it.
+	sort.Slice(acked, func(i, j int) bool { return acked[i].ret.Before(acked[j].ret) })
+	prefixMax := make([]int64, len(acked))
+	for i, h := range acked {
+		prefixMax[i] = h.first + int64(len(h.recs)) - 1
+		if i > 0 {
+			prefixMax[i] = max(prefixMax[i], prefixMax[i-1])
+		}
+	}
+	for _, h := range acked {
+		n := sort.Search(len(acked), func(i int) bool { return !acked[i].ret.Before(h.inv) })
+		if n > 0 && prefixMax[n-1] >= h.first {
+			t.Errorf("an Append acknowledged before %q began holds offset %d, at or after its first %d", h.recs[0], prefixMax[n-1], h.first)
+		}
+	}
+	// What readers were served.
+	served, below := 0, map[int64]string{}
+	for ri, ss := range sessions {
+		for _, s := range ss {
+			prev := s.from - 1
+			for j, rec := range s.served {
+				served++
+				d := string(rec.Data)
+				if !issued[d] {
+					t.Errorf("reader %d was served %q at %d, which no Append carried", ri, d, rec.Offset)
+				}
+				if s.uncommitted[j] {
+					t.Errorf("reader %d was served %q at %d before it was committed", ri, d, rec.Offset)
+				}
+				if rec.Offset <= prev {
+					t.Errorf("reader %d was served %d after %d", ri, rec.Offset, prev)
+				}
+				if rec.Offset < start {
+					if b, ok := below[rec.Offset]; ok && b != d {
+						t.Errorf("reader %d was served %q at %d, below the start, where another was served %q", ri, d, rec.Offset, b)
+					}
+					below[rec.Offset] = d
+				} else if rec.Offset > end || logAt[rec.Offset] != d {
+					t.Errorf("reader %d was served %q at %d, the log holds %q", ri, d, rec.Offset, logAt[rec.Offset])
+				}
+				// Nothing skipped between the last record served and this.
+				lo := sort.Search(len(offs), func(i int) bool { return offs[i] > max(prev, start-1) })
+				if lo < len(offs) && offs[lo] < rec.Offset {
+					t.Errorf("reader %d skipped %q at %d: served %d after %d", ri, logAt[offs[lo]], offs[lo], rec.Offset, prev)
+				}
+				prev = rec.Offset
+			}
+		}
+	}
+	asked := maxAsked.Load()
+	for ri, at := range truncatedAt {
+		for _, off := range at {
+			if off >= asked {
+				t.Errorf("reader %d got ErrTruncated at %d, and no truncation asked beyond %d", ri, off, asked)
+			}
+		}
+	}
+	var fillers, moved int64
+	for _, w := range writers {
+		fillers += w.Stats().Fillers
+		for _, sub := range w.subs {
+			moved += sub.MoveStats().Moved
+		}
+	}
+	var injected int64
+	for _, f := range faults {
+		for _, st := range f.Stats() {
+			injected += st.Failures
+		}
+	}
+	t.Logf("%s seed %d, %d stripes: %d appends acknowledged, %d uncertain, %d failed; %d writers (%d crashed, %d rounds of two Opens at once); %d records in the log from %d to %d, %d fillers written; %d records served; %d segments moved; %d injected failures",
+		be.name, seed, k, nok, nuncertain, nfailed, nwriters.Load(), crashed.Load(), racing.Load(), len(offs), start, end, fillers, served, moved, injected)
+	if nok == 0 || served == 0 {
+		t.Errorf("nothing acknowledged (%d) or served (%d): the run checked nothing", nok, served)
+	}
+}
