@@ -402,7 +402,9 @@ func (s *Striped) NewReader(from int64) (*StripedReader, error) {
 // StripedReader reads a striped log in offset order from a chosen offset,
 // only records that are committed, without duplicates; the offsets of the
 // fillers a takeover wrote are skipped. Each stripe is tailed by a Reader
-// of its own. It is not safe for concurrent use.
+// of its own, in the background from the first Next until Close, up to
+// stripeReadAhead records ahead, so that the stripes are read at once and
+// not one after the other. It is not safe for concurrent use.
 type StripedReader struct {
 	stores  []blob.Store
 	name    string
@@ -411,7 +413,26 @@ type StripedReader struct {
 	pos     int64
 	checked bool
 	fillers int64
+
+	bg      context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	started bool
+	ahead   []chan stripeRead
+	errs    []error // a stripe's reader failed: every later Next of it fails so
+	// readHook, if set, sees each record a stripe's reader returns as it
+	// returns it (tests check that it is committed then).
+	readHook func(stripe int, rec Record)
 }
+
+type stripeRead struct {
+	rec Record
+	err error
+}
+
+// stripeReadAhead is how many records a stripe's reader reads ahead of
+// the merge.
+const stripeReadAhead = 64
 
 // NewStripedReader opens a reader of the striped log name with stripes
 // stripes from offset from. opts may be nil; WriteQuorum must be the
@@ -423,7 +444,9 @@ func NewStripedReader(stores []blob.Store, name string, stripes int, from int64,
 	if from < 0 {
 		return nil, fmt.Errorf("commitlog: negative offset %d", from)
 	}
-	r := &StripedReader{stores: stores, name: name, k: int64(stripes), subs: make([]*Reader, stripes), pos: from}
+	r := &StripedReader{stores: stores, name: name, k: int64(stripes), subs: make([]*Reader, stripes), pos: from,
+		ahead: make([]chan stripeRead, stripes), errs: make([]error, stripes)}
+	r.bg, r.stop = context.WithCancel(context.Background())
 	for i := range r.subs {
 		local := int64(0)
 		if from > int64(i) {
@@ -435,8 +458,31 @@ func NewStripedReader(stores []blob.Store, name string, stripes int, from int64,
 			return nil, err
 		}
 		r.subs[i] = sub
+		r.ahead[i] = make(chan stripeRead, stripeReadAhead)
 	}
 	return r, nil
+}
+
+// readAhead reads stripe i into its channel until its reader fails or
+// the StripedReader is closed.
+func (r *StripedReader) readAhead(i int) {
+	for {
+		rec, err := r.subs[i].Next(r.bg)
+		if r.bg.Err() != nil {
+			return
+		}
+		if err == nil && r.readHook != nil {
+			r.readHook(i, rec)
+		}
+		select {
+		case r.ahead[i] <- stripeRead{rec, err}:
+		case <-r.bg.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Next returns the next record, waiting for it until ctx ends.
@@ -446,18 +492,36 @@ func (r *StripedReader) Next(ctx context.Context) (Record, error) {
 			return Record{}, err
 		}
 	}
+	if !r.started {
+		r.started = true
+		for i := range r.subs {
+			r.wg.Go(func() { r.readAhead(i) })
+		}
+	}
 	for {
 		i := r.pos % r.k
-		rec, err := r.subs[i].Next(ctx)
-		if err != nil {
-			return Record{}, err
+		if r.errs[i] != nil {
+			return Record{}, r.errs[i]
 		}
+		var got stripeRead
+		select {
+		case got = <-r.ahead[i]:
+		case <-ctx.Done():
+			return Record{}, ctx.Err()
+		}
+		if got.err != nil {
+			r.errs[i] = got.err
+			return Record{}, got.err
+		}
+		rec := got.rec
 		if want := r.pos / r.k; rec.Offset != want {
-			return Record{}, blob.Errorf(driver.OpRead, stripeName(r.name, int(i)), blob.ErrCorrupt, "commitlog: stripe served offset %d, not %d", rec.Offset, want)
+			r.errs[i] = blob.Errorf(driver.OpRead, stripeName(r.name, int(i)), blob.ErrCorrupt, "commitlog: stripe served offset %d, not %d", rec.Offset, want)
+			return Record{}, r.errs[i]
 		}
 		g := r.pos
 		if len(rec.Data) == 0 || rec.Data[0] > stripeFiller {
-			return Record{}, blob.Errorf(driver.OpRead, stripeName(r.name, int(i)), blob.ErrCorrupt, "commitlog: record %d of the stripe is not a striped log's record", rec.Offset)
+			r.errs[i] = blob.Errorf(driver.OpRead, stripeName(r.name, int(i)), blob.ErrCorrupt, "commitlog: record %d of the stripe is not a striped log's record", rec.Offset)
+			return Record{}, r.errs[i]
 		}
 		r.pos++
 		if rec.Data[0] == stripeFiller {
@@ -513,6 +577,8 @@ func (r *StripedReader) Stats() ReaderStats {
 
 // Close stops the stripes' readers.
 func (r *StripedReader) Close() error {
+	r.stop()
+	r.wg.Wait()
 	for _, sub := range r.subs {
 		if sub != nil {
 			sub.Close()

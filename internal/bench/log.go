@@ -82,6 +82,51 @@ type logRow struct {
 	// rate, if set, makes the row open loop: appends start at this many a
 	// second on schedule, each timed from when it was due.
 	rate float64
+	// stripes, if set, makes the log a striped log of that many stripes
+	// (commitlog.OpenStriped).
+	stripes int
+}
+
+// LogStripes is the number of stripes of the striped rows: each zone then
+// writes that many segment objects, each over a stream of its own.
+const LogStripes = 4
+
+// logWriter and logReader are what measureLog needs of a log, striped or
+// not.
+type logWriter interface {
+	Append(ctx context.Context, records ...[]byte) (int64, error)
+	Close() error
+}
+
+type logReader interface {
+	Next(ctx context.Context) (commitlog.Record, error)
+	Close() error
+}
+
+// openLog opens the row's log and returns it with a way to open a reader
+// and its records per frame so far.
+func openLog(ctx context.Context, row logRow, name string, opts *commitlog.Options) (logWriter, func(int64) (logReader, error), func() float64, error) {
+	perFrame := func(sts ...commitlog.Stats) float64 {
+		var recs, frames int64
+		for _, st := range sts {
+			recs, frames = recs+st.Records, frames+st.Frames
+		}
+		return float64(recs) / float64(max(frames, 1))
+	}
+	if row.stripes > 0 {
+		s, err := commitlog.OpenStriped(ctx, row.stores, name, row.stripes, opts)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return s, func(from int64) (logReader, error) { return s.NewReader(from) },
+			func() float64 { return perFrame(s.Stats().Stripes...) }, nil
+	}
+	l, err := commitlog.Open(ctx, row.stores, name, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return l, func(from int64) (logReader, error) { return l.NewReader(from) },
+		func() float64 { return perFrame(l.Stats()) }, nil
 }
 
 // rawTrip is a single-zone append round trip.
@@ -166,6 +211,14 @@ func runLog(ctx context.Context, env *Env) error {
 		if size == LogOpenBytes {
 			rows = append(rows, logRow{name: "commitlog-rapid-2of3-unpipelined", opts: commitlog.Options{MaxInFlight: 1}},
 				logRow{name: "commitlog-rapid-2of3-open", rate: LogOpenBytesPerS / LogOpenBytes})
+		}
+		if size >= LogOpenBytes {
+			// Striped: one stream's bandwidth per zone bounds these sizes.
+			striped := fmt.Sprintf("commitlog-rapid-2of3-%dstripes", LogStripes)
+			rows = append(rows, logRow{name: striped, stripes: LogStripes}, logRow{name: striped + "-one-slow-zone", stripes: LogStripes})
+			if size == LogOpenBytes {
+				rows = append(rows, logRow{name: striped + "-open", stripes: LogStripes, rate: LogOpenBytesPerS / LogOpenBytes})
+			}
 		}
 		for _, row := range rows {
 			slow := strings.HasSuffix(row.name, "slow-zone")
@@ -280,7 +333,7 @@ func logAzure(ctx context.Context, env *Env) error {
 // recorded with its errors; only a log that cannot be opened or read ends
 // the scenario.
 func measureLog(ctx context.Context, env *Env, row logRow) error {
-	name, stores, opts, requests := row.name, row.stores, row.opts, row.requests
+	name, opts, requests := row.name, row.opts, row.requests
 	size := row.size
 	if size == 0 {
 		size = LogRecordBytes
@@ -289,7 +342,7 @@ func measureLog(ctx context.Context, env *Env, row logRow) error {
 	if env.Progress != nil {
 		env.Progress(Step{Done: env.done, Total: max(env.total, env.done+1), Row: label, Expected: env.Load.Duration})
 	}
-	l, err := commitlog.Open(ctx, stores, name, &opts)
+	l, newReader, perFrame, err := openLog(ctx, row, name, &opts)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -324,7 +377,7 @@ func measureLog(ctx context.Context, env *Env, row logRow) error {
 	}
 	wg.Wait()
 	first := from.Load()
-	r, err := l.NewReader(first)
+	r, err := newReader(first)
 	if err != nil {
 		return fmt.Errorf("%s: reader: %w", name, err)
 	}
@@ -469,8 +522,7 @@ func measureLog(ctx context.Context, env *Env, row logRow) error {
 		lf.RawP50, lf.RawP99 = row.raw.p50, row.raw.p99
 	}
 	if !opts.Slots {
-		st := l.Stats()
-		lf.RecordsPerFlush = float64(st.Records) / float64(max(st.Frames, 1))
+		lf.RecordsPerFlush = perFrame()
 	}
 	res.Log = lf
 	env.results = append(env.results, res)

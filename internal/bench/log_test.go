@@ -27,9 +27,11 @@ func TestLogScenario(t *testing.T) {
 	want := []string{"bucketlog-slots-regional", "bucketlog-slots-rapid", "commitlog-rapid",
 		"commitlog-rapid-2of3", "commitlog-rapid-2of3-one-slow-zone",
 		"commitlog-rapid-2of3", "commitlog-rapid-2of3-one-slow-zone", "commitlog-rapid-2of3-unpipelined", "commitlog-rapid-2of3-open",
+		"commitlog-rapid-2of3-4stripes", "commitlog-rapid-2of3-4stripes-one-slow-zone", "commitlog-rapid-2of3-4stripes-open",
 		"commitlog-rapid-2of3", "commitlog-rapid-2of3-one-slow-zone",
+		"commitlog-rapid-2of3-4stripes", "commitlog-rapid-2of3-4stripes-one-slow-zone",
 		"commitlog-s3express-2of3"}
-	sizes := []int{100, 100, 100, 100, 100, 4 << 10, 4 << 10, 4 << 10, 4 << 10, 64 << 10, 64 << 10, 100}
+	sizes := []int{100, 100, 100, 100, 100, 4 << 10, 4 << 10, 4 << 10, 4 << 10, 4 << 10, 4 << 10, 4 << 10, 64 << 10, 64 << 10, 64 << 10, 64 << 10, 100}
 	if azure {
 		want = append(want, "commitlog-azpremium-2of3")
 		sizes = append(sizes, 100)
