@@ -326,6 +326,18 @@ func logAzure(ctx context.Context, env *Env) error {
 	return measureLog(ctx, env, logRow{name: "commitlog-azpremium-2of3", profile: env.ProfileName(profile.Name), stores: stores, opts: commitlog.Options{WriteQuorum: 2}, requests: requests})
 }
 
+// dropLog deletes every object of log name from stores, as far as it can.
+func dropLog(ctx context.Context, stores []blob.Store, name string) {
+	for _, st := range stores {
+		for o, err := range blob.All(ctx, st, &blob.ListOptions{Prefix: name + "/"}) {
+			if err != nil {
+				break
+			}
+			st.Delete(ctx, o.Key, nil)
+		}
+	}
+}
+
 // measureLog opens a log named after the row on stores, warms it up, then
 // runs the row's appenders while a reader tails the log, and records the
 // row: append latencies, appends per second, reader lag and requests per
@@ -346,6 +358,10 @@ func measureLog(ctx context.Context, env *Env, row logRow) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
+	// Once the row is done (its writer and reader closed), its objects go:
+	// the emulators run in this process, and holding every row's records
+	// would make each row pay for the heap of the rows before it.
+	defer dropLog(ctx, row.stores, name)
 	defer l.Close()
 	workers := env.Load.Concurrency
 	record := make([]byte, size)
