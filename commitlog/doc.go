@@ -186,4 +186,15 @@
 // writer repairs, and only segments on its chain. The simulation replaces
 // zones by empty buckets while it truncates and retains; a replaced zone
 // counts as a failed one until a pass finds nothing missing or unchecked.
+//
+// # Striped logs
+//
+// A log writes each zone's copy of a segment through one stream, whose
+// bandwidth caps it. OpenStriped spreads records over K ordinary logs, its
+// stripes (name/stripe/<i>), so that each zone writes K segments at once:
+// record g is record g/K of stripe g%K. An Append is acknowledged once every
+// record up to its last is committed in its stripe; a takeover opens every
+// stripe and fills the gaps a crashed writer left with filler records,
+// which readers skip (see striped.go). One log at 100 B, four stripes at
+// 4 KiB and above (docs/commitlog.md).
 package commitlog

@@ -17,13 +17,12 @@ import (
 	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
-var stripedSimAppends = flag.Int("stripedsim.appends", 400, "appends per seed and backend in TestStripedSimulation")
-
-// TestStripedSimulation's long run:
+// stripedSimAppends is TestStripedSimulation's size; the long run is
 //
 //	go test ./commitlog -run TestStripedSimulation -stripedsim.appends 5000 -timeout 60m
+var stripedSimAppends = flag.Int("stripedsim.appends", 400, "appends per seed and backend in TestStripedSimulation")
 
-// TestStripedSimulation runs striped logs (three stripes in odd seeds, two
+// TestStripedSimulation runs striped logs (two stripes in odd seeds, three
 // in even ones) through what TestSimulation runs plain logs through:
 // writers that take over while the last one's appenders still run, some
 // abandoned as crashed processes and some opened two at once, racing each
