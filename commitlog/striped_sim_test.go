@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
@@ -57,12 +60,15 @@ type simAppend struct {
 	recs          []string
 	first         int64 // offset of recs[0] as Append returned it
 	inv, ret      time.Time
+	call, done    int64 // the same on the history's logical clock
 	ok, uncertain bool
 }
 
 type simSession struct {
 	from   int64
 	served []Record // Data as served
+	// calls and rets: each Next that served a record, on the logical clock.
+	calls, rets []int64
 	// committedAt: per record served, whether it was committed then.
 	uncommitted []bool
 }
@@ -78,6 +84,8 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 		Regional: regionalFault, MoveAfter: 20 * time.Millisecond, RepairInterval: 10 * time.Millisecond}
 	const name = "ssim"
 	rng := rand.New(rand.NewPCG(seed, 0x57e1))
+	// The logical clock of the history that porcupine checks.
+	var clock atomic.Int64
 
 	var (
 		mu      sync.Mutex
@@ -149,7 +157,9 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 				truncated := false
 				for range 20 + rrng.IntN(200) {
 					rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+					call := clock.Add(1)
 					rec, err := r.Next(rctx)
+					ret := clock.Add(1)
 					cancel()
 					select {
 					case <-stopReaders:
@@ -171,6 +181,7 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 						continue
 					}
 					ss.served = append(ss.served, rec)
+					ss.calls, ss.rets = append(ss.calls, call), append(ss.rets, ret)
 					umu.Lock()
 					u, seen := uncommitted[rec.Offset]
 					umu.Unlock()
@@ -347,9 +358,9 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 							recs[j] = []byte(h.recs[j])
 						}
 						actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-						h.inv = time.Now()
+						h.inv, h.call = time.Now(), clock.Add(1)
 						off, err := s.Append(actx, recs...)
-						h.ret = time.Now()
+						h.ret, h.done = time.Now(), clock.Add(1)
 						cancel()
 						h.first, h.ok, h.uncertain = off, err == nil, errors.Is(err, ErrUncertain)
 						if h.ok {
@@ -418,11 +429,15 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 	var offs []int64
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
+	finalRead := &simSession{from: start}
 	for r.Offset() <= end {
+		call := clock.Add(1)
 		rec, err := r.Next(rctx)
 		if err != nil {
 			t.Fatalf("final read at %d: %v", r.Offset(), err)
 		}
+		finalRead.served = append(finalRead.served, rec)
+		finalRead.calls, finalRead.rets = append(finalRead.calls, call), append(finalRead.rets, clock.Add(1))
 		if len(offs) > 0 && rec.Offset <= offs[len(offs)-1] {
 			t.Fatalf("final read: %d after %d", rec.Offset, offs[len(offs)-1])
 		}
@@ -524,6 +539,48 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 			}
 		}
 	}
+	// The whole history, the final read included, against the model of a
+	// log (striped_lin_test.go). Each record of an Append that failed with
+	// ErrUncertain may be in the log or not, whatever the others' fate
+	// (they went to different stripes): one that a reader was served took
+	// effect before the first read that served it returned, and is checked
+	// as an Append that ended then; one never served is not in the log at
+	// or after the start (checked above), and left out: the model could
+	// always place it after everything, where it does nothing.
+	reads := append(slices.Concat(sessions...), finalRead)
+	servedBy := map[string]int64{} // record -> the earliest return of a read that served it
+	for _, ss := range reads {
+		for j, rec := range ss.served {
+			if at, ok := servedBy[string(rec.Data)]; !ok || ss.rets[j] < at {
+				servedBy[string(rec.Data)] = ss.rets[j]
+			}
+		}
+	}
+	var ops []porcupine.Operation
+	for _, h := range history {
+		switch {
+		case h.ok:
+			ops = append(ops, porcupine.Operation{Input: logOp{recs: h.recs, first: h.first}, Call: h.call, Return: h.done})
+		case h.uncertain:
+			for j, rec := range h.recs {
+				if at, ok := servedBy[rec]; ok {
+					ops = append(ops, porcupine.Operation{Input: logOp{recs: []string{rec}, first: h.first + int64(j)}, Call: h.call, Return: at})
+				}
+			}
+		}
+	}
+	for _, ss := range reads {
+		after := ss.from - 1
+		for j, rec := range ss.served {
+			ops = append(ops, porcupine.Operation{Input: logOp{read: true, after: after, off: rec.Offset, data: string(rec.Data)}, Call: ss.calls[j], Return: ss.rets[j]})
+			after = rec.Offset
+		}
+	}
+	checkStart := time.Now()
+	if !checkLog(t, ops, 5*time.Minute) {
+		return
+	}
+	checkTook := time.Since(checkStart)
 	var fillers, moved int64
 	for _, w := range writers {
 		fillers += w.Stats().Fillers
@@ -537,8 +594,8 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 			injected += st.Failures
 		}
 	}
-	t.Logf("%s seed %d, %d stripes: %d appends acknowledged, %d uncertain, %d failed; %d writers (%d crashed, %d rounds of two Opens at once); %d records in the log from %d to %d, %d fillers written; %d records served; %d segments moved; %d injected failures",
-		be.name, seed, k, nok, nuncertain, nfailed, nwriters.Load(), crashed.Load(), racing.Load(), len(offs), start, end, fillers, served, moved, injected)
+	t.Logf("%s seed %d, %d stripes: %d appends acknowledged, %d uncertain, %d failed; %d writers (%d crashed, %d rounds of two Opens at once); %d records in the log from %d to %d, %d fillers written; %d records served; %d segments moved; %d injected failures; %d operations linearizable (checked in %v)",
+		be.name, seed, k, nok, nuncertain, nfailed, nwriters.Load(), crashed.Load(), racing.Load(), len(offs), start, end, fillers, served, moved, injected, len(ops), checkTook.Round(time.Millisecond))
 	if nok == 0 || served == 0 {
 		t.Errorf("nothing acknowledged (%d) or served (%d): the run checked nothing", nok, served)
 	}

@@ -103,7 +103,7 @@ func TestLogScenario(t *testing.T) {
 func logScenario(t *testing.T) Scenario {
 	t.Helper()
 	s, err := SelectScenarios([]string{"log"})
-	if err != nil || len(s) != 1 || !s[0].Fixed || s[0].Rows(2) != 13 {
+	if err != nil || len(s) != 1 || !s[0].Fixed || s[0].Rows(2) != 18 {
 		t.Fatalf("log scenario: %+v, %v", s, err)
 	}
 	return s[0]

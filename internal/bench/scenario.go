@@ -52,9 +52,9 @@ func Scenarios() []Scenario {
 			Summary: "quorum 2-of-3 pooled Create over three GCS Rapid zones, healthy and with one slow zone"},
 		{Name: "tiered", Paths: 1, Run: runTiered, Costs: []CostRow{{"GCS", cost.Tiered}},
 			Summary: "tiered store: pooled creates into a GCS Rapid zone while the compactor moves them to a regional bucket"},
-		{Name: "log", Paths: 13, Fixed: true, Run: runLog,
+		{Name: "log", Paths: 18, Fixed: true, Run: runLog,
 			Costs:   []CostRow{{"GCS", cost.RegionalOnly}, {"GCS", cost.OneZonal}, {"GCS", cost.ZonalQuorum}, {"S3", cost.ZonalQuorum}, {"Azure", cost.ZonalQuorum}},
-			Summary: "commit log: appends/s, append latency and reader lag; bucket-log slots (regional, Rapid) vs commitlog on 1 Rapid bucket (100 B records); 2-of-3 Rapid at 100 B, 4 KiB and 64 KiB (healthy, one zone slow), each beside one zone's raw append round trip of the same size, at 4 KiB also unpipelined and open loop at 32 MiB/s; 2-of-3 S3 Express and 2-of-3 Azure Premium (needs Azurite) at 100 B; each row --duration or 20000 appends"},
+			Summary: "commit log: appends/s, append latency and reader lag; bucket-log slots (regional, Rapid) vs commitlog on 1 Rapid bucket (100 B records); 2-of-3 Rapid at 100 B, 4 KiB and 64 KiB (healthy, one zone slow), each beside one zone's raw append round trip of the same size, at 4 KiB also unpipelined and open loop at 32 MiB/s; a log of 4 stripes at 4 KiB and 64 KiB (healthy, one zone slow, at 4 KiB open loop); 2-of-3 S3 Express and 2-of-3 Azure Premium (needs Azurite) at 100 B; each row --duration or 20000 appends"},
 	}
 }
 
