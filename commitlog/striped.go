@@ -229,7 +229,8 @@ func claimStripes(ctx context.Context, stores []blob.Store, name string, k int, 
 // record up to the last is committed. Records get consecutive offsets in
 // call order. Its errors are Log.Append's: with ErrUncertain the records
 // may be in the log all the same (a reader may find them, once each, at the
-// offsets returned). Once a stripe's writer fails (fenced, closed), every
+// offsets returned), each whatever became of the others, since they went to
+// different stripes. Once a stripe's writer fails (fenced, closed), every
 // later Append fails with its error.
 func (s *Striped) Append(ctx context.Context, records ...[]byte) (int64, error) {
 	if len(records) == 0 {
