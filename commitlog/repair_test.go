@@ -87,14 +87,17 @@ func TestRepairReplacedZone(t *testing.T) {
 func TestRepairCrashAtEveryStep(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
 			const n = 12
 			cutOff := 0
 			for skip := 0; ; skip++ {
 				if skip > 200 {
 					t.Fatal("the repair never finished within its cuts")
 				}
+				// Each cut has its own bound: one bound for the whole run
+				// (up to a few dozen cuts) ran out with other test runs
+				// sharing the two cores.
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
 				inner := be.zones(t, 3)
 				crashed, cf := wrapAll(inner, 11)
 				opts := &Options{MaxSegmentAppends: 4, RepairInterval: 2 * time.Millisecond}
@@ -157,7 +160,13 @@ func TestRepairCrashAtEveryStep(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, rec := range readN(t, ctx, r, int(cur.first)) {
+				for i := range int(cur.first) {
+					rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+					rec, err := r.Next(rctx)
+					rcancel()
+					if err != nil {
+						t.Fatalf("cut at commit %d: reading %d from the repaired zone: %v\nwriter %+v\n%s", skip, i, err, l2.Stats(), describe(ctx, r, inner, "L"))
+					}
 					if want := fmt.Sprintf("r%d", i); string(rec.Data) != want {
 						t.Fatalf("cut at commit %d: record %d from the repaired zone = %q", skip, i, rec.Data)
 					}

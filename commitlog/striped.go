@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -185,44 +186,131 @@ func (s *Striped) heldBy(i int, g int64) int64 {
 	return (g-int64(i))/s.k + 1
 }
 
-// claimStripes records the number of stripes of log name on every zone
-// that answers (IfNotExist), and fails if a zone holds another number or
-// fewer than a majority answer: two writers with different numbers cannot
-// both reach a majority.
+// stripeMarkers reads the number of stripes each zone holds for log name:
+// "" where the zone holds none, and an error where it did not answer.
+func stripeMarkers(ctx context.Context, stores []blob.Store, name string, timeout time.Duration) ([]string, []error) {
+	vals, errs := make([]string, len(stores)), make([]error, len(stores))
+	parallel.Do(len(stores), len(stores), func(i int) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		b, err := blob.ReadAll(ctx, stores[i], stripesKey(name))
+		switch {
+		case errors.Is(err, blob.ErrNotFound):
+		case err != nil:
+			errs[i] = err
+		default:
+			vals[i] = string(b)
+		}
+	})
+	return vals, errs
+}
+
+// majorityOf returns the value a majority of zones hold, if any.
+func majorityOf(vals []string, errs []error) (string, bool) {
+	count := map[string]int{}
+	for i, v := range vals {
+		if errs[i] == nil {
+			count[v]++
+		}
+	}
+	for v, n := range count {
+		if n >= len(vals)/2+1 {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// claimStripes checks the number of stripes of log name against k before
+// the writer opens any stripe, and writes it where it lacks.
+//
+// It reads every zone's marker first, so that a writer opened with the
+// wrong number plants nothing. A majority holding k: the zones that hold
+// another number or none are given k. A majority holding another number:
+// ErrStripes. Neither (a new log, or markers lost with replaced zones):
+// the stripes the zones hold decide. A log that has stripes must have
+// exactly stripes 0..k-1; one that has none takes k with IfNotExist on
+// every zone, and goes on only once a majority holds it, so that of two
+// writers creating it with different numbers at most one goes on.
 func claimStripes(ctx context.Context, stores []blob.Store, name string, k int, timeout time.Duration) error {
-	key := stripesKey(name)
 	want := strconv.Itoa(k)
+	vals, errs := stripeMarkers(ctx, stores, name, timeout)
+	held, ok := majorityOf(vals, errs)
+	switch {
+	case ok && held == want:
+	case ok && held != "":
+		return fmt.Errorf("%w: a majority of zones hold %s stripes for %s, opened with %d", ErrStripes, held, name, k)
+	default:
+		n, err := countStripes(ctx, stores, name, timeout)
+		if err != nil {
+			return err
+		}
+		if n > 0 && n != k {
+			return fmt.Errorf("%w: the zones hold stripes 0..%d of %s, opened with %d", ErrStripes, n-1, name, k)
+		}
+		if n == 0 {
+			// A new log: the first to write a zone's marker has it.
+			parallel.Do(len(stores), len(stores), func(i int) {
+				if errs[i] == nil && vals[i] == "" {
+					ctx, cancel := context.WithTimeout(ctx, timeout)
+					defer cancel()
+					blob.Put(ctx, stores[i], stripesKey(name), []byte(want), &blob.WriterOptions{If: blob.IfNotExist()})
+				}
+			})
+			vals, errs = stripeMarkers(ctx, stores, name, timeout)
+			held, ok = majorityOf(vals, errs)
+			if !ok || held != want {
+				if ok && held != "" {
+					return fmt.Errorf("%w: a majority of zones hold %s stripes for %s, opened with %d", ErrStripes, held, name, k)
+				}
+				return fmt.Errorf("%w: %d zones needed to record the stripes of %s: %v, %w", ErrNotEnoughZones, len(stores)/2+1, name, vals, errors.Join(errs...))
+			}
+		}
+	}
+	// Give k to the zones that lack it (replaced, or down when the log
+	// began) or hold another number (a writer opened with the wrong one
+	// before these checks): best effort, the next Open tries again.
+	parallel.Do(len(stores), len(stores), func(i int) {
+		if errs[i] == nil && vals[i] != want {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			blob.Put(ctx, stores[i], stripesKey(name), []byte(want), nil)
+		}
+	})
+	return nil
+}
+
+// countStripes returns how many stripes the zones hold for log name: one
+// past the highest stripe any of a majority of zones lists.
+func countStripes(ctx context.Context, stores []blob.Store, name string, timeout time.Duration) (int, error) {
+	prefix := name + "/stripe/"
+	highest := make([]int, len(stores))
 	errs := make([]error, len(stores))
 	parallel.Do(len(stores), len(stores), func(i int) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		err := blob.Put(ctx, stores[i], key, []byte(want), &blob.WriterOptions{If: blob.IfNotExist()})
-		if !errors.Is(err, blob.ErrExists) {
-			errs[i] = err
-			return
-		}
-		got, err := blob.ReadAll(ctx, stores[i], key)
-		if err != nil {
-			errs[i] = err
-			return
-		}
-		if string(got) != want {
-			errs[i] = fmt.Errorf("%w: zone %d holds %q stripes for %s, opened with %d", ErrStripes, i, got, name, k)
+		highest[i] = -1
+		for o, err := range blob.All(ctx, stores[i], &blob.ListOptions{Prefix: prefix, Delimiter: "/"}) {
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(o.Key, prefix), "/")); err == nil && n >= 0 {
+				highest[i] = max(highest[i], n)
+			}
 		}
 	})
-	ok := 0
-	for _, err := range errs {
-		if errors.Is(err, ErrStripes) {
-			return err
-		}
+	n, answered := 0, 0
+	for i, err := range errs {
 		if err == nil {
-			ok++
+			answered++
+			n = max(n, highest[i]+1)
 		}
 	}
-	if ok < len(stores)/2+1 {
-		return fmt.Errorf("%w: %d of %d zones recorded the stripes of %s: %w", ErrNotEnoughZones, ok, len(stores), name, errors.Join(errs...))
+	if answered < len(stores)/2+1 {
+		return 0, fmt.Errorf("%w: listing the stripes of %s: %w", ErrNotEnoughZones, name, errors.Join(errs...))
 	}
-	return nil
+	return n, nil
 }
 
 // Append appends records and returns the offset of the first once every
@@ -264,17 +352,19 @@ func (s *Striped) Append(ctx context.Context, records ...[]byte) (int64, error) 
 			continue
 		}
 		want := (first + int64((int64(i)-first%s.k+s.k)%s.k)) / s.k
-		off, err := s.subs[i].enqueue(b)
-		misplaced := err == nil && off != want
-		if misplaced {
+		var off int64
+		err := error(nil)
+		if end := s.subs[i].end(); end != want {
 			// Never expected: the stripe's offsets no longer follow the
 			// striped log's. Nothing more can be appended in order.
-			err = fmt.Errorf("commitlog: stripe %d of %s took records at %d, not %d", i, s.name, off, want)
+			err = fmt.Errorf("commitlog: stripe %d of %s is at %d, not %d", i, s.name, end, want)
+		} else {
+			off, err = s.subs[i].enqueue(b)
 		}
 		if err != nil {
 			s.failLocked(err)
 			s.mu.Unlock()
-			if handed || misplaced {
+			if handed {
 				err = fmt.Errorf("%w (%w): records %d..%d", err, ErrUncertain, first, last)
 			}
 			return first, err
@@ -294,7 +384,7 @@ func (s *Striped) Append(ctx context.Context, records ...[]byte) (int64, error) 
 		switch {
 		case err == nil:
 			maybeIn = maybeIn || own[i] != math.MaxInt64
-		case errors.Is(err, ErrUncertain):
+		case errors.Is(err, ErrUncertain) && own[i] != math.MaxInt64:
 			maybeIn = true
 			cause = cmpErr(cause, err)
 		default:
@@ -304,13 +394,23 @@ func (s *Striped) Append(ctx context.Context, records ...[]byte) (int64, error) 
 	if cause == nil {
 		return first, nil
 	}
-	if ctx.Err() == nil {
-		s.mu.Lock()
-		s.failLocked(cause)
-		s.mu.Unlock()
+	// A stripe's writer that failed fails every later Append with its own
+	// error (not this one's, which names this Append's records).
+	for _, sub := range s.subs {
+		if err := sub.failure(); err != nil {
+			s.mu.Lock()
+			s.failLocked(err)
+			s.mu.Unlock()
+			cause = err
+			break
+		}
 	}
-	if maybeIn && !errors.Is(cause, ErrUncertain) {
-		cause = fmt.Errorf("%w (%w): records %d..%d", cause, ErrUncertain, first, last)
+	if err := ctx.Err(); err != nil {
+		cause = err // every record was handed over: the writer goes on with them
+		maybeIn = true
+	}
+	if maybeIn {
+		return first, fmt.Errorf("%w (%w): records %d..%d", cause, ErrUncertain, first, last)
 	}
 	return first, cause
 }
@@ -360,6 +460,9 @@ func (s *Striped) Stats() StripedStats {
 // start; a reader opened below it is served those of them up to the first
 // a stripe no longer holds, and then gets ErrTruncated.
 func (s *Striped) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
+	// Never past what is committed: a stripe would otherwise delete
+	// records no reader has been able to serve yet.
+	offset = min(offset, s.Committed()+1)
 	starts := make([]int64, s.k)
 	errs := make([]error, s.k)
 	parallel.Do(int(s.k), int(s.k), func(i int) {
@@ -412,8 +515,12 @@ type StripedReader struct {
 	k       int64
 	subs    []*Reader
 	pos     int64
+	opts    Options
 	checked bool
-	fillers int64
+	// nextCheck: when to look for the number of stripes again, while no
+	// majority of zones has answered it.
+	nextCheck time.Time
+	fillers   int64
 
 	bg      context.Context
 	stop    context.CancelFunc
@@ -445,7 +552,11 @@ func NewStripedReader(stores []blob.Store, name string, stripes int, from int64,
 	if from < 0 {
 		return nil, fmt.Errorf("commitlog: negative offset %d", from)
 	}
-	r := &StripedReader{stores: stores, name: name, k: int64(stripes), subs: make([]*Reader, stripes), pos: from,
+	o, err := opts.withDefaults(len(stores))
+	if err != nil {
+		return nil, err
+	}
+	r := &StripedReader{stores: stores, name: name, k: int64(stripes), subs: make([]*Reader, stripes), pos: from, opts: o,
 		ahead: make([]chan stripeRead, stripes), errs: make([]error, stripes)}
 	r.bg, r.stop = context.WithCancel(context.Background())
 	for i := range r.subs {
@@ -488,7 +599,10 @@ func (r *StripedReader) readAhead(i int) {
 
 // Next returns the next record, waiting for it until ctx ends.
 func (r *StripedReader) Next(ctx context.Context) (Record, error) {
-	if !r.checked {
+	if r.bg.Err() != nil {
+		return Record{}, ErrClosed
+	}
+	if !r.checked && !time.Now().Before(r.nextCheck) {
 		if err := r.check(ctx); err != nil {
 			return Record{}, err
 		}
@@ -509,6 +623,8 @@ func (r *StripedReader) Next(ctx context.Context) (Record, error) {
 		case got = <-r.ahead[i]:
 		case <-ctx.Done():
 			return Record{}, ctx.Err()
+		case <-r.bg.Done():
+			return Record{}, ErrClosed
 		}
 		if got.err != nil {
 			r.errs[i] = got.err
@@ -533,20 +649,20 @@ func (r *StripedReader) Next(ctx context.Context) (Record, error) {
 	}
 }
 
-// check reads the number of stripes the log was created with from the
-// first zone that holds it. A log no zone answers for yet is checked at
-// the next call.
+// check reads the number of stripes the log was created with from every
+// zone: a majority holding another number fails the reader. Until a
+// majority answers one way or the other (a log no writer has opened yet,
+// zones down) the reader reads on and looks again a second later.
 func (r *StripedReader) check(ctx context.Context) error {
-	for i, st := range r.stores {
-		got, err := blob.ReadAll(ctx, st, stripesKey(r.name))
-		if err != nil {
-			continue
-		}
-		if string(got) != strconv.FormatInt(r.k, 10) {
-			return fmt.Errorf("%w: zone %d holds %q stripes for %s, read with %d", ErrStripes, i, got, r.name, r.k)
-		}
+	vals, errs := stripeMarkers(ctx, r.stores, r.name, r.opts.OpTimeout)
+	held, ok := majorityOf(vals, errs)
+	switch {
+	case ok && held == strconv.FormatInt(r.k, 10):
 		r.checked = true
-		return nil
+	case ok && held != "":
+		return fmt.Errorf("%w: a majority of zones hold %s stripes for %s, read with %d", ErrStripes, held, r.name, r.k)
+	default:
+		r.nextCheck = time.Now().Add(time.Second)
 	}
 	return nil
 }

@@ -248,3 +248,133 @@ func TestStripedCount(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStripedMarkers: the number of stripes survives a zone whose marker
+// is wrong or gone. A writer opened with the wrong number plants nothing
+// (it reads before it writes); one opened with the right number gives the
+// zones that lack it or hold another number the right one; and with the
+// markers gone from a majority, the stripes the zones hold decide.
+func TestStripedMarkers(t *testing.T) {
+	ctx := context.Background()
+	stores := testkit.Mems(t, 3)
+	s := mustOpenStriped(t, stores, "log", 4, nil)
+	if _, err := s.Append(ctx, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	markers := func() []string {
+		vals, errs := stripeMarkers(ctx, stores, "log", time.Second)
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		return vals
+	}
+	// Zone 2 holds another number (as if a writer opened with it had
+	// written there), zone 1 none.
+	if err := blob.Put(ctx, stores[2], stripesKey("log"), []byte("2"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores[1].Delete(ctx, stripesKey("log"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenStriped(ctx, stores, "log", 2, nil); !errors.Is(err, ErrStripes) {
+		t.Fatalf("opened with 2 stripes beside zones holding 4: %v, want ErrStripes", err)
+	}
+	if got := markers(); got[0] != "4" || got[1] != "" || got[2] != "2" {
+		t.Fatalf("markers %q after a refused Open, want it to have written none", got)
+	}
+	// Zone 0 alone holds 4: no majority either way, and the stripes held
+	// (0..3) decide.
+	s2, err := OpenStriped(ctx, stores, "log", 4, nil)
+	if err != nil {
+		t.Fatalf("opened with the right number beside a wrong and a lost marker: %v", err)
+	}
+	if got := markers(); got[0] != "4" || got[1] != "4" || got[2] != "4" {
+		t.Fatalf("markers %q after the Open, want every zone given 4", got)
+	}
+	s2.Close()
+	// Markers gone from every zone (replaced buckets): the stripes decide.
+	for _, st := range stores {
+		if err := st.Delete(ctx, stripesKey("log"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []int{2, 3, 5} {
+		if _, err := OpenStriped(ctx, stores, "log", k, nil); !errors.Is(err, ErrStripes) {
+			t.Fatalf("opened with %d stripes a log holding stripes 0..3 and no markers: %v, want ErrStripes", k, err)
+		}
+	}
+	s3 := mustOpenStriped(t, stores, "log", 4, nil)
+	if got := markers(); got[0] != "4" || got[1] != "4" || got[2] != "4" {
+		t.Fatalf("markers %q, want every zone given 4 back", got)
+	}
+	r, err := s3.NewReader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if rec, err := r.Next(ctx); err != nil || string(rec.Data) != "x" {
+		t.Fatalf("read %q, %v; want the record appended before", rec.Data, err)
+	}
+}
+
+// TestStripedReaderZoneHangs: a reader checks the number of stripes on
+// every zone at once, each bounded by OpTimeout, so a zone that hangs does
+// not keep it from the records the others hold; after Close, Next fails
+// with ErrClosed.
+func TestStripedReaderZoneHangs(t *testing.T) {
+	ctx := context.Background()
+	stores, faults := wrapAll(testkit.Mems(t, 3), 3)
+	opts := &Options{OpTimeout: 200 * time.Millisecond}
+	s := mustOpenStriped(t, stores, "log", 2, opts)
+	for n := range 4 {
+		if _, err := s.Append(ctx, fmt.Appendf(nil, "r%d", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	faults[0].Add(fault.Rule{Op: fault.OpRead, Effect: fault.Hang})
+	faults[0].Add(fault.Rule{Op: fault.OpList, Effect: fault.Hang})
+	r, err := NewStripedReader(stores, "log", 2, 0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range 4 {
+		rec, err := r.Next(ctx)
+		if err != nil || string(rec.Data) != fmt.Sprintf("r%d", n) {
+			t.Fatalf("read %q, %v; want r%d", rec.Data, err, n)
+		}
+	}
+	if !r.checked {
+		t.Error("the number of stripes was not checked with two of three zones answering")
+	}
+	r.Close()
+	if _, err := r.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestStripedFencedErrors: once a newer writer has fenced a stripe, the
+// old writer's Append fails with ErrFenced, and the Appends after it fail
+// with ErrFenced alone: they handed nothing over, so their records are not
+// in the log (no ErrUncertain).
+func TestStripedFencedErrors(t *testing.T) {
+	ctx := context.Background()
+	stores := testkit.Mems(t, 3)
+	old := mustOpenStriped(t, stores, "log", 3, nil)
+	if _, err := old.Append(ctx, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	mustOpenStriped(t, stores, "log", 3, nil)
+	var err error
+	for range 10 {
+		if _, err = old.Append(ctx, []byte("b"), []byte("c"), []byte("d")); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("the fenced writer's Append: %v, want ErrFenced", err)
+	}
+	_, err = old.Append(ctx, []byte("e"))
+	if !errors.Is(err, ErrFenced) || errors.Is(err, ErrUncertain) {
+		t.Fatalf("an Append after the writer failed: %v, want ErrFenced without ErrUncertain", err)
+	}
+}

@@ -43,12 +43,12 @@ func TestAppendOutcome(t *testing.T) {
 		_, err := w.Append(ctx, []byte("r2"))
 		done <- err
 	}()
-	for {
-		w.mu.Lock()
-		cut := w.cutTo
-		w.mu.Unlock()
-		if cut >= 2 {
-			break
+	// Until zone 0 holds r2: the record cut into a frame (cutTo) may not
+	// have reached it yet, and under -race with other tests running it
+	// had not when Close came.
+	for zonesHolding(ctx, stores[:1], "L", Record{Offset: 2, Data: []byte("r2")}) == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("r2 never reached zone 0")
 		}
 		time.Sleep(time.Millisecond)
 	}

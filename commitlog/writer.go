@@ -314,6 +314,13 @@ func (l *Log) end() int64 {
 	return l.next
 }
 
+// failure is the writer's error (ErrFenced, ErrClosed), nil while it runs.
+func (l *Log) failure() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
 // Append appends records and returns the offset of the first once all of
 // them are on W zones. Records get consecutive offsets in call order.
 //
