@@ -181,6 +181,12 @@ func (r *readerAt) ReadAtContext(ctx context.Context, p []byte, off int64) (int,
 	bo := backoff()
 	tries := 0 // streams reopened since the last progress
 	for {
+		// An ended context fails the read whatever else is ready: the
+		// select below picks at random between a range that landed at once
+		// and ctx.Done.
+		if err := ctx.Err(); err != nil {
+			return 0, driver.WrapError(driver.OpRead, r.key, err, classify)
+		}
 		r.mu.Lock()
 		mrd := r.mrd
 		r.mu.Unlock()
