@@ -577,7 +577,11 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 		}
 	}
 	checkStart := time.Now()
-	if !checkLog(t, ops, 5*time.Minute) {
+	timeout := 5 * time.Minute
+	if raceEnabled {
+		timeout = time.Minute
+	}
+	if !checkLog(t, ops, timeout) {
 		return
 	}
 	checkTook := time.Since(checkStart)
