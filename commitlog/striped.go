@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -352,15 +353,10 @@ func (s *Striped) Append(ctx context.Context, records ...[]byte) (int64, error) 
 			continue
 		}
 		want := (first + int64((int64(i)-first%s.k+s.k)%s.k)) / s.k
-		var off int64
-		err := error(nil)
-		if end := s.subs[i].end(); end != want {
-			// Never expected: the stripe's offsets no longer follow the
-			// striped log's. Nothing more can be appended in order.
-			err = fmt.Errorf("commitlog: stripe %d of %s is at %d, not %d", i, s.name, end, want)
-		} else {
-			off, err = s.subs[i].enqueue(b)
-		}
+		// Never expected to miss: only this writer hands the stripe
+		// records, under s.mu. If it did, nothing more could be appended
+		// in order.
+		off, err := s.subs[i].enqueue(b, want)
 		if err != nil {
 			s.failLocked(err)
 			s.mu.Unlock()
@@ -386,9 +382,9 @@ func (s *Striped) Append(ctx context.Context, records ...[]byte) (int64, error) 
 			maybeIn = maybeIn || own[i] != math.MaxInt64
 		case errors.Is(err, ErrUncertain) && own[i] != math.MaxInt64:
 			maybeIn = true
-			cause = cmpErr(cause, err)
+			cause = cmp.Or(cause, err)
 		default:
-			cause = cmpErr(cause, err)
+			cause = cmp.Or(cause, err)
 		}
 	}
 	if cause == nil {
@@ -413,13 +409,6 @@ func (s *Striped) Append(ctx context.Context, records ...[]byte) (int64, error) 
 		return first, fmt.Errorf("%w (%w): records %d..%d", cause, ErrUncertain, first, last)
 	}
 	return first, cause
-}
-
-func cmpErr(have, err error) error {
-	if have == nil {
-		return err
-	}
-	return have
 }
 
 // failLocked makes the first stripe failure the writer's error.

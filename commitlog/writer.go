@@ -341,7 +341,7 @@ func (l *Log) Append(ctx context.Context, records ...[]byte) (int64, error) {
 	for i, r := range records {
 		owned[i] = bytes.Clone(r)
 	}
-	first, err := l.enqueue(owned)
+	first, err := l.enqueue(owned, -1)
 	if err != nil {
 		return 0, err
 	}
@@ -351,11 +351,15 @@ func (l *Log) Append(ctx context.Context, records ...[]byte) (int64, error) {
 
 // enqueue hands records, which the writer keeps, to the pumps and returns
 // the offset of the first, or the writer's error without handing them over.
-func (l *Log) enqueue(records [][]byte) (int64, error) {
+// With at >= 0 the first must go at offset at, or none is handed over.
+func (l *Log) enqueue(records [][]byte, at int64) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return 0, l.err
+	}
+	if at >= 0 && l.next != at {
+		return 0, fmt.Errorf("commitlog: records due at %d, but the log is at %d", at, l.next)
 	}
 	first := l.next
 	l.pending = append(l.pending, records...)
