@@ -7,8 +7,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
+	"github.com/zonalblob/zonalblob/internal/parallel"
 )
 
 // TruncateBefore deletes the log's oldest segments, every one whose records
@@ -100,8 +102,9 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 	}
 	// The epochs claimed before this writer's: a claim needs only the
 	// highest one to stay, and each takeover left one on a majority.
-	errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
-		return z.deleteEpochsBelow(ctx, l.epoch)
+	errs := make([]error, len(l.zones))
+	parallel.Do(len(l.zones), len(l.zones), func(i int) {
+		errs[i] = l.zones[i].deleteEpochsBelow(ctx, l.epoch, l.opts.OpTimeout)
 	})
 	if err := errors.Join(errs...); err != nil {
 		return start, fmt.Errorf("commitlog: truncating: old epochs: %w", err)
@@ -123,19 +126,42 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 // deleteEpochsBelow removes the epoch claims below e on z. The highest claim
 // (e or above) stays, so a later claim still goes above every earlier one,
 // and so does the intact marker.
-func (z *zone) deleteEpochsBelow(ctx context.Context, e uint64) error {
+func (z *zone) deleteEpochsBelow(ctx context.Context, e uint64, timeout time.Duration) error {
 	prefix := z.log + "/epoch/"
-	var old []string
-	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix}) {
-		if err != nil {
-			return err
-		}
-		if x, ok := parseEpoch(strings.TrimPrefix(o.Key, prefix)); ok && x < e && x != intactEpoch {
-			old = append(old, o.Key)
-		}
+	keys, err := z.listKeys(ctx, prefix, timeout)
+	if err != nil {
+		return err
 	}
-	for _, k := range old {
-		if err := z.s.Delete(ctx, k, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
+	old := slices.DeleteFunc(keys, func(k string) bool {
+		x, ok := parseEpoch(strings.TrimPrefix(k, prefix))
+		return !ok || x >= e || x == intactEpoch
+	})
+	return z.deleteKeys(ctx, old, timeout)
+}
+
+// listKeys lists the keys under prefix, the listing bounded by timeout.
+func (z *zone) listKeys(ctx context.Context, prefix string, timeout time.Duration) ([]string, error) {
+	c, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var keys []string
+	for o, err := range blob.All(c, z.s, &blob.ListOptions{Prefix: prefix}) {
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, o.Key)
+	}
+	return keys, nil
+}
+
+// deleteKeys deletes keys in order, each Delete bounded by timeout on its
+// own: a log holds many old epochs and a segment many slots, and one bound
+// for them all would fail a slow zone's cleanup however far it got.
+func (z *zone) deleteKeys(ctx context.Context, keys []string, timeout time.Duration) error {
+	for _, k := range keys {
+		c, cancel := context.WithTimeout(ctx, timeout)
+		err := z.s.Delete(c, k, nil)
+		cancel()
+		if err != nil && !errors.Is(err, blob.ErrNotFound) {
 			return err
 		}
 	}
@@ -146,44 +172,34 @@ func (z *zone) deleteEpochsBelow(ctx context.Context, e uint64) error {
 // slot, in the slot layout), then its regional copy, which the markers
 // name.
 func (l *Log) deleteSegment(ctx context.Context, k segKey) error {
-	errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
-		return z.deleteSegment(ctx, k)
+	errs := make([]error, len(l.zones))
+	parallel.Do(len(l.zones), len(l.zones), func(i int) {
+		errs[i] = l.zones[i].deleteSegment(ctx, k, l.opts.OpTimeout)
 	})
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	if l.regional != nil {
-		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
-		defer cancel()
-		if err := l.regional.deleteSegment(c, k); err != nil {
+		if err := l.regional.deleteSegment(ctx, k, l.opts.OpTimeout); err != nil {
 			return fmt.Errorf("regional copy: %w", err)
 		}
 	}
 	return nil
 }
 
-// deleteSegment removes segment k from z, if it is there.
-func (z *zone) deleteSegment(ctx context.Context, k segKey) error {
+// deleteSegment removes segment k from z, if it is there, each request
+// bounded by timeout.
+func (z *zone) deleteSegment(ctx context.Context, k segKey, timeout time.Duration) error {
 	key := z.segKey(k)
 	if !strings.HasSuffix(key, "/") {
-		if err := z.s.Delete(ctx, key, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return err
-		}
-		return nil
+		return z.deleteKeys(ctx, []string{key}, timeout)
 	}
 	// The slot layout: the header slot last, so that a segment whose
 	// deletion stopped part way still lists as one.
-	var slots []string
-	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: key}) {
-		if err != nil {
-			return err
-		}
-		slots = append(slots, o.Key)
+	slots, err := z.listKeys(ctx, key, timeout)
+	if err != nil {
+		return err
 	}
-	for i := len(slots) - 1; i >= 0; i-- {
-		if err := z.s.Delete(ctx, slots[i], nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
+	slices.Reverse(slots)
+	return z.deleteKeys(ctx, slots, timeout)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
@@ -678,5 +679,67 @@ func TestRepairedZoneGetsTheStart(t *testing.T) {
 	}
 	if _, got, err := l.zones[2].listLog(ctx, nil); err != nil || got < start {
 		t.Fatalf("zone 2, counted again, records the start %d (%v), want at least %d", got, err, start)
+	}
+}
+
+// Each request of a truncation has OpTimeout of its own: a zone that takes
+// most of it for every Delete still has its old epochs and every slot of a
+// segment deleted, where one bound for the zone's whole cleanup failed it
+// with many epochs or slots to go.
+func TestTruncateBoundsEachRequest(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			stores, faults := wrapAll(be.zones(t, 3), 5)
+			const slow = 200 * time.Millisecond
+			opts := &Options{MaxSegmentAppends: 5, OpTimeout: 5 * slow}
+			const earlier = 6 // earlier writers' epoch claims: 6 slow Deletes, past OpTimeout
+			for range earlier {
+				mustOpen(t, stores, "L", opts).Close()
+			}
+			l := mustOpen(t, stores, "L", opts)
+			for i := range 12 {
+				if _, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := faults[2].Stats()[fault.OpDelete].Calls
+			faults[2].AddLatency(fault.OpDelete, latency.Fixed(slow))
+			start, err := l.TruncateBefore(ctx, 10)
+			if err != nil {
+				t.Fatalf("truncation with a zone's Deletes at %v each: %v", slow, err)
+			}
+			deletes := faults[2].Stats()[fault.OpDelete].Calls - before
+			// More slow Deletes than fit in one OpTimeout: the test shows
+			// the bound is each request's.
+			if time.Duration(deletes)*slow <= opts.OpTimeout {
+				t.Fatalf("zone 2 had %d Deletes, %v in all: not past OpTimeout %v", deletes, time.Duration(deletes)*slow, opts.OpTimeout)
+			}
+			t.Logf("zone 2: %d Deletes", deletes)
+			if start != 10 {
+				t.Fatalf("start %d, want 10", start)
+			}
+			for i, z := range stores {
+				var epochs []string
+				for o, err := range blob.All(ctx, z, &blob.ListOptions{Prefix: "L/epoch/"}) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					epochs = append(epochs, o.Key)
+				}
+				if len(epochs) > 2 { // this writer's claim, and the intact marker where kept
+					t.Errorf("zone %d still holds epochs %q", i, epochs)
+				}
+			}
+			r, err := NewReader(stores, "L", 0, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if _, err := r.Next(ctx); !errors.Is(err, ErrTruncated) {
+				t.Fatalf("reading from 0 after the truncation: %v, want ErrTruncated", err)
+			}
+		})
 	}
 }
