@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -34,15 +35,19 @@ type Log struct {
 	// idleTimers close a zone's streams once its pump has been idle for
 	// StreamIdle; idleSpell counts the pump's idle spells, so that a
 	// timer set for one that has ended does nothing.
-	idleTimers   []*time.Timer
-	idleSpell    []int
-	timers       []*time.Timer // the mover's and the repairer's (see every)
-	changed      chan struct{} // closed (and replaced) when lac or err changes
-	next         int64         // offset of the next record appended
-	pending      [][]byte      // records not yet in a frame, ending at next-1
-	lac          int64         // last-add-confirmed: every record up to it is on W zones
-	lacCut       int64         // highest LAC written into a frame
-	cutTo        int64         // highest offset ever cut into a frame (sent, or may be)
+	idleTimers []*time.Timer
+	idleSpell  []int
+	timers     []*time.Timer // the mover's and the repairer's (see every)
+	// waiters are the Appends waiting for the LAC, lowest last offset
+	// first: an advance wakes only those it covers, where a broadcast woke
+	// every one of them (64 appenders, 8 frames in flight: most woke to
+	// wait again, each taking mu from the pumps and replies).
+	waiters      waiterHeap
+	next         int64    // offset of the next record appended
+	pending      [][]byte // records not yet in a frame, ending at next-1
+	lac          int64    // last-add-confirmed: every record up to it is on W zones
+	lacCut       int64    // highest LAC written into a frame
+	cutTo        int64    // highest offset ever cut into a frame (sent, or may be)
 	lacScheduled bool
 	seg          *openSeg
 	err          error // sticky: ErrFenced, ErrClosed
@@ -210,7 +215,7 @@ func Open(ctx context.Context, stores []blob.Store, name string, opts *Options) 
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{name: name, zones: zones, opts: o, epoch: epoch, changed: make(chan struct{}),
+	l := &Log{name: name, zones: zones, opts: o, epoch: epoch,
 		regional: regionalZone(o.Regional, name), moved: map[segKey]bool{}, sealedAt: map[segKey]time.Time{}, unmarked: map[int][]segKey{}, headers: map[segKey]frame{}, repairSeen: map[segKey]time.Time{}, repairOK: map[segKey]map[int]bool{}, amnesicAt: map[int]segKey{}}
 	l.cond = sync.NewCond(&l.mu)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
@@ -382,18 +387,48 @@ func (l *Log) await(ctx context.Context, first, last int64) error {
 			l.mu.Unlock()
 			return err
 		}
-		ch := l.changed
+		w := &waiter{last: last, ch: make(chan struct{})}
+		heap.Push(&l.waiters, w)
 		l.mu.Unlock()
 		select {
-		case <-ch:
+		case <-w.ch:
 		case <-ctx.Done():
-			// The writer goes on with them.
+			// The writer goes on with them; the waiter stays in the
+			// heap until the LAC or an error passes it.
 			return fmt.Errorf("%w (%w): records %d..%d", ctx.Err(), ErrUncertain, first, last)
 		}
 		l.mu.Lock()
 	}
 	l.mu.Unlock()
 	return nil
+}
+
+// waiter is an Append waiting until the LAC reaches last.
+type waiter struct {
+	last int64
+	ch   chan struct{} // closed when woken
+}
+
+type waiterHeap []*waiter
+
+func (h waiterHeap) Len() int           { return len(h) }
+func (h waiterHeap) Less(i, j int) bool { return h[i].last < h[j].last }
+func (h waiterHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *waiterHeap) Push(x any)        { *h = append(*h, x.(*waiter)) }
+func (h *waiterHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return w
+}
+
+// wakeLocked wakes the waiters the LAC covers, or, once the writer has
+// failed, every one.
+func (l *Log) wakeLocked() {
+	for len(l.waiters) > 0 && (l.err != nil || l.waiters[0].last <= l.lac) {
+		close(heap.Pop(&l.waiters).(*waiter).ch)
+	}
 }
 
 // Close stops the writer. Appends in flight fail with ErrClosed (their
@@ -425,8 +460,7 @@ func (l *Log) setErrLocked(err error) {
 		return
 	}
 	l.err = err
-	close(l.changed)
-	l.changed = make(chan struct{})
+	l.wakeLocked()
 	l.cond.Broadcast()
 }
 
@@ -1095,8 +1129,7 @@ func (l *Log) advanceLocked(seg *openSeg) {
 		if last := seg.frames[acked-1].last; last > l.lac {
 			l.stats.Records += last - l.lac
 			l.lac = last
-			close(l.changed)
-			l.changed = make(chan struct{})
+			l.wakeLocked()
 			l.scheduleLACLocked()
 		}
 	}
