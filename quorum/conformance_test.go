@@ -21,12 +21,9 @@ func testOptions() quorum.Options {
 		AntiEntropyInterval: -1,
 		RepairGrace:         time.Millisecond,
 		RepairRetry:         10 * time.Millisecond,
-		// Every operation ends after this long without progress. Under
-		// -race, with other test runs on the two cores, a write to a mem
-		// replica once took more than 5 s (TestBackgroundCountsStragglers,
-		// TestScenarioLateStragglerAfterConditionalWrite): the bound is
-		// for a replica that never answers, which the tests that need one
-		// hold until they release it, not for a slow machine.
+		// Every operation ends after this long without progress: the
+		// bound is for a replica that never answers, which the tests that
+		// need one hold until they release it, not for a slow machine.
 		StragglerTimeout: 15 * time.Second,
 		CloseTimeout:     5 * time.Second,
 	}

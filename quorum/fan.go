@@ -28,6 +28,13 @@ type fanResult struct {
 	err error
 }
 
+// notAsked is the error of a call that made no request (an accept whose
+// replica did not promise): it proves the call changed nothing.
+type notAsked struct{ err error }
+
+func (e *notAsked) Error() string { return fmt.Sprintf("not asked: %v", e.err) }
+func (e *notAsked) Unwrap() error { return e.err }
+
 // fanOut runs fn for i in [0, n) in parallel; each call moves size bytes,
 // and the calls are bounded by the allowance for that size (or for what the
 // operation's bound allows, if more).
@@ -49,7 +56,7 @@ func (f *fan) record(r fanResult) {
 	if r.err == nil {
 		f.ok++
 	} else {
-		f.errs = append(f.errs, fmt.Errorf("replica call %d: %w", r.i, r.err))
+		f.errs = append(f.errs, fmt.Errorf("call %d: %w", r.i, r.err))
 	}
 }
 
@@ -92,7 +99,8 @@ func (f *fan) wait(need int, acc string) (landed bool, err error) {
 	f.stopCtx()
 	landed = f.ok > 0
 	for _, e := range f.errs {
-		if !refusal(e) {
+		var na *notAsked
+		if !refusal(e) && !errors.As(e, &na) {
 			landed = true
 		}
 	}

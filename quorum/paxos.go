@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
@@ -129,10 +130,12 @@ type roundResult struct {
 // round is one CASPaxos round: prepare, decide, accept.
 func (s *Store) round(ctx context.Context, op, key, floor string, decide decision, restate bool, mine []string) roundResult {
 	b := s.newToken(floor)
-	proms, err := s.prepare(ctx, key, b)
+	pr, err := s.prepare(ctx, key, b)
 	if err != nil {
 		return roundResult{err: err, retry: true}
 	}
+	defer pr.stop()
+	proms := pr.proms
 	cur := highest(proms)
 	var next *value
 	var derr error
@@ -171,7 +174,7 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 			// been refused.
 			v = &value{kind: tomb, ver: b, chain: chainAfter(b, cur)}
 		}
-		if _, err := s.accept(ctx, key, proms, v, b, s.maj); err != nil {
+		if _, err := s.accept(ctx, key, pr, v, b, s.maj); err != nil {
 			return roundResult{err: err, retry: true}
 		}
 		return roundResult{cur: cur, err: derr, wrote: wrote}
@@ -179,7 +182,7 @@ func (s *Store) round(ctx context.Context, op, key, floor string, decide decisio
 	nv := *next
 	nv.ver = b
 	nv.chain = chainAfter(b, cur)
-	landed, err := s.accept(ctx, key, proms, &nv, b, s.w)
+	landed, err := s.accept(ctx, key, pr, &nv, b, s.w)
 	switch {
 	case err == nil:
 		return roundResult{cur: cur, wrote: b}
@@ -202,9 +205,22 @@ func (s *Store) chosen(key string, cur *rstate, proms []rstate) {
 	s.rq.add(key)
 }
 
+// prepared is what prepare returns: the states the promises it waited for
+// left, and the promises still under way (left of them, sent on late), which
+// the accept writes to as they come, until stop.
+type prepared struct {
+	proms []rstate
+	late  <-chan promised
+	left  int
+	stop  context.CancelFunc
+}
+
 // prepare makes every replica that is up promise ballot b and returns the
-// replicas' states after their promises, once a majority promised.
-func (s *Store) prepare(ctx context.Context, key, b string) ([]rstate, error) {
+// replicas' states after their promises, once a write quorum promised (and
+// the others had a moment more). The promises still under way go on until
+// the returned stop: a round needs every acceptor it can get, since one that
+// promised may still never accept.
+func (s *Store) prepare(ctx context.Context, key, b string) (prepared, error) {
 	rs := s.upReplicas(s.w)
 	start := time.Now()
 	ch := make(chan promised, len(rs))
@@ -215,8 +231,10 @@ func (s *Store) prepare(ctx context.Context, key, b string) ([]rstate, error) {
 	var proms []rstate
 	var errs []error
 	top := ""
-	for got := 0; got < len(rs); got++ {
+	got := 0
+	for got < len(rs) {
 		p := <-ch
+		got++
 		switch {
 		case p.err == nil:
 			proms = append(proms, p.x)
@@ -226,12 +244,12 @@ func (s *Store) prepare(ctx context.Context, key, b string) ([]rstate, error) {
 		default:
 			errs = append(errs, p.err)
 		}
-		if len(proms) >= s.w && got+1 < len(rs) {
-			// The others may still promise in a moment; accepts then reach
-			// them too, and repair has less to do.
+		if len(proms) >= s.w && got < len(rs) {
+			// The others may still promise in a moment; their states are
+			// then part of the decision too, and repair has less to do.
 			t := time.NewTimer(s.lateGrace(time.Since(start)))
 		wait:
-			for got+1 < len(rs) {
+			for got < len(rs) {
 				select {
 				case p := <-ch:
 					got++
@@ -249,17 +267,17 @@ func (s *Store) prepare(ctx context.Context, key, b string) ([]rstate, error) {
 			break
 		}
 	}
-	cancel()
 	if len(proms) >= s.w {
-		return proms, nil
+		return prepared{proms: proms, late: ch, left: len(rs) - got, stop: cancel}, nil
 	}
+	cancel()
 	if top != "" {
-		return nil, &outbidError{top}
+		return prepared{}, &outbidError{top}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return prepared{}, err
 	}
-	return nil, fmt.Errorf("%w: %d of %d replicas promised: %v", ErrNoQuorum, len(proms), len(s.reps), errors.Join(errs...))
+	return prepared{}, fmt.Errorf("%w: %d of %d replicas promised: %v", ErrNoQuorum, len(proms), len(s.reps), errors.Join(errs...))
 }
 
 // promise makes replica r promise ballot b for key: it reads the replica's
@@ -319,15 +337,53 @@ func countAcc(xs []rstate, acc string) int {
 	return n
 }
 
-// accept writes v accepted at ballot b onto every replica in proms, each on
-// condition of the state its promise left, and returns once need accepted.
-// The rest finish in the background within StragglerTimeout. landed reports
-// whether, on failure, any accept may have taken effect.
-func (s *Store) accept(ctx context.Context, key string, proms []rstate, v *value, b string, need int) (landed bool, err error) {
-	f := s.fanOut(ctx, key, len(proms), v.size(), func(ctx context.Context, i int) error {
-		return s.writeReplica(ctx, key, &proms[i], v, b, b)
+// accept writes v accepted at ballot b onto every replica that promised b,
+// each on condition of the state its promise left: those in pr.proms at
+// once, and a replica whose promise was still under way once it promises,
+// if one of the first accepts is still running then (a replica that promised
+// late is an acceptor like the others, so that one first promiser that
+// never answers its accept does not hold the round up until its bound; once
+// the first accepts have all answered, a round short of need fails at once,
+// as before, rather than wait on a promise that may never come). It returns
+// once need accepted. The rest finish in the background within
+// StragglerTimeout. landed reports whether, on failure, any accept may have
+// taken effect.
+func (s *Store) accept(ctx context.Context, key string, pr prepared, v *value, b string, need int) (landed bool, err error) {
+	proms := pr.proms
+	var running atomic.Int64
+	running.Store(int64(len(proms)))
+	answered := make(chan struct{}) // closed when the first accepts all returned
+	f := s.fanOut(ctx, key, len(proms)+pr.left, v.size(), func(ctx context.Context, i int) error {
+		if i < len(proms) {
+			defer func() {
+				if running.Add(-1) == 0 {
+					close(answered)
+				}
+			}()
+			return s.acceptOn(ctx, key, &proms[i], v, b)
+		}
+		select {
+		case p := <-pr.late:
+			if p.err != nil {
+				return &notAsked{p.err}
+			}
+			return s.acceptOn(ctx, key, &p.x, v, b)
+		case <-answered:
+			return &notAsked{errors.New("promised after the round's first accepts answered")}
+		case <-ctx.Done():
+			return &notAsked{context.Cause(ctx)}
+		}
 	})
 	return f.wait(need, b)
+}
+
+// acceptOn writes v at ballot b onto the replica of x; its error names the
+// replica (the fan numbers its calls in the order the promises came).
+func (s *Store) acceptOn(ctx context.Context, key string, x *rstate, v *value, b string) error {
+	if err := s.writeReplica(ctx, key, x, v, b, b); err != nil {
+		return fmt.Errorf("replica %d: %w", x.r.idx, err)
+	}
+	return nil
 }
 
 // readState reads what replica r holds for key, state and value, with the
