@@ -155,7 +155,7 @@ func (l *Log) repairPass(ctx context.Context) error {
 			case listed[zi] == nil:
 				unchecked++
 			case !listed[zi][k]:
-				short[zi] = zoneCopy{absent: true}
+				short[zi] = absentCopy(k)
 				delete(l.repairOK[k], zi)
 			case l.repairOK[k][zi] || !ripe:
 				// Whole when last read, or not to be read yet.
@@ -164,7 +164,7 @@ func (l *Log) repairPass(ctx context.Context) error {
 				if err != nil {
 					unchecked++
 					errs = append(errs, err)
-				} else if c.have >= last && !c.noLAC {
+				} else if !c.absent && c.have >= last && !c.noLAC {
 					l.repairOK[k][zi] = true
 				} else {
 					short[zi] = c
@@ -241,6 +241,14 @@ func (l *Log) repairPass(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// absentCopy is a zone's lack of segment k: it holds none of its records.
+// In the slot layout a zone can list a segment whose header slot it lacks
+// (a slot write that landed after the zone was emptied), which readCopy
+// finds absent: have must not say it holds the first record (0 is the
+// first record of the log's first segment, which a zero have would claim
+// whole when it holds one record or none).
+func absentCopy(k segKey) zoneCopy { return zoneCopy{absent: true, have: k.first - 1} }
+
 // readCopy reads what z holds of segment k, whose records end at last. A
 // moved segment's marker is whole.
 func (l *Log) readCopy(ctx context.Context, z *zone, k segKey, last int64) (zoneCopy, error) {
@@ -248,7 +256,7 @@ func (l *Log) readCopy(ctx context.Context, z *zone, k segKey, last int64) (zone
 	defer cancel()
 	frames, end, err := z.read(c, k, 0)
 	if errors.Is(err, blob.ErrNotFound) {
-		return zoneCopy{absent: true}, nil
+		return absentCopy(k), nil
 	}
 	if err != nil {
 		return zoneCopy{}, fmt.Errorf("commitlog: reading segment %s on zone %d: %w", k, z.idx, err)
@@ -257,7 +265,7 @@ func (l *Log) readCopy(ctx context.Context, z *zone, k segKey, last int64) (zone
 		return zoneCopy{have: last, end: end}, nil
 	}
 	if len(frames) == 0 || frames[0].kind != frameHeader {
-		return zoneCopy{absent: true}, nil
+		return absentCopy(k), nil
 	}
 	cp := zoneCopy{have: contiguous(frames, k.first), end: end}
 	var known int64 = -1

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/fault"
+	"github.com/zonalblob/zonalblob/internal/testkit"
 )
 
 // A zone replaced by an empty bucket gets its sealed segments back: Stats
@@ -184,6 +186,68 @@ func TestRepairCrashAtEveryStep(t *testing.T) {
 			}
 			t.Logf("%s: the repair cut off at each of its %d commits on the replaced zone", be.name, cutOff)
 		})
+	}
+}
+
+// In the slot layout a zone lists a segment if it holds any slot of it: a
+// slot write of the old writer (its append, or its repair's) that lands
+// after the zone was replaced by an empty bucket leaves a copy listed with
+// no header slot, which the repair reads as absent. Such a copy of the
+// log's first segment holding one record, record 0, must be repaired, not
+// counted whole: the absent copy's have (0) was taken for "holds record 0"
+// (TestRepairCrashAtEveryStep's reader then waited forever on the zone
+// for the header, while Stats said nothing was missing).
+func TestRepairHeaderlessFirstSegment(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inner := testkit.Mems(t, 3)
+	stores, _ := wrapAll(inner, 17)
+	// One record a segment (see planRollLocked), no passes but ours.
+	opts := &Options{Slots: true, MaxSegmentAppends: 4, LACDelay: -1, RepairInterval: -1, OpTimeout: time.Minute}
+	l := mustOpen(t, stores, "L", opts)
+	for i := range 3 {
+		if off, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil || off != int64(i) {
+			t.Fatalf("append %d: %d, %v", i, off, err)
+		}
+	}
+	l.Close()
+	zones, err := zonesFor(inner, "L", Options{Slots: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := segKey{l.epoch, 0}
+	if ks, err := zones[0].listSegments(ctx, nil); err != nil || len(ks) < 2 || ks[0] != first || ks[1].first != 1 {
+		t.Fatalf("segments %v, %v: want %v holding record 0 alone", ks, err, first)
+	}
+	// Zone 2 is replaced by an empty bucket, and then a slot write of the
+	// old writer to the first segment lands there: the segment is listed,
+	// its header slot is not there.
+	late := slotKey(zones[2].segKey(first), 1)
+	p, err := blob.ReadAll(ctx, inner[2], late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wipe(ctx, inner[2], "L/seg/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := blob.Put(ctx, inner[2], late, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	l2 := mustOpen(t, stores, "L", opts)
+	// The first pass sees the sealed segments, the second reads and
+	// repairs them (RepairInterval < 0: ripe at once), the third finds
+	// them whole.
+	for pass := range 3 {
+		if err := l2.repairPass(ctx); err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+	}
+	if st := l2.Stats(); st.Missing != 0 || st.Unchecked != 0 || st.Repaired == 0 {
+		t.Fatalf("repair did not finish: %+v", st)
+	}
+	frames, _, err := zones[2].read(ctx, first, 0)
+	if err != nil || len(frames) == 0 || frames[0].kind != frameHeader || contiguous(frames, 0) < 0 {
+		t.Fatalf("zone 2's copy of %s after the repair: %d frames, %v (Stats %+v)", first, len(frames), err, l2.Stats())
 	}
 }
 
