@@ -101,7 +101,7 @@ func WriteTable(w io.Writer, results []Result) error {
 // flush and requests per append (the tailing reader's included).
 func WriteLogTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "log\trecord\tprofile\tload\tappends\tappends/s\tMiB/s\tp50\tp99\traw p50\traw p99\tp50/raw\tp99/raw\tlag p50\tlag p99\trecords/flush\treq/append\terrors\t")
+	fmt.Fprintln(tw, "log\trecord\tprofile\tload\tappends\tappends/s\tMiB/s\tp50\tp99\traw p50\traw p99\tp50/raw\tp99/raw\tfloor p50/raw\tfloor p99/raw\tlag p50\tlag p99\trecords/flush\treq/append\terrors\t")
 	for _, r := range results {
 		if r.Log == nil {
 			continue
@@ -114,14 +114,18 @@ func WriteLogTable(w io.Writer, results []Result) error {
 		if r.Mode == ModeOpen {
 			load = fmt.Sprintf("%.0f/s offered", r.Rate)
 		}
-		rawP50, rawP99, r50, r99 := "-", "-", "-", "-"
+		rawP50, rawP99, r50, r99, f50, f99 := "-", "-", "-", "-", "-", "-"
 		if r.Log.RawP50 > 0 {
 			rawP50, rawP99 = ms(r.Log.RawP50), ms(r.Log.RawP99)
 			r50 = fmt.Sprintf("%.2fx", float64(r.P50)/float64(r.Log.RawP50))
 			r99 = fmt.Sprintf("%.2fx", float64(r.P99)/float64(r.Log.RawP99))
+			if r.Log.FloorP50 > 0 {
+				f50 = fmt.Sprintf("%.2fx", float64(r.Log.FloorP50)/float64(r.Log.RawP50))
+				f99 = fmt.Sprintf("%.2fx", float64(r.Log.FloorP99)/float64(r.Log.RawP99))
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t\n", r.Scenario, SizeString(r.Size), r.Profile, load, r.Ops, r.Throughput,
-			r.Throughput*float64(r.Size)/(1<<20), ms(r.P50), ms(r.P99), rawP50, rawP99, r50, r99, ms(r.Log.LagP50), ms(r.Log.LagP99), perFlush, r.RequestsPerOp, r.Errors)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t\n", r.Scenario, SizeString(r.Size), r.Profile, load, r.Ops, r.Throughput,
+			r.Throughput*float64(r.Size)/(1<<20), ms(r.P50), ms(r.P99), rawP50, rawP99, r50, r99, f50, f99, ms(r.Log.LagP50), ms(r.Log.LagP99), perFlush, r.RequestsPerOp, r.Errors)
 	}
 	return tw.Flush()
 }

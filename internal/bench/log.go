@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/zonalblob/zonalblob/blob/azpremium"
 	"github.com/zonalblob/zonalblob/blob/azpremium/azuritetest"
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
+	"github.com/zonalblob/zonalblob/blob/latency"
 	"github.com/zonalblob/zonalblob/blob/regional"
 	"github.com/zonalblob/zonalblob/blob/s3express"
 	"github.com/zonalblob/zonalblob/blob/s3express/s3expresstest"
@@ -68,6 +70,12 @@ type LogFigures struct {
 	// one at a time, on the stream of one object.
 	RawP50 time.Duration `json:"raw_p50_ns,omitempty"`
 	RawP99 time.Duration `json:"raw_p99_ns,omitempty"`
+	// FloorP50 and FloorP99, where computed (closed-loop rows beside a
+	// raw round trip), are the row's floor: what its appends would take
+	// on the emulator's model of a stream if the log cost nothing of its
+	// own (see floorModel).
+	FloorP50 time.Duration `json:"floor_p50_ns,omitempty"`
+	FloorP99 time.Duration `json:"floor_p99_ns,omitempty"`
 }
 
 // logRow is one commit-log row to measure.
@@ -79,6 +87,9 @@ type logRow struct {
 	size          int // record bytes (LogRecordBytes if 0)
 	// raw is the single-zone round trip the row is compared with, if any.
 	raw *rawTrip
+	// flush and perMiB are the profile's, for the row's floor (with raw);
+	// slow, if set, is added to one zone's flushes.
+	flush, perMiB, slow latency.Dist
 	// rate, if set, makes the row open loop: appends start at this many a
 	// second on schedule, each timed from when it was due.
 	rate float64
@@ -202,6 +213,10 @@ func runLog(ctx context.Context, env *Env) error {
 	// A 2-of-3 quorum at each size, each beside one zone's raw round trip
 	// of the same size; one zone slowed; one append at a time per zone
 	// (MaxInFlight 1, no pipelining) at 4 KiB; and an open-loop row.
+	profile, err := gcsrapidtest.ProfileByName(env.ProfileName("rapid"))
+	if err != nil {
+		return err
+	}
 	for _, size := range LogSizes {
 		raw, err := measureRaw(ctx, env, z.stores[1], size)
 		if err != nil {
@@ -224,6 +239,10 @@ func runLog(ctx context.Context, env *Env) error {
 			slow := strings.HasSuffix(row.name, "slow-zone")
 			row.profile, row.stores, row.requests = z.ProfileLabel(slow), z.Stores(slow), z.Requests
 			row.opts.WriteQuorum, row.size, row.raw = 2, size, raw
+			row.flush, row.perMiB = profile.Flush, profile.WritePerMiB
+			if slow {
+				row.slow = SlowZone
+			}
 			if err := measureLog(ctx, env, row); err != nil {
 				return err
 			}
@@ -536,6 +555,14 @@ func measureLog(ctx context.Context, env *Env, row logRow) error {
 		LagP50: Quantile(lags, 0.5), LagP90: Quantile(lags, 0.9), LagP99: Quantile(lags, 0.99)}
 	if row.raw != nil {
 		lf.RawP50, lf.RawP99 = row.raw.p50, row.raw.p99
+		if row.rate == 0 {
+			m := floorModel{flush: row.flush, perMiB: row.perMiB, slow: row.slow,
+				appenders: workers, size: size, zones: len(row.stores), quorum: opts.WriteQuorum,
+				inFlight: cmp.Or(opts.MaxInFlight, commitlog.DefaultMaxInFlight), stripes: row.stripes,
+				appends: max(res.Ops, 1000), seed: env.Seed}
+			m.overhead = max(row.raw.p50-rawModel(row.flush, row.perMiB, size, env.Seed), 0)
+			lf.FloorP50, lf.FloorP99 = m.floor()
+		}
 	}
 	if !opts.Slots {
 		lf.RecordsPerFlush = perFrame()

@@ -64,6 +64,11 @@ func TestLogScenario(t *testing.T) {
 		if quorum := strings.HasPrefix(r.Scenario, "commitlog-rapid-2of3"); quorum != (lf.RawP50 > 0 && lf.RawP99 >= lf.RawP50) {
 			t.Errorf("%s: raw round trip p50 %v p99 %v", r.Label(), lf.RawP50, lf.RawP99)
 		}
+		// Their closed-loop rows have a floor (the model's figures for
+		// the same appenders, size, stripes and quorum).
+		if floor := strings.HasPrefix(r.Scenario, "commitlog-rapid-2of3") && !open; floor != (lf.FloorP50 > 0 && lf.FloorP99 >= lf.FloorP50) {
+			t.Errorf("%s: floor p50 %v p99 %v", r.Label(), lf.FloorP50, lf.FloorP99)
+		}
 		if len(lf.Lags) != r.Ops || !slices.IsSorted(lf.Lags) ||
 			lf.LagP50 != Quantile(lf.Lags, 0.5) || lf.LagP90 != Quantile(lf.Lags, 0.9) || lf.LagP99 != Quantile(lf.Lags, 0.99) {
 			t.Errorf("%s: %d lag samples for %d appends, p50 %v p90 %v p99 %v; want one per append and their quantiles",
