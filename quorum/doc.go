@@ -58,8 +58,11 @@
 // one; the operation computes the next one from it: a Put replaces it, an
 // IfNotExist write needs none, IfGenerationMatch needs that version, a
 // Delete writes a tombstone over a value), and accept (write the next
-// version at ballot b on the promised replicas; acknowledged when W of them
-// took it). W below a majority is raised to N/2+1, since conditions decided
+// version at ballot b on the promised replicas, each on condition of the
+// state its promise left; acknowledged when W of them took it). The decision
+// waits for W promises and a moment more; a replica that promises later
+// still takes the accept while the others' accepts run, so that one
+// promised replica that stalls does not hold the round up to its bound. W below a majority is raised to N/2+1, since conditions decided
 // by smaller quorums could both succeed. A refusal (blob.ErrExists,
 // blob.ErrPrecondition, blob.ErrNotFound) is given only on a current version
 // held by a majority, accepted again at the round's ballot first when it is
