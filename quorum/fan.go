@@ -32,8 +32,10 @@ type fanResult struct {
 // replica did not promise): it proves the call changed nothing.
 type notAsked struct{ err error }
 
+// notAsked does not unwrap: its cause (a cancelled context, a failed
+// promise) says nothing of the operation, and an operation failing without
+// a quorum must not read as the caller's cancellation.
 func (e *notAsked) Error() string { return fmt.Sprintf("not asked: %v", e.err) }
-func (e *notAsked) Unwrap() error { return e.err }
 
 // fanOut runs fn for i in [0, n) in parallel; each call moves size bytes,
 // and the calls are bounded by the allowance for that size (or for what the

@@ -350,7 +350,7 @@ func countAcc(xs []rstate, acc string) int {
 // taken effect.
 func (s *Store) accept(ctx context.Context, key string, pr prepared, v *value, b string, need int) (landed bool, err error) {
 	proms := pr.proms
-	var running atomic.Int64
+	var running, took atomic.Int64
 	running.Store(int64(len(proms)))
 	answered := make(chan struct{}) // closed when the first accepts all returned
 	f := s.fanOut(ctx, key, len(proms)+pr.left, v.size(), func(ctx context.Context, i int) error {
@@ -360,12 +360,27 @@ func (s *Store) accept(ctx context.Context, key string, pr prepared, v *value, b
 					close(answered)
 				}
 			}()
-			return s.acceptOn(ctx, key, &proms[i], v, b)
+			err := s.acceptOn(ctx, key, &proms[i], v, b)
+			if err == nil {
+				took.Add(1)
+			}
+			return err
 		}
 		select {
 		case p := <-pr.late:
 			if p.err != nil {
 				return &notAsked{p.err}
+			}
+			select {
+			case <-answered:
+				// A promise and the first accepts' end can be ready
+				// together: send only if the round can still reach need
+				// (otherwise the fan has given up, and an accept sent now
+				// would count as one that may have landed).
+				if int(took.Load())+pr.left < need {
+					return &notAsked{errors.New("the round's first accepts failed")}
+				}
+			default:
 			}
 			return s.acceptOn(ctx, key, &p.x, v, b)
 		case <-answered:
