@@ -235,12 +235,15 @@ func majorityOf(vals []string, errs []error) (string, bool) {
 // writers creating it with different numbers at most one goes on.
 func claimStripes(ctx context.Context, stores []blob.Store, name string, k int, timeout time.Duration) error {
 	want := strconv.Itoa(k)
+	heldOther := func(held string) error {
+		return fmt.Errorf("%w: a majority of zones hold %s stripes for %s, opened with %d", ErrStripes, held, name, k)
+	}
 	vals, errs := stripeMarkers(ctx, stores, name, timeout)
 	held, ok := majorityOf(vals, errs)
 	switch {
 	case ok && held == want:
 	case ok && held != "":
-		return fmt.Errorf("%w: a majority of zones hold %s stripes for %s, opened with %d", ErrStripes, held, name, k)
+		return heldOther(held)
 	default:
 		n, err := countStripes(ctx, stores, name, timeout)
 		if err != nil {
@@ -262,7 +265,7 @@ func claimStripes(ctx context.Context, stores []blob.Store, name string, k int, 
 			held, ok = majorityOf(vals, errs)
 			if !ok || held != want {
 				if ok && held != "" {
-					return fmt.Errorf("%w: a majority of zones hold %s stripes for %s, opened with %d", ErrStripes, held, name, k)
+					return heldOther(held)
 				}
 				return fmt.Errorf("%w: %d zones needed to record the stripes of %s: %v, %w", ErrNotEnoughZones, len(stores)/2+1, name, vals, errors.Join(errs...))
 			}

@@ -102,11 +102,7 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 	}
 	// The epochs claimed before this writer's: a claim needs only the
 	// highest one to stay, and each takeover left one on a majority.
-	errs := make([]error, len(l.zones))
-	parallel.Do(len(l.zones), len(l.zones), func(i int) {
-		errs[i] = l.zones[i].deleteEpochsBelow(ctx, l.epoch, l.opts.OpTimeout)
-	})
-	if err := errors.Join(errs...); err != nil {
+	if err := onEachZone(l.zones, func(z *zone) error { return z.deleteEpochsBelow(ctx, l.epoch, l.opts.OpTimeout) }); err != nil {
 		return start, fmt.Errorf("commitlog: truncating: old epochs: %w", err)
 	}
 	// A newer writer that listed a segment before it went from every zone
@@ -137,6 +133,15 @@ func (z *zone) deleteEpochsBelow(ctx context.Context, e uint64, timeout time.Dur
 		return !ok || x >= e || x == intactEpoch
 	})
 	return z.deleteKeys(ctx, old, timeout)
+}
+
+// onEachZone runs f on every zone at once and joins their errors; unlike
+// onAll it sets no bound of its own, for work whose requests bound
+// themselves one by one.
+func onEachZone(zones []*zone, f func(*zone) error) error {
+	errs := make([]error, len(zones))
+	parallel.Do(len(zones), len(zones), func(i int) { errs[i] = f(zones[i]) })
+	return errors.Join(errs...)
 }
 
 // listKeys lists the keys under prefix, the listing bounded by timeout.
@@ -172,11 +177,7 @@ func (z *zone) deleteKeys(ctx context.Context, keys []string, timeout time.Durat
 // slot, in the slot layout), then its regional copy, which the markers
 // name.
 func (l *Log) deleteSegment(ctx context.Context, k segKey) error {
-	errs := make([]error, len(l.zones))
-	parallel.Do(len(l.zones), len(l.zones), func(i int) {
-		errs[i] = l.zones[i].deleteSegment(ctx, k, l.opts.OpTimeout)
-	})
-	if err := errors.Join(errs...); err != nil {
+	if err := onEachZone(l.zones, func(z *zone) error { return z.deleteSegment(ctx, k, l.opts.OpTimeout) }); err != nil {
 		return err
 	}
 	if l.regional != nil {
