@@ -291,6 +291,14 @@ func (a *pipeStream) receive() {
 			a.fail(blob.Errorf(driver.OpAppend, a.key, nil, "gcsrapid: the service persisted %d bytes, expected %d", n, w.end))
 			return
 		}
+		if n > a.size {
+			// More than this stream has sent: another writer's bytes (a
+			// takeover), which must never acknowledge this stream's.
+			sent := a.size
+			a.mu.Unlock()
+			a.fail(blob.Errorf(driver.OpAppend, a.key, blob.ErrPrecondition, "gcsrapid: the service persisted %d bytes, more than the %d this stream wrote: another writer appended", n, sent))
+			return
+		}
 		a.waits = a.waits[1:]
 		a.mu.Unlock()
 		w.stop()

@@ -293,3 +293,46 @@ func slowFlush(d time.Duration) gcsrapidtest.Profile {
 	p.Flush = latency.Fixed(d)
 	return p
 }
+
+// A stream that another writer took over, and whose generation a Put then
+// replaced (as a commit log's mover replaces a sealed segment with a
+// marker), fails its next append: the bytes the taker appended past its end
+// are not its own, however many there are. Acknowledging it for them would
+// let a writer fenced by the takeover count a zone it never wrote to.
+func TestStreamTakenOverThenReplaced(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, slowFlush(0))
+	for _, query := range []string{"", "&pipeline=false"} {
+		t.Run("query="+query, func(t *testing.T) {
+			s := openPipelined(ctx, t, srv, query)
+			a, err := s.CreateAppendStream(ctx, "log", []byte("head|"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := s.TakeOverAppendStream(ctx, "log")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Append(ctx, []byte("fence|copies of the records the old writer lacked|")); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			attrs, err := s.Stat(ctx, "log")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := blob.Put(ctx, s, "log", []byte("marker"), &blob.WriterOptions{If: blob.IfGenerationMatch(attrs.Generation)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Append(ctx, []byte("mine|")); err == nil {
+				t.Fatal("a stream taken over and then replaced was acknowledged for bytes it never wrote")
+			} else if !errors.Is(err, blob.ErrPrecondition) && !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("append after a takeover and a replacement: %v, want ErrPrecondition or ErrNotFound", err)
+			}
+			if got, err := blob.ReadAll(ctx, s, "log"); err != nil || string(got) != "marker" {
+				t.Errorf("object holds %q, %v; want the marker", got, err)
+			}
+		})
+	}
+}

@@ -129,6 +129,10 @@ func (a *appendStream) write(ctx context.Context, p []byte, kind func(error) err
 	switch {
 	case err != nil:
 		a.err = driver.WrapError(driver.OpAppend, a.key, err, kind)
+	case flushed > a.size+int64(len(p)):
+		// Another writer's bytes (a takeover), which must never
+		// acknowledge this stream's.
+		a.err = blob.Errorf(driver.OpAppend, a.key, blob.ErrPrecondition, "gcsrapid: the service persisted %d bytes, more than the %d this stream wrote: another writer appended", flushed, a.size+int64(len(p)))
 	case flushed != a.size+int64(len(p)):
 		a.err = blob.Errorf(driver.OpAppend, a.key, nil, "gcsrapid: the service persisted %d bytes, expected %d", flushed, a.size+int64(len(p)))
 	}

@@ -296,3 +296,48 @@ func TestFlushAfterReplacementReportsItsBytes(t *testing.T) {
 	}
 	a.CloseSend()
 }
+
+// A stream whose generation another writer took over and a newer create then
+// replaced is not the writer of the bytes the taker appended: its message at
+// its own end, no longer than those bytes, fails instead of being dropped as
+// a resend, and no flush of it reports them as its own (a writer fenced by a
+// takeover would otherwise be acknowledged for bytes it never wrote).
+func TestTakenOverThenReplacedStreamFails(t *testing.T) {
+	srv, _ := newTestServer(t, Options{})
+	a := rawStream(t, srv, "BidiWriteObject", "zonal")
+	if err := a.SendMsg(withData(appendableSpec("zonal", "k"), 0, "abc", true, false).proto()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecvMsg(newMsg("BidiWriteObjectResponse").proto()); err != nil {
+		t.Fatal(err)
+	}
+	srv.store.mu.Lock()
+	gen := srv.store.buckets["zonal"].objects["k"].generation
+	srv.store.mu.Unlock()
+	takeover := newMsg("BidiWriteObjectRequest")
+	aos := takeover.mutable("append_object_spec")
+	aos.set("bucket", bucketPrefix+"zonal")
+	aos.set("object", "k")
+	aos.set("generation", gen)
+	// The taker appends six bytes after the three the first stream wrote.
+	if _, err := replies(t, srv, withData(takeover, 3, "FENCED", true, false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replies(t, srv, withData(appendableSpec("zonal", "k"), 0, "new", true, false)); err != nil {
+		t.Fatal(err)
+	}
+	// Four bytes at 3: inside what the old generation holds, all the
+	// taker's.
+	if err := a.SendMsg(dataMsg(3, "mine", true, false).proto()); err != nil {
+		t.Fatal(err)
+	}
+	r := newMsg("BidiWriteObjectResponse")
+	err := a.RecvMsg(r.proto())
+	if err == nil {
+		t.Fatalf("a stream taken over and then replaced got a reply to its append: persisted %d", r.i64("persisted_size"))
+	}
+	if c := status.Code(err); c != codes.FailedPrecondition && c != codes.NotFound {
+		t.Errorf("append of a taken-over, replaced stream: %v, want FAILED_PRECONDITION or NOT_FOUND", err)
+	}
+	a.CloseSend()
+}

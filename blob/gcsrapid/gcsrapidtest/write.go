@@ -464,9 +464,12 @@ func (w *writeSession) takeover(spec msg) error {
 // replacedLocked reports whether err says this session's generation is gone
 // (replaced by a newer one, or deleted) while the message carries no new
 // bytes for it: a flush of bytes persisted before that still succeeded.
+// Only while this session was still the generation's writer when it went:
+// after a takeover the bytes past this session's are the taker's, and a
+// message over them is not a resend of its own.
 func (w *writeSession) replacedLocked(err error, off int64, p []byte) bool {
 	return status.Code(err) == codes.NotFound && w.obj != nil && !w.obj.finalized &&
-		off+int64(len(p)) <= w.obj.data.size()
+		bytes.Equal(w.obj.writeHandle, w.wHandle) && off+int64(len(p)) <= w.obj.data.size()
 }
 
 // appendTarget returns the session's object if this stream still owns it.
@@ -594,9 +597,10 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 			if o, err := w.appendTargetLocked(); err == nil {
 				o.recordFlushLocked(time.Now())
 			}
-			if w.obj != nil {
+			if w.obj != nil && bytes.Equal(w.obj.writeHandle, w.wHandle) {
 				// The flush persists what this stream's generation holds,
-				// even if a newer generation has replaced it since.
+				// even if a newer generation has replaced it since, as long
+				// as no takeover made another stream its writer.
 				w.persisted, w.persistedCRC = w.obj.data.size(), w.obj.crc
 			}
 			s.store.mu.Unlock()
