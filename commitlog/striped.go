@@ -171,6 +171,21 @@ func OpenStriped(ctx context.Context, stores []blob.Store, name string, stripes 
 		}
 		s.fillers += filled[i]
 	}
+	// Every stripe still ours, now that all are open: two Opens that raced
+	// stripe by stripe could otherwise each return holding some stripes,
+	// the other's offsets acknowledged in between (an Append at an offset
+	// below one the other had acknowledged before it began). Of two Opens
+	// that crossed, the one that checks last finds the other's newer claim
+	// on a stripe it opened first, since each checks only after all its
+	// claims are made: at most one returns.
+	parallel.Do(stripes, stripes, func(i int) {
+		errs[i] = s.subs[i].stillCurrent(ctx)
+	})
+	for i, err := range errs {
+		if err != nil {
+			return fail(fmt.Errorf("commitlog: stripe %d of %s after opening every stripe: %w", i, name, err))
+		}
+	}
 	s.next, s.recov = last+1, last
 	return s, nil
 }

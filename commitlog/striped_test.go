@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -158,6 +159,78 @@ func TestStripedTakeoverFills(t *testing.T) {
 	if rec, err := r2.Next(ctx); err != nil || rec.Offset != 8 {
 		t.Fatalf("reader from 7: %v at %d, want the record at 8", err, rec.Offset)
 	}
+}
+
+// TestStripedOpensThatCross: of two Opens that race stripe by stripe, each
+// claiming a stripe after the other did, at most one returns. Here the
+// first has opened every stripe and is filling a gap in stripe 0 when the
+// other claims stripe 1 (as the second of two crossing Opens does once it
+// has opened stripe 0): the first must fail with ErrFenced, or it would
+// acknowledge Appends on stripe 0 while the other acknowledges them on
+// stripe 1, each at offsets the other's were below.
+func TestStripedOpensThatCross(t *testing.T) {
+	ctx := context.Background()
+	stores := testkit.Mems(t, 3)
+	const k = 2
+	s := mustOpenStriped(t, stores, "log", k, nil)
+	// Offset 0 (stripe 0) never reached its stripe; 1 (stripe 1) did:
+	// the next Open fills stripe 0.
+	if _, err := s.subs[1].Append(ctx, append([]byte{stripeData}, "orphan"...)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	o, err := (*Options)(nil).withDefaults(len(stores))
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := stripeOptions(o, k)
+	var once sync.Once
+	var other error
+	watched := make([]blob.Store, len(stores))
+	for i, st := range stores {
+		watched[i] = &watchStore{Store: st, before: func(r watchReq) error {
+			if strings.HasPrefix(r.key, stripeName("log", 0)+"/") && holdsFiller(r.data) {
+				once.Do(func() {
+					var l *Log
+					if l, other = Open(ctx, stores, stripeName("log", 1), &so); other == nil {
+						l.Close()
+					}
+				})
+			}
+			return nil
+		}}
+	}
+	crossed, err := OpenStriped(ctx, watched, "log", k, nil)
+	if other != nil {
+		t.Fatalf("the other Open of stripe 1: %v", other)
+	}
+	if err == nil {
+		crossed.Close()
+		t.Fatal("an Open returned holding stripe 0 only: another writer had claimed stripe 1 after it")
+	}
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("the Open that was crossed: %v, want ErrFenced", err)
+	}
+	// The filler it wrote stays in stripe 0 for the next writer, which
+	// holds both stripes.
+	s2 := mustOpenStriped(t, stores, "log", k, nil)
+	if off, err := s2.Append(ctx, []byte("after")); err != nil || off != 2 {
+		t.Fatalf("append after the crossed Open: %d, %v; want 2", off, err)
+	}
+}
+
+// holdsFiller reports whether p, frames written to a stripe, holds a
+// filler record.
+func holdsFiller(p []byte) bool {
+	frames, _, _ := decodeFrames(p)
+	for _, f := range frames {
+		for _, r := range f.records {
+			if f.kind == frameData && len(r) == 1 && r[0] == stripeFiller {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // TestStripedAckWaitsForEarlierOffsets: a record committed in its stripe
