@@ -807,7 +807,12 @@ func simulate(t *testing.T, be backend, seed uint64, appends int) simResult {
 	// Below the start, what readers were served is checked against what
 	// was acknowledged and against each other.
 	below := map[int64]string{}
+	ackedAt := map[int64]string{}
 	for data, off := range acked {
+		if prev, ok := ackedAt[off]; ok {
+			t.Errorf("two acknowledged Appends hold offset %d: %q and %q", off, prev, data)
+		}
+		ackedAt[off] = data
 		if off < start {
 			below[off] = data
 		}

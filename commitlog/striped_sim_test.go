@@ -453,6 +453,22 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 		where[d] = off
 	}
 	issued := map[string]bool{}
+	// Every acknowledged record, wherever the log starts now: no two
+	// Appends are acknowledged at one offset, and every reader served an
+	// acknowledged offset was served its record.
+	ackedAt := map[int64]string{}
+	for _, h := range history {
+		if !h.ok {
+			continue
+		}
+		for j, d := range h.recs {
+			o := h.first + int64(j)
+			if prev, ok := ackedAt[o]; ok {
+				t.Errorf("two acknowledged Appends hold offset %d: %q and %q", o, prev, d)
+			}
+			ackedAt[o] = d
+		}
+	}
 	var acked []*simAppend
 	var nok, nuncertain, nfailed int
 	for _, h := range history {
@@ -507,6 +523,9 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 				d := string(rec.Data)
 				if !issued[d] {
 					t.Errorf("reader %d was served %q at %d, which no Append carried", ri, d, rec.Offset)
+				}
+				if a, ok := ackedAt[rec.Offset]; ok && a != d {
+					t.Errorf("reader %d was served %q at %d, where an acknowledged Append holds %q", ri, d, rec.Offset, a)
 				}
 				if s.uncommitted[j] {
 					t.Errorf("reader %d was served %q at %d before it was committed", ri, d, rec.Offset)
