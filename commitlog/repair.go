@@ -206,12 +206,12 @@ func (l *Log) repairPass(ctx context.Context) error {
 		}
 		// The start first: counted again, the zone must not show a
 		// segment below it as the log's first.
-		c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
-		err := l.zones[zi].raiseStart(c, start)
+		err := l.zones[zi].raiseStart(ctx, start, l.opts.OpTimeout)
 		if err == nil {
+			c, cancel := context.WithTimeout(ctx, l.opts.OpTimeout)
 			err = l.zones[zi].createEpoch(c, intactEpoch)
+			cancel()
 		}
-		cancel()
 		if err != nil && !errors.Is(err, blob.ErrExists) {
 			missing++
 			errs = append(errs, fmt.Errorf("commitlog: the intact marker on zone %d: %w", zi, err))

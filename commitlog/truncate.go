@@ -79,10 +79,7 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 	// The start on every zone before any deletion (see startPrefix); with
 	// nothing below it, an earlier truncation recorded one at least as high.
 	if len(below) > 0 {
-		errs := onAll(ctx, l.zones, l.opts.OpTimeout, func(ctx context.Context, z *zone) error {
-			return z.raiseStart(ctx, start)
-		})
-		if err := errors.Join(errs...); err != nil {
+		if err := onEachZone(l.zones, func(z *zone) error { return z.raiseStart(ctx, start, l.opts.OpTimeout) }); err != nil {
 			return 0, fmt.Errorf("commitlog: truncating: recording the start %d: %w", start, err)
 		}
 	}

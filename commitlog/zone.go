@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/zonalblob/zonalblob/blob"
 	"github.com/zonalblob/zonalblob/blob/driver"
@@ -508,31 +509,28 @@ func parseStart(name string) (int64, bool) {
 }
 
 // raiseStart records start on z, and removes the lower starts recorded
-// there (the highest is the one that counts).
-func (z *zone) raiseStart(ctx context.Context, start int64) error {
+// there (the highest is the one that counts). Each request is bounded by
+// timeout on its own (see deleteKeys).
+func (z *zone) raiseStart(ctx context.Context, start int64, timeout time.Duration) error {
 	if start <= 0 {
 		return nil
 	}
-	err := blob.Put(ctx, z.s, z.startKey(start), nil, &blob.WriterOptions{If: blob.IfNotExist()})
+	c, cancel := context.WithTimeout(ctx, timeout)
+	err := blob.Put(c, z.s, z.startKey(start), nil, &blob.WriterOptions{If: blob.IfNotExist()})
+	cancel()
 	if err != nil && !errors.Is(err, blob.ErrExists) {
 		return err
 	}
 	prefix := z.segPrefix() + startPrefix
-	var old []string
-	for o, err := range blob.All(ctx, z.s, &blob.ListOptions{Prefix: prefix}) {
-		if err != nil {
-			return err
-		}
-		if s, ok := parseStart(strings.TrimPrefix(o.Key, z.segPrefix())); ok && s < start {
-			old = append(old, o.Key)
-		}
+	keys, err := z.listKeys(ctx, prefix, timeout)
+	if err != nil {
+		return err
 	}
-	for _, k := range old {
-		if err := z.s.Delete(ctx, k, nil); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
+	old := slices.DeleteFunc(keys, func(k string) bool {
+		s, ok := parseStart(strings.TrimPrefix(k, z.segPrefix()))
+		return !ok || s >= start
+	})
+	return z.deleteKeys(ctx, old, timeout)
 }
 
 // fromStart drops the keys of segments below start.
