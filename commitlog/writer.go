@@ -623,8 +623,20 @@ func (l *Log) resyncOn(ctx context.Context, z *zone, seg *openSeg, zs *zoneSeg) 
 		from--
 	}
 	frames, _, err := z.read(ctx, seg.key, from)
-	if err != nil && !(errors.Is(err, blob.ErrNotFound) && from < pos) {
-		return err
+	if err != nil && !(errors.Is(err, blob.ErrNotFound) && from < pos) || err == nil && len(frames) == 0 {
+		// Nothing past where this writer was may be a copy now shorter
+		// than that: a newer writer recovered the segment and moved it,
+		// and the marker at its head says so. Without a look there the
+		// writer would find nothing new, append, fail on the size, and
+		// retry the zone until its Appends time out.
+		if head, herr := z.readPrefix(ctx, seg.key, 64); herr == nil {
+			if m, ok := movedIn(head); ok && m.epoch > l.epoch {
+				return fmt.Errorf("%w: epoch %d moved segment %s off zone %d", ErrFenced, m.epoch, seg.key, z.idx)
+			}
+		}
+		if err != nil {
+			return err
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
