@@ -18,7 +18,9 @@ var _ blob.AppendStreamer = (*Store)(nil)
 // the stream open, so that each later Append is one write and one flush.
 //
 // A stream trusts that it is the object's only writer until a takeover says
-// otherwise; with client retries on (retries > 1) a retried stream could
+// otherwise, and fails with blob.ErrPrecondition if the service reports
+// more bytes persisted than it sent (another writer's, which must never
+// acknowledge its own); with client retries on (retries > 1) a retried stream could
 // take the object back and resend bytes at offsets another writer has
 // used, so code that shares objects between writers keeps the default.
 func (s *Store) CreateAppendStream(ctx context.Context, key string, data []byte) (blob.AppendStream, error) {

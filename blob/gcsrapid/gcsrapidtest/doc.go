@@ -26,7 +26,11 @@
 // past the end with OUT_OF_RANGE, bad requests with INVALID_ARGUMENT and
 // writes past Options.MaxBytes with RESOURCE_EXHAUSTED, never a panic.
 // A zonal bucket accepts only appendable writes and a regional bucket only
-// ordinary ones, as the real service does. Delays come from the seeded
+// ordinary ones, as the real service does. A takeover makes the new stream
+// the writer: the old one fails on its next message, and its flushes never
+// report bytes the new writer appended, even once a newer generation has
+// replaced the object (a stream still the writer when its generation was
+// replaced keeps a flush of the bytes it sent before). Delays come from the seeded
 // Profile, so a run can be replayed; Stats counts every operation and
 // InjectFault fails chosen calls to exercise client retries.
 //
