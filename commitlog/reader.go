@@ -90,6 +90,19 @@ type ReaderStats struct {
 	NotSegments int64
 }
 
+// add adds o's counts to s (a striped reader's stripes, added up).
+func (s *ReaderStats) add(o ReaderStats) {
+	s.Records += o.Records
+	s.Reads += o.Reads
+	s.Fallbacks += o.Fallbacks
+	s.Lists += o.Lists
+	s.Polls += o.Polls
+	s.Probes += o.Probes
+	s.BytesRead += o.BytesRead
+	s.RegionalReads += o.RegionalReads
+	s.NotSegments += o.NotSegments
+}
+
 type segInfo struct {
 	key segKey
 	end int64 // last offset; -1 for the tip, whose end is not known yet

@@ -685,16 +685,7 @@ func (r *StripedReader) Fillers() int64 { return r.fillers }
 func (r *StripedReader) Stats() ReaderStats {
 	var st ReaderStats
 	for _, sub := range r.subs {
-		s := sub.Stats()
-		st.Records += s.Records
-		st.Reads += s.Reads
-		st.Fallbacks += s.Fallbacks
-		st.Lists += s.Lists
-		st.Polls += s.Polls
-		st.Probes += s.Probes
-		st.BytesRead += s.BytesRead
-		st.RegionalReads += s.RegionalReads
-		st.NotSegments += s.NotSegments
+		st.add(sub.Stats())
 	}
 	return st
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -449,5 +450,24 @@ func TestStripedFencedErrors(t *testing.T) {
 	_, err = old.Append(ctx, []byte("e"))
 	if !errors.Is(err, ErrFenced) || errors.Is(err, ErrUncertain) {
 		t.Fatalf("an Append after the writer failed: %v, want ErrFenced without ErrUncertain", err)
+	}
+}
+
+// TestReaderStatsAddCoversEveryField: a striped reader's Stats add up
+// every counter of its stripes' readers, a counter added later included.
+func TestReaderStatsAddCoversEveryField(t *testing.T) {
+	var one ReaderStats
+	v := reflect.ValueOf(&one).Elem()
+	for i := range v.NumField() {
+		v.Field(i).SetInt(1)
+	}
+	var sum ReaderStats
+	sum.add(one)
+	sum.add(one)
+	s := reflect.ValueOf(sum)
+	for i := range s.NumField() {
+		if s.Field(i).Int() != 2 {
+			t.Errorf("ReaderStats.add leaves out %s", s.Type().Field(i).Name)
+		}
 	}
 }
