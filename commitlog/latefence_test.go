@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,37 +11,6 @@ import (
 	"github.com/zonalblob/zonalblob/blob/gcsrapid/gcsrapidtest"
 	"github.com/zonalblob/zonalblob/internal/testkit"
 )
-
-// sendHold holds a zone's next append (a Send on its stream) before it
-// reaches the store, until released: frames a writer sends late.
-type sendHold struct {
-	mu      sync.Mutex
-	armed   bool
-	reached chan struct{}
-	release chan struct{}
-}
-
-func (h *sendHold) arm() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.armed, h.reached, h.release = true, make(chan struct{}), make(chan struct{})
-}
-
-func (h *sendHold) before(r watchReq) error {
-	if r.op != watchAppend || !strings.Contains(r.key, "/seg/") {
-		return nil
-	}
-	h.mu.Lock()
-	armed, reached, release := h.armed, h.reached, h.release
-	h.armed = false
-	h.mu.Unlock()
-	if !armed {
-		return nil
-	}
-	close(reached)
-	<-release
-	return nil
-}
 
 // TestFencedWriterLateFramesOnMovedSegment: a writer fenced by a recovery
 // that did not reach one zone sends its frames to a zone that lagged by one
@@ -57,10 +25,16 @@ func (h *sendHold) before(r watchReq) error {
 func TestFencedWriterLateFramesOnMovedSegment(t *testing.T) {
 	ctx := context.Background()
 	inner := rapidZones(gcsrapidtest.Zero())(t, 3)
-	holds := []*sendHold{{}, {}, {}}
+	// Each zone's gate holds the old writer's next append to a segment
+	// once armed: frames it sends late.
+	holds := []*opGate{{}, {}, {}}
 	aStores := make([]blob.Store, 3)
 	for i, s := range inner {
-		aStores[i] = &watchStore{Store: s, before: holds[i].before}
+		aStores[i] = &watchStore{Store: s, before: func(r watchReq) error {
+			return holds[i].wait(ctx, func(prefix string) bool {
+				return r.op == watchAppend && strings.HasPrefix(r.key, prefix)
+			})
+		}}
 	}
 	// The old writer: no mover, no repair of its own.
 	a := mustOpen(t, aStores, "log", &Options{RepairInterval: -1})
@@ -68,13 +42,13 @@ func TestFencedWriterLateFramesOnMovedSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	// r1 reaches zones 0 and 2 (acknowledged); zone 1 lags by it.
-	holds[1].arm()
+	holds[1].arm("log/seg/")
 	if off, err := a.Append(ctx, []byte("r1")); err != nil || off != 1 {
 		t.Fatalf("r1: %d, %v", off, err)
 	}
-	<-holds[1].reached
+	<-holds[1].held
 	// r2 reaches zone 0 only.
-	holds[2].arm()
+	holds[2].arm("log/seg/")
 	type result struct {
 		off int64
 		err error
@@ -86,7 +60,7 @@ func TestFencedWriterLateFramesOnMovedSegment(t *testing.T) {
 		off, err := a.Append(actx, []byte("r2"))
 		r2 <- result{off, err}
 	}()
-	<-holds[2].reached
+	<-holds[2].held
 	zones, err := zonesFor(inner, "log", Options{})
 	if err != nil {
 		t.Fatal(err)

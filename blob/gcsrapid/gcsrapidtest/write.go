@@ -468,8 +468,14 @@ func (w *writeSession) takeover(spec msg) error {
 // after a takeover the bytes past this session's are the taker's, and a
 // message over them is not a resend of its own.
 func (w *writeSession) replacedLocked(err error, off int64, p []byte) bool {
-	return status.Code(err) == codes.NotFound && w.obj != nil && !w.obj.finalized &&
-		bytes.Equal(w.obj.writeHandle, w.wHandle) && off+int64(len(p)) <= w.obj.data.size()
+	return status.Code(err) == codes.NotFound && w.writerOfObjLocked() && !w.obj.finalized &&
+		off+int64(len(p)) <= w.obj.data.size()
+}
+
+// writerOfObjLocked reports whether this session is still the writer of
+// its generation, live or replaced: no takeover issued another handle.
+func (w *writeSession) writerOfObjLocked() bool {
+	return w.obj != nil && bytes.Equal(w.obj.writeHandle, w.wHandle)
 }
 
 // appendTarget returns the session's object if this stream still owns it.
@@ -597,7 +603,7 @@ func (w *writeSession) handleAppend(req msg, p []byte) (msg, error) {
 			if o, err := w.appendTargetLocked(); err == nil {
 				o.recordFlushLocked(time.Now())
 			}
-			if w.obj != nil && bytes.Equal(w.obj.writeHandle, w.wHandle) {
+			if w.writerOfObjLocked() {
 				// The flush persists what this stream's generation holds,
 				// even if a newer generation has replaced it since, as long
 				// as no takeover made another stream its writer.
