@@ -16,8 +16,9 @@ import (
 // TruncateBefore deletes the log's oldest segments, every one whose records
 // are all below offset and committed, and returns the first offset the log
 // still holds (the start). Segments are whole: the start is the first offset
-// of the segment that holds offset, at most offset. A reader positioned
-// below the start gets ErrTruncated.
+// of the segment that holds offset, at most offset, unless an earlier
+// truncation recorded a higher one. A reader positioned below the start
+// gets ErrTruncated.
 //
 // Every segment name below the start goes, oldest first: its copy or marker
 // on every zone (every slot, header last, in the slot layout), then its
@@ -52,17 +53,19 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 		}
 		start = next
 	}
-	l.mu.Lock()
-	l.stats.TruncateTo = max(l.stats.TruncateTo, start)
-	l.mu.Unlock()
-	// Every name below the start, on any zone or in the regional store.
-	below := map[segKey]bool{}
+	// Every name on any zone or in the regional store, and the highest
+	// start any zone records. A truncation cut off after recording its
+	// start on some zones, not all, leaves a start that the quorum chainTo
+	// listed may have missed; listings that reach such a zone drop the
+	// segments below it, so the log starts there for them: the start is at
+	// least that one, and this call finishes what the other began.
+	var all []segKey
 	stores := slices.Clone(l.zones)
 	if l.regional != nil {
 		stores = append(stores, l.regional)
 	}
 	for i, z := range stores {
-		ks, err := z.listSegments(ctx, nil)
+		ks, recorded, err := z.listLog(ctx, nil)
 		if err != nil {
 			where := fmt.Sprintf("zone %d", i)
 			if i == len(l.zones) {
@@ -70,10 +73,16 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 			}
 			return 0, fmt.Errorf("commitlog: truncating: listing %s: %w", where, err)
 		}
-		for _, k := range ks {
-			if k.first < start && k != cur {
-				below[k] = true
-			}
+		all = append(all, ks...)
+		start = max(start, recorded)
+	}
+	l.mu.Lock()
+	l.stats.TruncateTo = max(l.stats.TruncateTo, start)
+	l.mu.Unlock()
+	below := map[segKey]bool{}
+	for _, k := range all {
+		if k.first < start && k != cur {
+			below[k] = true
 		}
 	}
 	// The start on every zone before any deletion (see startPrefix); with

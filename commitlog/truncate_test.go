@@ -743,3 +743,110 @@ func TestTruncateBoundsEachRequest(t *testing.T) {
 		})
 	}
 }
+
+// A truncation cut off after recording its start on one zone leaves that
+// start there alone, and listings that reach that zone drop the segments
+// below it: for readers that list it the log starts there. A later
+// truncation to a lower offset whose quorum listing missed that zone
+// returned its own, lower start, and a reader opened at it that listed the
+// zone got ErrTruncated (the striped simulation's final read did, once).
+// The later truncation returns the recorded start, and finishes the cut-off
+// one's deletes.
+func TestTruncateAfterCutOffStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wrapped, faults := wrapAll(testkit.Mems(t, 3), 3)
+	stores := make([]blob.Store, len(wrapped))
+	gates := make([]*listGateStore, len(wrapped))
+	for i, s := range wrapped {
+		gates[i] = &listGateStore{Store: s}
+		stores[i] = gates[i]
+	}
+	opts := &Options{MaxSegmentAppends: 4, LACDelay: -1, RepairInterval: -1, OpTimeout: 10 * time.Second}
+	l := mustOpen(t, stores, "L", opts)
+	defer l.Close()
+	const n = 12
+	for i := range n {
+		if off, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil || off != int64(i) {
+			t.Fatalf("append %d: %d, %v", i, off, err)
+		}
+	}
+	// The first truncation records its start on zone 0 alone.
+	for _, f := range faults[1:] {
+		f.Add(fault.Rule{Op: fault.OpWrite, KeyPrefix: "L/seg/" + startPrefix, Count: 1})
+	}
+	if _, err := l.TruncateBefore(ctx, 8); err == nil {
+		t.Fatal("TruncateBefore(8) with the start's Put failing on two zones succeeded")
+	}
+	_, high, err := l.zones[0].listLog(ctx, nil)
+	if err != nil || high == 0 || high > 8 {
+		t.Fatalf("zone 0 records the start %d (%v), want one in 1..8", high, err)
+	}
+	// The next one's quorum listing misses zone 0: zone 0's listing fails
+	// before zones 1 and 2 answer theirs.
+	faults[0].Add(fault.Rule{Op: fault.OpList, KeyPrefix: "L/seg/", Count: 1})
+	for _, g := range gates[1:] {
+		g.arm("L/seg/")
+	}
+	type result struct {
+		start int64
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		start, err := l.TruncateBefore(ctx, 1)
+		done <- result{start, err}
+	}()
+	for i, g := range gates[1:] {
+		select {
+		case <-g.held:
+		case <-ctx.Done():
+			t.Fatalf("zone %d was never listed", i+1)
+		}
+	}
+	for faults[0].Stats()[fault.OpList].Failures == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("zone 0 was never listed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, g := range gates[1:] {
+		close(g.release)
+	}
+	res := <-done
+	start, err := res.start, res.err
+	if err != nil || start < high {
+		t.Fatalf("TruncateBefore(1) = %d, %v after a truncation recorded the start %d on zone 0", start, err, high)
+	}
+	// It deleted what the cut-off one left (a zone that lagged may still
+	// get a late create of a segment below, which the start hides).
+	if st := l.Stats(); st.Truncated == 0 {
+		t.Fatalf("no segment deleted: %+v", st)
+	}
+	for i, z := range l.zones {
+		if _, rec, err := z.listLog(ctx, nil); err != nil || rec < start {
+			t.Fatalf("zone %d records the start %d (%v), want %d", i, rec, err, start)
+		}
+	}
+	// A reader at the start, listing zone 0 (zone 2 down), reads every
+	// record from it; one below it gets ErrTruncated.
+	faults[2].SetDown(true)
+	r, err := NewReader(stores, "L", start, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i, rec := range readN(t, ctx, r, int(n-start)) {
+		if want := fmt.Sprintf("r%d", start+int64(i)); string(rec.Data) != want || rec.Offset != start+int64(i) {
+			t.Fatalf("read %d %q, want %d %q", rec.Offset, rec.Data, start+int64(i), want)
+		}
+	}
+	below, err := NewReader(stores, "L", start-1, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer below.Close()
+	if _, err := below.Next(ctx); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("reading at %d, below the start %d: %v, want ErrTruncated", start-1, start, err)
+	}
+}
