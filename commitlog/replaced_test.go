@@ -605,7 +605,12 @@ func TestRecoveryCopyToReplacedZone(t *testing.T) {
 	// at slot 3; that copy is held while zone 2 is replaced and zone 1
 	// takes writes again.
 	rule := faults[1].Add(fault.Rule{Op: fault.OpCommit, Probability: 1})
-	gates[2].arm(slotKey(dir, 3))
+	// The slot after the fence: zone 2's create may have come after a0
+	// was cut and carried it in its first slot, with the header.
+	a.mu.Lock()
+	copySlot := seg.zs[2].pos + 1
+	a.mu.Unlock()
+	gates[2].arm(slotKey(dir, copySlot))
 	type result struct {
 		l   *Log
 		err error
@@ -615,7 +620,11 @@ func TestRecoveryCopyToReplacedZone(t *testing.T) {
 		l, err := Open(ctx, stores, "L", opts)
 		res <- result{l, err}
 	}()
-	<-gates[2].held
+	select {
+	case <-gates[2].held:
+	case <-ctx.Done():
+		t.Fatalf("the recovery's copy to zone 2 (slot %d) never came", copySlot)
+	}
 	if err := wipe(ctx, inner[2], "L/"); err != nil {
 		t.Fatal(err)
 	}
