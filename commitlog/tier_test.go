@@ -74,7 +74,17 @@ func TestMoveToRegional(t *testing.T) {
 			header := encodeHeader(segKey{1, 0}, segKey{})
 			for _, k := range moved {
 				for _, z := range l.zones {
-					frames, err := z.readPrefix(ctx, k, 1<<20)
+					// A move counts once W zones hold its marker; a zone
+					// whose marker failed (an append of the seal landing
+					// between the mover's Stat and its Put) gets it on a
+					// later pass.
+					var frames []frame
+					var err error
+					waitFor(t, fmt.Sprintf("zone %d's marker of %s", z.idx, k), func() bool {
+						frames, err = z.readPrefix(ctx, k, 1<<20)
+						_, ok := movedIn(frames)
+						return err == nil && ok
+					})
 					m, ok := movedIn(frames)
 					if err != nil || !ok || len(m.raw) >= len(header) {
 						t.Fatalf("zone %d, segment %s: frames %v, %v; want one short moved marker", z.idx, k, frames, err)
