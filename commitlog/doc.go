@@ -138,9 +138,11 @@
 // (zonal copies or markers on every zone, then regional copies), with the
 // segments created ahead and never used below it, and the epoch claims
 // below the writer's; it returns the start, the first offset kept (segments
-// are whole: at most offset). Readers below the start get ErrTruncated; a
-// writer that a newer one overtook while it truncated returns no start
-// (ErrFenced), as the newer one's repair may have brought a segment back.
+// are whole: at most offset, unless an earlier truncation cut off part way
+// recorded a higher start on some zone, which it then finishes). Readers
+// below the start get ErrTruncated; a writer that a newer one overtook
+// while it truncated returns no start (ErrFenced), as the newer one's
+// repair may have brought a segment back.
 // Before it deletes anything a truncation records its start on every zone
 // (name/seg/start-<offset>, which every listing of the segments reads at no
 // extra request), and every chain drops the segments below the highest
