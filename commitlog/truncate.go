@@ -76,8 +76,12 @@ func (l *Log) TruncateBefore(ctx context.Context, offset int64) (int64, error) {
 		all = append(all, ks...)
 		start = max(start, recorded)
 	}
+	// And at least this writer's own earlier target: a Put of its start
+	// that timed out may yet land, after this listing. It is safe to go
+	// to: every record below it was committed then.
 	l.mu.Lock()
-	l.stats.TruncateTo = max(l.stats.TruncateTo, start)
+	start = max(start, l.stats.TruncateTo)
+	l.stats.TruncateTo = start
 	l.mu.Unlock()
 	below := map[segKey]bool{}
 	for _, k := range all {

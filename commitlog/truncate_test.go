@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -762,15 +763,9 @@ func TestTruncateAfterCutOffStart(t *testing.T) {
 		gates[i] = &listGateStore{Store: s}
 		stores[i] = gates[i]
 	}
-	opts := &Options{MaxSegmentAppends: 4, LACDelay: -1, RepairInterval: -1, OpTimeout: 10 * time.Second}
-	l := mustOpen(t, stores, "L", opts)
-	defer l.Close()
 	const n = 12
-	for i := range n {
-		if off, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil || off != int64(i) {
-			t.Fatalf("append %d: %d, %v", i, off, err)
-		}
-	}
+	l, opts := openAppended(t, ctx, stores, n)
+	defer l.Close()
 	// The first truncation records its start on zone 0 alone.
 	for _, f := range faults[1:] {
 		f.Add(fault.Rule{Op: fault.OpWrite, KeyPrefix: "L/seg/" + startPrefix, Count: 1})
@@ -831,16 +826,7 @@ func TestTruncateAfterCutOffStart(t *testing.T) {
 	// A reader at the start, listing zone 0 (zone 2 down), reads every
 	// record from it; one below it gets ErrTruncated.
 	faults[2].SetDown(true)
-	r, err := NewReader(stores, "L", start, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	for i, rec := range readN(t, ctx, r, int(n-start)) {
-		if want := fmt.Sprintf("r%d", start+int64(i)); string(rec.Data) != want || rec.Offset != start+int64(i) {
-			t.Fatalf("read %d %q, want %d %q", rec.Offset, rec.Data, start+int64(i), want)
-		}
-	}
+	readsFrom(t, ctx, stores, opts, start, n)
 	below, err := NewReader(stores, "L", start-1, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -848,5 +834,120 @@ func TestTruncateAfterCutOffStart(t *testing.T) {
 	defer below.Close()
 	if _, err := below.Next(ctx); !errors.Is(err, ErrTruncated) {
 		t.Fatalf("reading at %d, below the start %d: %v, want ErrTruncated", start-1, start, err)
+	}
+}
+
+// lateStartStore takes the Put of a truncation's start, when armed, and
+// reports it failed, as a client that gave up on it would; land applies it
+// later, as the service may.
+type lateStartStore struct {
+	blob.Store
+	mu    sync.Mutex
+	armed bool
+	key   string
+}
+
+func (s *lateStartStore) NewWriter(ctx context.Context, key string, opts *blob.WriterOptions) (blob.Writer, error) {
+	s.mu.Lock()
+	take := s.armed && strings.Contains(key, "/seg/"+startPrefix)
+	if take {
+		s.armed, s.key = false, key
+	}
+	s.mu.Unlock()
+	if !take {
+		return s.Store.NewWriter(ctx, key, opts)
+	}
+	return lateWriter{}, nil
+}
+
+func (s *lateStartStore) arm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = true
+}
+
+func (s *lateStartStore) land(ctx context.Context) error {
+	s.mu.Lock()
+	key := s.key
+	s.mu.Unlock()
+	return blob.Put(ctx, s.Store, key, nil, nil)
+}
+
+type lateWriter struct{}
+
+func (lateWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (lateWriter) Close() error                { return context.DeadlineExceeded }
+
+// A truncation's Put of its start times out on one zone and fails on the
+// others, and lands on that zone after the next truncation, to a lower
+// offset, listed every zone. That one returned its own, lower start, and
+// readers at it that listed the zone then got ErrTruncated. It goes at
+// least to the writer's own earlier target.
+func TestTruncateAfterLateStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wrapped, faults := wrapAll(testkit.Mems(t, 3), 5)
+	stores := make([]blob.Store, len(wrapped))
+	late := make([]*lateStartStore, len(wrapped))
+	for i, s := range wrapped {
+		late[i] = &lateStartStore{Store: s}
+		stores[i] = late[i]
+	}
+	const n = 12
+	l, opts := openAppended(t, ctx, stores, n)
+	defer l.Close()
+	late[1].arm()
+	for _, f := range []*fault.Store{faults[0], faults[2]} {
+		f.Add(fault.Rule{Op: fault.OpWrite, KeyPrefix: "L/seg/" + startPrefix, Count: 1})
+	}
+	if _, err := l.TruncateBefore(ctx, 8); err == nil {
+		t.Fatal("TruncateBefore(8) with the start's Put failing on every zone succeeded")
+	}
+	target := l.Stats().TruncateTo
+	for i, z := range l.zones {
+		if _, rec, err := z.listLog(ctx, nil); err != nil || rec != 0 {
+			t.Fatalf("zone %d records the start %d (%v) before the late Put lands", i, rec, err)
+		}
+	}
+	start, err := l.TruncateBefore(ctx, 1)
+	if err != nil || start < target || target == 0 {
+		t.Fatalf("TruncateBefore(1) = %d, %v after one that set out to reach %d", start, err, target)
+	}
+	if err := late[1].land(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A reader at the start, listing zone 1 (zone 2 down), reads every
+	// record from it.
+	faults[2].SetDown(true)
+	readsFrom(t, ctx, stores, opts, start, n)
+}
+
+// openAppended opens log L over stores, one record a segment (see
+// planRollLocked) and no passes of its own, and appends r0 to r<n-1>.
+func openAppended(t *testing.T, ctx context.Context, stores []blob.Store, n int) (*Log, *Options) {
+	t.Helper()
+	opts := &Options{MaxSegmentAppends: 4, LACDelay: -1, RepairInterval: -1, OpTimeout: 10 * time.Second}
+	l := mustOpen(t, stores, "L", opts)
+	for i := range n {
+		if off, err := l.Append(ctx, fmt.Appendf(nil, "r%d", i)); err != nil || off != int64(i) {
+			l.Close()
+			t.Fatalf("append %d: %d, %v", i, off, err)
+		}
+	}
+	return l, opts
+}
+
+// readsFrom checks that a reader of L at start reads r<start> to r<n-1>.
+func readsFrom(t *testing.T, ctx context.Context, stores []blob.Store, opts *Options, start int64, n int) {
+	t.Helper()
+	r, err := NewReader(stores, "L", start, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i, rec := range readN(t, ctx, r, n-int(start)) {
+		if want := fmt.Sprintf("r%d", start+int64(i)); string(rec.Data) != want || rec.Offset != start+int64(i) {
+			t.Fatalf("read %d %q, want %d %q", rec.Offset, rec.Data, start+int64(i), want)
+		}
 	}
 }
