@@ -750,7 +750,8 @@ func TestTruncateBoundsEachRequest(t *testing.T) {
 // below it: for readers that list it the log starts there. A later
 // truncation to a lower offset whose quorum listing missed that zone
 // returned its own, lower start, and a reader opened at it that listed the
-// zone got ErrTruncated (the striped simulation's final read did, once).
+// zone got ErrTruncated (the error the striped simulation's final read got
+// once, which this may or may not explain).
 // The later truncation returns the recorded start, and finishes the cut-off
 // one's deletes.
 func TestTruncateAfterCutOffStart(t *testing.T) {
