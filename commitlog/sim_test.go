@@ -125,8 +125,8 @@ func describe(ctx context.Context, r *Reader, inner []blob.Store, name string) s
 	}
 	zones, _ := zonesFor(inner, name, Options{})
 	for i, z := range zones {
-		keys, err := z.listSegments(ctx, nil)
-		out += fmt.Sprintf("zone %d (%v): %d segments, err %v\n", i, z.mode, len(keys), err)
+		keys, start, err := z.listLog(ctx, nil)
+		out += fmt.Sprintf("zone %d (%v): %d segments, start %d, err %v\n", i, z.mode, len(keys), start, err)
 		for _, k := range keys {
 			frames, _, err := z.read(ctx, k, 0)
 			if k.first > r.pos+200 || len(frames) == 0 {

@@ -434,7 +434,23 @@ func stripedSimulate(t *testing.T, be backend, seed uint64, appends int) {
 		call := clock.Add(1)
 		rec, err := r.Next(rctx)
 		if err != nil {
-			t.Fatalf("final read at %d: %v", r.Offset(), err)
+			// What the stripe's reader sees, and where each writer's
+			// truncations set out to start each stripe and started it.
+			i := int(r.Offset() % int64(k))
+			out := fmt.Sprintf("offsets asked up to %d, final start %d\n", maxAsked.Load(), start)
+			mu.Lock()
+			for j, w := range writers {
+				for si, st := range w.Stats().Stripes {
+					if st.TruncateTo > 0 || st.Start > 0 {
+						out += fmt.Sprintf("writer %d stripe %d: set out to %d, started %d\n", j, si, st.TruncateTo, st.Start)
+					}
+				}
+			}
+			mu.Unlock()
+			if i < len(r.subs) && r.subs[i] != nil {
+				out += fmt.Sprintf("stripe %d:\n%s", i, describe(ctx, r.subs[i], inner, stripeName(name, i)))
+			}
+			t.Fatalf("final read at %d: %v\n%s", r.Offset(), err, out)
 		}
 		finalRead.served = append(finalRead.served, rec)
 		finalRead.calls, finalRead.rets = append(finalRead.calls, call), append(finalRead.rets, clock.Add(1))
