@@ -106,9 +106,11 @@ func TestPipelinedStreamFaults(t *testing.T) {
 			}
 			c.arm(f)
 			order, errs, beforeLast := send(ctx, st, frames)
-			if c.name == "delay" && beforeLast > 1 {
+			if c.name == "delay" && beforeLast > 2 {
 				// Only the two Sends before the delayed one may be
-				// acknowledged before the last Send has gone out.
+				// acknowledged before the last Send has gone out (both
+				// may be, on a loaded machine): had the delay held the
+				// Sends after it, the delayed one's would have come too.
 				t.Errorf("%d acknowledgements came before the last Send returned: the delay held the Sends after it", beforeLast)
 			}
 			okN := 0
