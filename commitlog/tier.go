@@ -479,7 +479,15 @@ func (l *Log) markMoved(ctx context.Context, z *zone, k segKey, marker []byte) e
 		return fmt.Errorf("commitlog: zone %d reports no generation for segment %s", z.idx, k)
 	}
 	z.dropSegmentStream(k)
-	if err := blob.Put(ctx, z.s, key, marker, &blob.WriterOptions{If: blob.IfGenerationMatch(attrs.Generation)}); err != nil {
+	// The overwrite replaces the copy as soon as its message lands. Cut off
+	// after that and before its reply (the writer closing, the mover's
+	// bound), the GCS driver deletes what it wrote: the zone would hold
+	// neither the copy nor the marker, and a listing there would miss the
+	// segment (TestMarkerCutOffAfterLanding). So it runs to a bound of its
+	// own, which Close waits out.
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.OpTimeout)
+	defer cancel()
+	if err := blob.Put(c, z.s, key, marker, &blob.WriterOptions{If: blob.IfGenerationMatch(attrs.Generation)}); err != nil {
 		return err
 	}
 	l.countMarker()
