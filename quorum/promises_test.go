@@ -133,19 +133,27 @@ func TestFastestReadServesTheVersionItDescribes(t *testing.T) {
 // An operation acknowledged by its retry round, which finds that its first
 // round's accepts took effect, moves the process's floor like one
 // acknowledged by its own accepts: the process's next fastest read is never
-// older. The first round's accept lands on replica 1, lands on replica 0
-// but is reported failed, and is refused by replica 2, which repair cannot
-// reach afterwards; the read then finds replicas 0 and 1 down.
+// older. The first round's accept lands on replica 1 and lands on replica 0
+// but is reported failed; replica 2 takes none of the Delete's writes (its
+// first commit is held until the test ends, its second refused), and repair
+// cannot reach it afterwards; the read then finds replicas 0 and 1 down.
 func TestRetryAcknowledgedWriteMovesTheFloor(t *testing.T) {
 	for _, op := range []string{"put", "delete"} {
 		t.Run(op, func(t *testing.T) {
 			ctx := context.Background()
-			c := newCluster(t, 3, 1, testOptions(), 7)
-			p := c.procs[0]
-			if err := blob.Put(ctx, p.q, "k", []byte("old"), nil); err != nil {
+			c := newCluster(t, 3, 2, testOptions(), 7)
+			p, other := c.procs[0], c.procs[1]
+			// Another process writes the value before: a promise of its
+			// Put that a replica answers late would otherwise commit
+			// through p's fault wrappers after the rules are armed, and
+			// take the count meant for the Delete's accept (the Delete's
+			// promise on replica 0 then failed, and with replica 2's held
+			// it waited out its bound).
+			if err := blob.Put(ctx, other.q, "k", []byte("old"), nil); err != nil {
 				t.Fatal(err)
 			}
-			waitUntracked(t, p.q)
+			waitUntracked(t, other.q)
+			c.stop(other)
 			// On each replica a write of a caller-named key commits twice:
 			// the promise, then the accept.
 			p.faults[0].FailNthAfter(fault.OpCommit, 2, nil)
@@ -160,6 +168,9 @@ func TestRetryAcknowledgedWriteMovesTheFloor(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("%s: %v", op, err)
+			}
+			if st := p.faults[0].Stats()[fault.OpCommit]; st.Failures != 1 {
+				t.Fatalf("replica 0 reported %d commits failed, want its accept's", st.Failures)
 			}
 			p.faults[0].SetDown(true)
 			p.faults[1].SetDown(true)
