@@ -432,12 +432,7 @@ func TestTruncateOvertakenByNewerRepair(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	inner := testkit.Mems(t, 3)
-	stores := make([]blob.Store, len(inner))
-	gates := make([]*deleteGateStore, len(inner))
-	for i, s := range inner {
-		gates[i] = &deleteGateStore{Store: s}
-		stores[i] = gates[i]
-	}
+	stores, gates := wrapEach(inner, func(s blob.Store) *deleteGateStore { return &deleteGateStore{Store: s} })
 	aOpts := &Options{Slots: true, MaxSegmentAppends: 5, RepairInterval: -1, OpTimeout: time.Minute}
 	a := mustOpen(t, stores, "L", aOpts)
 	const n = 20
@@ -758,12 +753,7 @@ func TestTruncateAfterCutOffStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wrapped, faults := wrapAll(testkit.Mems(t, 3), 3)
-	stores := make([]blob.Store, len(wrapped))
-	gates := make([]*listGateStore, len(wrapped))
-	for i, s := range wrapped {
-		gates[i] = &listGateStore{Store: s}
-		stores[i] = gates[i]
-	}
+	stores, gates := wrapEach(wrapped, func(s blob.Store) *listGateStore { return &listGateStore{Store: s} })
 	const n = 12
 	l, opts := openAppended(t, ctx, stores, n)
 	defer l.Close()
@@ -888,12 +878,7 @@ func TestTruncateAfterLateStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wrapped, faults := wrapAll(testkit.Mems(t, 3), 5)
-	stores := make([]blob.Store, len(wrapped))
-	late := make([]*lateStartStore, len(wrapped))
-	for i, s := range wrapped {
-		late[i] = &lateStartStore{Store: s}
-		stores[i] = late[i]
-	}
+	stores, late := wrapEach(wrapped, func(s blob.Store) *lateStartStore { return &lateStartStore{Store: s} })
 	const n = 12
 	l, opts := openAppended(t, ctx, stores, n)
 	defer l.Close()
@@ -951,4 +936,15 @@ func readsFrom(t *testing.T, ctx context.Context, stores []blob.Store, opts *Opt
 			t.Fatalf("read %d %q, want %d %q", rec.Offset, rec.Data, start+int64(i), want)
 		}
 	}
+}
+
+// wrapEach wraps every store with wrap, and returns the wrapped ones both as
+// stores and as what wrap made.
+func wrapEach[W blob.Store](stores []blob.Store, wrap func(blob.Store) W) ([]blob.Store, []W) {
+	out, ws := make([]blob.Store, len(stores)), make([]W, len(stores))
+	for i, s := range stores {
+		ws[i] = wrap(s)
+		out[i] = ws[i]
+	}
+	return out, ws
 }
